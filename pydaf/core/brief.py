@@ -1,0 +1,118 @@
+"""Julia's ``brief`` text of scalars and arrays (TanayLabUtilities), as used by ``description``.
+
+Example:
+    >>> brief_array(np.array([True, False]))
+    '2 x Bool (Dense; 1 (50%) true)'
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..sparse import SparseMatrixCSC, SparseVector
+from ..storage_types import julia_name
+
+MAX_BRIEF_STRING = 16
+
+
+def percent(used: int, out_of: int) -> str:
+    """Julia's ``percent``: ``NA%``, ``0%``, ``<1%``, ``>99%``, ``100%`` or the rounded (half to even) percentage."""
+    if out_of == 0:
+        return "NA%"
+    if used == 0:
+        return "0%"
+    if used == out_of:
+        return "100%"
+    fraction = 100.0 * used / out_of
+    if 0 < fraction < 1:
+        return "<1%"
+    if 99 < fraction < 100:
+        return ">99%"
+    return f"{round(fraction)}%"
+
+
+def delimited_number(number: int) -> str:
+    """An integer with ``,`` between groups of three digits (Julia's ``delimited_number``)."""
+    return f"{number:,}"
+
+
+def julia_float_text(value: float, *, float32: bool = False) -> str:
+    """Julia's ``print`` of a float: shortest round-trip digits, scientific (``1.0e-5``) below 1e-4 or from 1e6 up.
+
+    Example:
+        >>> julia_float_text(100000.0), julia_float_text(1e6), julia_float_text(0.1, float32=True)
+        ('100000.0', '1.0e6', '0.1')
+    """
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "Inf" if value > 0 else "-Inf"
+    number = np.float32(value) if float32 else np.float64(value)
+    magnitude = abs(float(number))
+    if magnitude == 0 or 1e-4 <= magnitude < 1e6:
+        return np.format_float_positional(number, unique=True, trim="0")
+    mantissa, _, exponent = np.format_float_scientific(number, unique=True, trim="0").partition("e")
+    return f"{mantissa}e{int(exponent)}"
+
+
+def brief_scalar(value: object) -> str:
+    """Julia's ``brief`` of a scalar: quoted (and shortened) strings, ``print`` form of numbers.
+
+    Example:
+        >>> brief_scalar("human"), brief_scalar(np.float32(1.5)), brief_scalar(True), brief_scalar(1e-5)
+        ('"human"', '1.5', 'true', '1.0e-5')
+    """
+    if isinstance(value, str):
+        if len(value) <= MAX_BRIEF_STRING:
+            return f'"{value}"'
+        return f'"{value[:MAX_BRIEF_STRING]}..." ({len(value)})'
+    if isinstance(value, bool | np.bool_):
+        return "true" if value else "false"
+    if isinstance(value, float | np.floating):
+        return julia_float_text(float(value), float32=isinstance(value, np.float32))
+    return str(int(value)) if isinstance(value, int | np.integer) else str(value)
+
+
+def _eltype_text(dtype: np.dtype, *, matrix: bool) -> str:
+    name = julia_name(dtype)
+    return "Str" if name == "String" and not matrix else name
+
+
+def _mask_suffix(array: np.ndarray | SparseVector | SparseMatrixCSC, length: int) -> str:
+    if array.dtype != np.bool_:
+        return ""
+    if isinstance(array, SparseVector | SparseMatrixCSC):
+        n_true = int(np.count_nonzero(array.nzval))
+        if n_true == array.nnz:
+            return ""
+    else:
+        n_true = int(np.count_nonzero(array))
+    return f"; {n_true} ({percent(n_true, length)}) true"
+
+
+def brief_array(array: np.ndarray | SparseVector | SparseMatrixCSC) -> str:
+    """Julia's ``brief`` of a stored vector or matrix (as shown by ``description``).
+
+    Example:
+        >>> brief_array(np.zeros((3, 4), order="F"))
+        '3 x 4 x Float64 in Columns (Dense)'
+    """
+    if isinstance(array, SparseVector | SparseMatrixCSC):
+        length = int(np.prod(array.shape))
+        indices = array.colptr if isinstance(array, SparseMatrixCSC) else array.nzind
+        kind = f"Sparse {delimited_number(array.nnz)} ({percent(array.nnz, length)}) [{julia_name(indices.dtype)}]"
+    else:
+        length = int(array.size)
+        kind = "Dense"
+    suffix = _mask_suffix(array, length)
+    if len(array.shape) == 1:
+        return f"{delimited_number(array.shape[0])} x {_eltype_text(array.dtype, matrix=False)} ({kind}{suffix})"
+    n_rows, n_cols = array.shape
+    layout = "Columns"
+    if isinstance(array, np.ndarray) and not array.flags.f_contiguous and array.flags.c_contiguous and min(
+            n_rows, n_cols) > 1:
+        layout = "Rows"
+    return (f"{delimited_number(n_rows)} x {delimited_number(n_cols)} x {_eltype_text(array.dtype, matrix=True)} "
+            f"in {layout} ({kind}{suffix})")

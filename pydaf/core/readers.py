@@ -1,0 +1,863 @@
+"""The public read API (Julia's ``Readers``), written once over any :class:`~pydaf.formats.base.FormatReader`.
+
+Every call takes the data set's read lock, validates its arguments, and caches what is costly to rebuild (relayouts,
+converted sparse matrices, axis dictionaries); mapped data is cached as :attr:`CacheGroup.MappedData`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..errors import DafMissingError, DafShapeError, DafValueError, for_daf
+from ..formats.base import CacheGroup, FormatReader, StoredMatrix, StoredVector
+from ..sparse import SparseMatrixCSC, SparseVector
+from ..storage_types import STRING_DTYPE, StorageScalar, as_string_array, is_string_dtype, scalar_dtype, scalar_value
+from .brief import brief_array, brief_scalar
+from .locks import ReadWriteLock
+from .names import RESERVED_VECTORS, unique_name
+
+if TYPE_CHECKING:
+    import pandas as pd
+    import scipy.sparse as sp
+
+
+class _Undef:
+    """The ``default`` of getters that must find their property (Julia's ``undef``)."""
+
+    _instance: _Undef | None = None
+
+    def __new__(cls) -> _Undef:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "Undef"
+
+
+#: Pass as ``default=`` to require the property to exist (the default of every getter).
+Undef = _Undef()
+
+
+def read_only_array(array: np.ndarray) -> np.ndarray:
+    """A read-only view of an array (the array itself when it is already read-only)."""
+    if not array.flags.writeable:
+        return array
+    view = array.view()
+    view.flags.writeable = False
+    return view
+
+
+class _State:
+    """What a data set shares with every wrapper of it: locks, cache and version counters."""
+
+    def __init__(self) -> None:
+        self.lock = ReadWriteLock()
+        self.cache_lock = threading.RLock()
+        self.cache: dict[tuple, tuple[Any, CacheGroup]] = {}
+        self.axis_versions: dict[str, int] = {}
+        self.vector_versions: dict[tuple[str, str], int] = {}
+        self.matrix_versions: dict[tuple[str, str, str], int] = {}
+
+
+class DafReader:
+    """Read access to a Daf data set: scalars, axes, per-axis vectors and per-axis-pair matrices.
+
+    Example:
+        >>> import pydaf
+        >>> daf = pydaf.MemoryDaf(name="example!")
+        >>> daf.add_axis("cell", ["A", "B"]).set_vector("cell", "age", [3, 5]).get_vector("cell", "age").tolist()
+        [3, 5]
+    """
+
+    def __init__(self, format: FormatReader, *, name: str | None = None, state: _State | None = None) -> None:
+        self._format = format
+        self._state = state or _State()
+        if name is None:
+            stored = format.format_get_scalar("name") if format.format_has_scalar("name") else None
+            name = stored if isinstance(stored, str) else format.format_default_name()
+        self._name = unique_name(name)
+
+    # Identity.
+
+    @property
+    def name(self) -> str:
+        """The name of the data set, used in descriptions and error messages."""
+        return self._name
+
+    @property
+    def format(self) -> FormatReader:
+        """The storage backend (for advanced use; its ``format_*`` methods assume the lock is held)."""
+        return self._format
+
+    def complete_path(self) -> str | None:
+        """The absolute path of persistent storage (``file#/group`` for a group in an HDF5 file), or ``None``."""
+        return self._format.format_complete_path()
+
+    def __repr__(self) -> str:
+        return f"{self._type_text()} {self._name}"
+
+    def _type_text(self) -> str:
+        return self._format.type_name
+
+    def _message(self, text: str, preposition: str = "in") -> str:
+        return f"{text}\n{preposition} the daf data: {self._name}"
+
+    # Scalars.
+
+    def has_scalar(self, name: str) -> bool:
+        """Whether a scalar property exists.
+
+        Example:
+            >>> import pydaf
+            >>> pydaf.MemoryDaf().set_scalar("version", 1).has_scalar("version")
+            True
+        """
+        with self._state.lock.read():
+            return self._format.format_has_scalar(name)
+
+    def scalars_set(self) -> set[str]:
+        """The names of the scalar properties.
+
+        Example:
+            >>> import pydaf
+            >>> sorted(pydaf.MemoryDaf().set_scalar("a", 1).set_scalar("b", "x").scalars_set())
+            ['a', 'b']
+        """
+        with self._state.lock.read():
+            return set(self._format.format_scalars_set())
+
+    def get_scalar(self, name: str, *, default: StorageScalar | None | _Undef = Undef) -> StorageScalar | None:
+        """The value of a scalar property: a ``str``, a Python ``bool``/``int``/``float`` as stored from Python, or a
+        numpy scalar keeping the stored width. If missing, ``default`` is returned (``Undef``, the default, raises).
+
+        Example:
+            >>> import pydaf
+            >>> daf = pydaf.MemoryDaf().set_scalar("organism", "human")
+            >>> daf.get_scalar("organism"), daf.get_scalar("version", default=None)
+            ('human', None)
+        """
+        with self._state.lock.read():
+            if not self._format.format_has_scalar(name):
+                if default is Undef:
+                    raise DafMissingError(self._message(f"missing scalar: {name}"))
+                return default
+            return self._format.format_get_scalar(name)
+
+    # Axes.
+
+    def has_axis(self, axis: str) -> bool:
+        """Whether an axis exists.
+
+        Example:
+            >>> import pydaf
+            >>> pydaf.MemoryDaf().add_axis("cell", ["A"]).has_axis("gene")
+            False
+        """
+        with self._state.lock.read():
+            return self._format.format_has_axis(axis, for_change=False)
+
+    def axes_set(self) -> set[str]:
+        """The names of the axes.
+
+        Example:
+            >>> import pydaf
+            >>> pydaf.MemoryDaf().add_axis("cell", ["A"]).axes_set()
+            {'cell'}
+        """
+        with self._state.lock.read():
+            return set(self._format.format_axes_set())
+
+    def _require_axis(self, axis: str, what_for: str) -> None:
+        if not self._format.format_has_axis(axis, for_change=False):
+            raise DafMissingError(self._message(f"missing axis: {axis}\n{what_for}", "of"))
+
+    def axis_length(self, axis: str) -> int:
+        """The number of entries of an axis.
+
+        Example:
+            >>> import pydaf
+            >>> pydaf.MemoryDaf().add_axis("cell", ["A", "B"]).axis_length("cell")
+            2
+        """
+        with self._state.lock.read():
+            self._require_axis(axis, "for: axis_length")
+            return self._format.format_axis_length(axis)
+
+    def _cached(self, key: tuple, compute: Any) -> Any:
+        """A cached value, computing (and caching, if the computation says how) when missing."""
+        with self._state.cache_lock:
+            entry = self._state.cache.get(key)
+        if entry is not None:
+            return entry[0]
+        value, group = compute()
+        if group is not None:
+            with self._state.cache_lock:
+                self._state.cache.setdefault(key, (value, group))
+        return value
+
+    def _axis_entries(self, axis: str) -> np.ndarray:
+        def compute() -> tuple[np.ndarray, CacheGroup | None]:
+            entries, group = self._format.format_axis_vector(axis)
+            return read_only_array(entries), group
+
+        return self._cached(("axis_vector", axis), compute)
+
+    def axis_vector(self, axis: str, *, default: None | _Undef = Undef) -> np.ndarray | None:
+        """The entries of an axis, as a read-only ``object`` array of ``str`` (``None`` if missing and
+        ``default=None``).
+
+        Example:
+            >>> import pydaf
+            >>> pydaf.MemoryDaf().add_axis("cell", ["A", "B"]).axis_vector("cell").tolist()
+            ['A', 'B']
+        """
+        if default is not None and default is not Undef:
+            raise DafValueError(self._message(f"invalid default for axis_vector: {default!r} (expected None)"))
+        with self._state.lock.read():
+            if default is None and not self._format.format_has_axis(axis, for_change=False):
+                return None
+            self._require_axis(axis, "for: axis_vector")
+            return self._axis_entries(axis)
+
+    def axis_dict(self, axis: str) -> dict[str, int]:
+        """A dictionary from each entry of an axis to its (0-based) position. Do not modify it: it is cached.
+
+        Example:
+            >>> import pydaf
+            >>> pydaf.MemoryDaf().add_axis("cell", ["A", "B"]).axis_dict("cell")
+            {'A': 0, 'B': 1}
+        """
+        with self._state.lock.read():
+            self._require_axis(axis, "for: axis_dict")
+            return self._axis_dict(axis)
+
+    def _axis_dict(self, axis: str) -> dict[str, int]:
+        def compute() -> tuple[dict[str, int], CacheGroup]:
+            entries = self._axis_entries(axis)
+            return {entry: position for position, entry in enumerate(entries.tolist())}, CacheGroup.MemoryData
+
+        return self._cached(("axis_dict", axis), compute)
+
+    def axis_indices(self, axis: str, entries: Iterable[str], *, allow_empty: bool = False,
+                     allow_missing: bool = False) -> np.ndarray:
+        """The 0-based positions of entries of an axis. With ``allow_empty``, ``""`` gives ``-1``; with
+        ``allow_missing``, any unknown entry gives ``-1``; otherwise unknown entries raise.
+
+        Example:
+            >>> import pydaf
+            >>> daf = pydaf.MemoryDaf().add_axis("cell", ["A", "B"])
+            >>> daf.axis_indices("cell", ["B", "", "A"], allow_empty=True).tolist()
+            [1, -1, 0]
+        """
+        with self._state.lock.read():
+            self._require_axis(axis, "for: axis_dict")
+            positions = self._axis_dict(axis)
+            entries = list(entries)
+            result = np.empty(len(entries), dtype=np.int64)
+            for index, entry in enumerate(entries):
+                position = positions.get(entry)
+                if position is None:
+                    if (allow_empty and entry == "") or allow_missing:
+                        position = -1
+                    else:
+                        raise DafMissingError(self._message(f"missing entry: {entry}\nfor the axis: {axis}"))
+                result[index] = position
+            return result
+
+    def axis_entries(self, axis: str, indices: Sequence[int] | np.ndarray | None = None, *,
+                     allow_empty: bool = False) -> np.ndarray:
+        """The entries of an axis at 0-based positions (all of them when ``indices`` is ``None``). With
+        ``allow_empty``, a negative position gives ``""``.
+
+        Example:
+            >>> import pydaf
+            >>> daf = pydaf.MemoryDaf().add_axis("cell", ["A", "B"])
+            >>> daf.axis_entries("cell", [1, -1], allow_empty=True).tolist()
+            ['B', '']
+        """
+        with self._state.lock.read():
+            self._require_axis(axis, "for: axis_vector")
+            entries = self._axis_entries(axis)
+            if indices is None:
+                return entries
+            positions = np.asarray(indices)
+            if positions.size and positions.dtype.kind not in "iu":
+                raise DafValueError(self._message(f"invalid indices for the axis: {axis}\n(expected integers)"))
+            positions = positions.astype(np.int64, copy=False)
+            negative = positions < 0
+            if negative.any() and not allow_empty:
+                raise DafValueError(self._message(
+                    f"negative index: {int(positions[negative][0])}\nfor the axis: {axis}\n(pass allow_empty=True "
+                    "to get empty entries)"))
+            if positions.size and positions.max() >= entries.shape[0]:
+                raise DafValueError(self._message(
+                    f"index: {int(positions.max())}\nis out of bounds for the axis: {axis}\nof length: "
+                    f"{entries.shape[0]}"))
+            result = entries[np.where(negative, 0, positions)] if entries.shape[0] else np.full(
+                positions.shape, "", dtype=object)
+            if negative.any():
+                result = result.copy()
+                result[negative] = ""
+            return read_only_array(result)
+
+    # Vectors.
+
+    def has_vector(self, axis: str, name: str) -> bool:
+        """Whether a vector exists for an axis (always true for the virtual ``name`` and ``index`` vectors).
+
+        Example:
+            >>> import pydaf
+            >>> pydaf.MemoryDaf().add_axis("cell", ["A"]).has_vector("cell", "name")
+            True
+        """
+        with self._state.lock.read():
+            self._require_axis(axis, f"for has_vector: {name}")
+            return name in RESERVED_VECTORS or self._format.format_has_vector(axis, name)
+
+    def vectors_set(self, axis: str) -> set[str]:
+        """The names of the vectors of an axis (without the virtual ``name`` and ``index``).
+
+        Example:
+            >>> import pydaf
+            >>> pydaf.MemoryDaf().add_axis("cell", ["A"]).set_vector("cell", "age", [1]).vectors_set("cell")
+            {'age'}
+        """
+        with self._state.lock.read():
+            self._require_axis(axis, "for: vectors_set")
+            return set(self._format.format_vectors_set(axis))
+
+    def _check_default_vector(self, axis: str, name: str, default: Any) -> np.ndarray | None:
+        """Validate a non-scalar ``default`` (its length, and its index if it is a pandas Series)."""
+        if default is None or default is Undef or isinstance(default, str | int | float | np.generic):
+            return None
+        values = _plain_values(default)
+        if values.ndim != 1:
+            raise DafShapeError(self._message(f"the default for the vector: {name}\nis not a vector"))
+        length = self._format.format_axis_length(axis)
+        if values.shape[0] != length:
+            raise DafShapeError(self._message(
+                f"the length: {values.shape[0]}\nof the default for the vector: {name}\nis different from the length: "
+                f"{length}\nof the axis: {axis}"))
+        self._check_names(axis, default, "entry names of the: default", index=True)
+        return values
+
+    def _check_names(self, axis: str, value: Any, what: str, *, index: bool) -> None:
+        """If ``value`` is a pandas object labelled with strings, its labels must be the axis entries."""
+        labels = getattr(value, "index" if index else "columns", None)
+        if labels is None or not hasattr(labels, "dtype") or labels.dtype.kind not in "OUT":
+            return
+        entries = self._axis_entries(axis)
+        if len(labels) != entries.shape[0] or not np.array_equal(np.asarray(labels, dtype=object), entries):
+            raise DafShapeError(self._message(f"{what}\nmismatch the entry names of the axis: {axis}"))
+
+    def get_stored_vector(self, axis: str, name: str, *, default: Any = Undef) -> StoredVector | None:
+        """The vector exactly as stored, zero-copy: a dense read-only numpy array, or a
+        :class:`~pydaf.sparse.SparseVector` with 1-based ``nzind`` (read-only, memory-mapped where the store is).
+
+        Example:
+            >>> import pydaf, scipy.sparse as sp
+            >>> daf = pydaf.MemoryDaf().add_axis("cell", ["A", "B", "C"])
+            >>> daf.set_vector("cell", "x", pydaf.SparseVector(3, np.array([2]), np.array([1.5])))  # doctest: +ELLIPSIS
+            MemoryDaf ...
+            >>> daf.get_stored_vector("cell", "x").nzind.tolist()
+            [2]
+        """
+        with self._state.lock.read():
+            self._require_axis(axis, f"for the vector: {name}")
+            default_values = self._check_default_vector(axis, name, default)
+            if name == "name":
+                return self._axis_entries(axis)
+            if name == "index":
+                return self._index_vector(axis)
+            if not self._format.format_has_vector(axis, name):
+                return self._vector_default(axis, name, default, default_values)
+            return self._stored_vector(axis, name)
+
+    def _index_vector(self, axis: str) -> np.ndarray:
+        return read_only_array(np.arange(self._format.format_axis_length(axis), dtype=np.int64))
+
+    def _stored_vector(self, axis: str, name: str) -> StoredVector:
+        def compute() -> tuple[StoredVector, CacheGroup | None]:
+            vector, group = self._format.format_get_vector(axis, name)
+            if isinstance(vector, SparseVector):
+                return SparseVector(vector.length, read_only_array(vector.nzind), read_only_array(vector.nzval)), group
+            return read_only_array(vector), group
+
+        return self._cached(("vector", axis, name), compute)
+
+    def _vector_default(self, axis: str, name: str, default: Any, values: np.ndarray | None) -> Any:
+        if default is Undef:
+            raise DafMissingError(self._message(f"missing vector: {name}\nfor the axis: {axis}"))
+        if default is None:
+            return None
+        if values is not None:
+            return read_only_array(_as_storable_array(values, what=f"default for the vector: {name}"))
+        value = scalar_value(default, what=f"default for the vector: {name}")
+        return read_only_array(np.full(self._format.format_axis_length(axis), value, dtype=scalar_dtype(value)))
+
+    def get_vector(self, axis: str, name: str, *, default: Any = Undef) -> np.ndarray | None:
+        """A vector as a dense, read-only numpy array (zero-copy where the store is mapped; a sparse vector is
+        densified and cached). ``name`` gives the entries, ``index`` the 0-based positions. If missing, ``default``:
+        ``Undef`` raises, ``None`` returns ``None``, a scalar is repeated, a vector (of the axis length) is returned.
+
+        Example:
+            >>> import pydaf
+            >>> daf = pydaf.MemoryDaf().add_axis("cell", ["A", "B"])
+            >>> daf.get_vector("cell", "age", default=0).tolist()
+            [0, 0]
+        """
+        with self._state.lock.read():
+            stored = self.get_stored_vector(axis, name, default=default)
+            if isinstance(stored, SparseVector):
+                def compute() -> tuple[np.ndarray, CacheGroup]:
+                    return read_only_array(stored.to_dense()), CacheGroup.MemoryData
+
+                return self._cached(("dense_vector", axis, name), compute)
+            return stored
+
+    def get_pd_vector(self, axis: str, name: str, *, default: Any = Undef) -> pd.Series | None:
+        """:meth:`get_vector` as a ``pandas.Series`` indexed by the axis entries (zero-copy values).
+
+        Example:
+            >>> import pydaf
+            >>> daf = pydaf.MemoryDaf().add_axis("cell", ["A", "B"]).set_vector("cell", "age", [3, 5])
+            >>> daf.get_pd_vector("cell", "age")["B"]
+            np.int64(5)
+        """
+        import pandas as pd
+
+        with self._state.lock.read():
+            values = self.get_vector(axis, name, default=default)
+            if values is None:
+                return None
+            return pd.Series(values, index=pd.Index(self._axis_entries(axis), name=axis), name=name, copy=False)
+
+    # Matrices.
+
+    def _require_matrix_axes(self, rows_axis: str, columns_axis: str, what_for: str) -> None:
+        self._require_axis(rows_axis, f"for the rows of {what_for}")
+        self._require_axis(columns_axis, f"for the columns of {what_for}")
+
+    def has_matrix(self, rows_axis: str, columns_axis: str, name: str, *, relayout: bool = True) -> bool:
+        """Whether a matrix exists for a pair of axes (with ``relayout``, in either layout).
+
+        Example:
+            >>> import pydaf
+            >>> daf = pydaf.MemoryDaf().add_axis("cell", ["A"]).add_axis("gene", ["X", "Y"])
+            >>> daf.set_matrix("cell", "gene", "UMIs", np.array([[1, 2]]), relayout=False).has_matrix(
+            ...     "gene", "cell", "UMIs")
+            True
+        """
+        with self._state.lock.read():
+            self._require_matrix_axes(rows_axis, columns_axis, f"the matrix: {name}")
+            return self._has_matrix(rows_axis, columns_axis, name, relayout=relayout)
+
+    def _has_matrix(self, rows_axis: str, columns_axis: str, name: str, *, relayout: bool) -> bool:
+        if self._format.format_has_matrix(rows_axis, columns_axis, name):
+            return True
+        return relayout and rows_axis != columns_axis and self._format.format_has_matrix(columns_axis, rows_axis, name)
+
+    def matrices_set(self, rows_axis: str, columns_axis: str, *, relayout: bool = True,
+                     tensors: bool = True) -> set[str]:
+        """The names of the matrices of a pair of axes (with ``relayout``, stored in either layout). With
+        ``tensors``, the matrices ``<entry>_<name>`` of every entry of an axis are shown as one ``/<axis>/_<name>``.
+
+        Example:
+            >>> import pydaf
+            >>> daf = pydaf.MemoryDaf().add_axis("cell", ["A"]).add_axis("gene", ["X"])
+            >>> daf.set_matrix("cell", "gene", "UMIs", np.array([[1]])).matrices_set("gene", "cell")
+            {'UMIs'}
+        """
+        with self._state.lock.read():
+            self._require_matrix_axes(rows_axis, columns_axis, "matrices_set")
+            names = set(self._format.format_matrices_set(rows_axis, columns_axis))
+            if relayout and rows_axis != columns_axis:
+                names |= self._format.format_matrices_set(columns_axis, rows_axis)
+            if tensors:
+                for tensor_axis, tensor_name, members in self._tensors_of(names):
+                    names -= members
+                    names.add(f"/{tensor_axis}/_{tensor_name}")
+            return names
+
+    def _tensors_of(self, names: set[str]) -> list[tuple[str, str, set[str]]]:
+        """The tensors among matrix names: ``(axis, name, member matrices)`` for names ``<entry>_<name>`` where
+        ``entry`` is an entry of ``axis``."""
+        tensors: dict[tuple[str, str], set[str]] = {}
+        candidates = [name for name in names if "_" in name]
+        if not candidates:
+            return []
+        for axis in sorted(self._format.format_axes_set()):
+            positions = self._axis_dict(axis)
+            for name in candidates:
+                for split in [index for index, character in enumerate(name) if character == "_"]:
+                    if name[:split] in positions and split + 1 < len(name):
+                        tensors.setdefault((axis, name[split + 1:]), set()).add(name)
+        return [(axis, name, members) for (axis, name), members in sorted(tensors.items())]
+
+    def _check_default_matrix(self, rows_axis: str, columns_axis: str, name: str, default: Any) -> Any:
+        if default is None or default is Undef or isinstance(default, str | int | float | np.generic):
+            return None
+        shape = (self._format.format_axis_length(rows_axis), self._format.format_axis_length(columns_axis))
+        if _is_scipy_sparse(default):
+            matrix = SparseMatrixCSC.from_scipy(default)
+        else:
+            matrix = np.asfortranarray(_plain_values(default))
+            if matrix.ndim != 2:
+                raise DafShapeError(self._message(f"the default for the matrix: {name}\nis not a matrix"))
+        for index, (axis, what) in enumerate(((rows_axis, "rows"), (columns_axis, "columns"))):
+            if matrix.shape[index] != shape[index]:
+                raise DafShapeError(self._message(
+                    f"the length: {matrix.shape[index]}\nof the {what} of the default for the matrix: {name}\n"
+                    f"is different from the length: {shape[index]}\nof the axis: {axis}"))
+        self._check_names(rows_axis, default, "row names of the: default", index=True)
+        self._check_names(columns_axis, default, "column names of the: default", index=False)
+        return matrix
+
+    def get_stored_matrix(self, rows_axis: str, columns_axis: str, name: str, *, default: Any = Undef,
+                          relayout: bool = True) -> StoredMatrix | None:
+        """The matrix as stored, zero-copy: a column-major ``(n_rows, n_cols)`` read-only numpy array, or a
+        :class:`~pydaf.sparse.SparseMatrixCSC` with the stored 1-based ``colptr``/``rowval``/``nzval`` (memory-mapped
+        where the store is) — what numba kernels take. If only the other layout is stored (and ``relayout``), its
+        relayout is computed once and cached.
+
+        Example:
+            >>> import pydaf
+            >>> daf = pydaf.MemoryDaf().add_axis("cell", ["A", "B"]).add_axis("gene", ["X"])
+            >>> import scipy.sparse as sp
+            >>> daf.set_matrix("cell", "gene", "UMIs", sp.csc_matrix(np.array([[0], [7]])))  # doctest: +ELLIPSIS
+            MemoryDaf ...
+            >>> daf.get_stored_matrix("cell", "gene", "UMIs").rowval.tolist()
+            [2]
+        """
+        with self._state.lock.read():
+            self._require_matrix_axes(rows_axis, columns_axis, f"the matrix: {name}")
+            default_matrix = self._check_default_matrix(rows_axis, columns_axis, name, default)
+            if self._format.format_has_matrix(rows_axis, columns_axis, name):
+                return self._stored_matrix(rows_axis, columns_axis, name)
+            if relayout and rows_axis != columns_axis and self._format.format_has_matrix(columns_axis, rows_axis, name):
+                return self._relayout_matrix(rows_axis, columns_axis, name)
+            if default is Undef:
+                other = "\n(and the other way around)" if relayout and rows_axis != columns_axis else ""
+                raise DafMissingError(self._message(
+                    f"missing matrix: {name}\nfor the rows axis: {rows_axis}\nand the columns axis: {columns_axis}"
+                    f"{other}"))
+            if default is None:
+                return None
+            if default_matrix is not None:
+                if isinstance(default_matrix, SparseMatrixCSC):
+                    return default_matrix
+                return read_only_array(_as_storable_array(default_matrix, what=f"default for the matrix: {name}"))
+            value = scalar_value(default, what=f"default for the matrix: {name}")
+            shape = (self._format.format_axis_length(rows_axis), self._format.format_axis_length(columns_axis))
+            if not isinstance(value, str) and value == 0:
+                colptr = np.ones(shape[1] + 1, dtype=np.int64)
+                empty = np.empty(0, dtype=np.int64)
+                return SparseMatrixCSC(shape, colptr, empty, np.empty(0, dtype=scalar_dtype(value)))
+            return read_only_array(np.full(shape, value, dtype=scalar_dtype(value), order="F"))
+
+    def _stored_matrix(self, rows_axis: str, columns_axis: str, name: str) -> StoredMatrix:
+        def compute() -> tuple[StoredMatrix, CacheGroup | None]:
+            matrix, group = self._format.format_get_matrix(rows_axis, columns_axis, name)
+            if isinstance(matrix, SparseMatrixCSC):
+                return SparseMatrixCSC(matrix.shape, read_only_array(matrix.colptr), read_only_array(matrix.rowval),
+                                       read_only_array(matrix.nzval)), group
+            return read_only_array(matrix), group
+
+        return self._cached(("matrix", rows_axis, columns_axis, name), compute)
+
+    def _relayout_matrix(self, rows_axis: str, columns_axis: str, name: str) -> StoredMatrix:
+        from ..kernels.relayout import transpose_csc_into
+
+        def compute() -> tuple[StoredMatrix, CacheGroup]:
+            source = self._stored_matrix(columns_axis, rows_axis, name)
+            if isinstance(source, SparseMatrixCSC):
+                colptr = np.empty(source.shape[0] + 1, dtype=source.colptr.dtype)
+                rowval = np.empty(source.nnz, dtype=source.rowval.dtype)
+                nzval = np.empty(source.nnz, dtype=source.nzval.dtype)
+                transpose_csc_into(source, colptr, rowval, nzval)
+                result = SparseMatrixCSC((source.shape[1], source.shape[0]), read_only_array(colptr),
+                                         read_only_array(rowval), read_only_array(nzval))
+                return result, CacheGroup.MemoryData
+            return read_only_array(np.asfortranarray(source.T)), CacheGroup.MemoryData
+
+        return self._cached(("relayout", rows_axis, columns_axis, name), compute)
+
+    def get_matrix(self, rows_axis: str, columns_axis: str, name: str, *, default: Any = Undef,
+                   relayout: bool = True) -> np.ndarray | sp.csc_matrix | None:
+        """A matrix with shape ``(n_rows, n_cols)``: dense as a read-only column-major numpy array (zero-copy where
+        the store is mapped), sparse as a 0-based ``scipy.sparse.csc_matrix`` (cached; ``nzval`` shared). If missing,
+        ``default``: ``Undef`` raises, ``None`` gives ``None``, ``0`` gives an empty sparse matrix, another scalar a
+        filled matrix, a matrix of the right shape itself. For the 1-based stored components use
+        :meth:`get_stored_matrix`.
+
+        Example:
+            >>> import pydaf
+            >>> daf = pydaf.MemoryDaf().add_axis("cell", ["A", "B"]).add_axis("gene", ["X", "Y", "Z"])
+            >>> daf.set_matrix("cell", "gene", "UMIs", np.arange(6).reshape(2, 3))  # doctest: +ELLIPSIS
+            MemoryDaf ...
+            >>> daf.get_matrix("gene", "cell", "UMIs").tolist()
+            [[0, 3], [1, 4], [2, 5]]
+        """
+        with self._state.lock.read():
+            stored = self.get_stored_matrix(rows_axis, columns_axis, name, default=default, relayout=relayout)
+            if not isinstance(stored, SparseMatrixCSC):
+                return stored
+            if default is not Undef and not self._has_matrix(rows_axis, columns_axis, name, relayout=relayout):
+                return stored.to_scipy()
+            return self._cached(("scipy", rows_axis, columns_axis, name),
+                                lambda: (stored.to_scipy(), CacheGroup.MemoryData))
+
+    def get_pd_matrix(self, rows_axis: str, columns_axis: str, name: str, *, default: Any = Undef,
+                      relayout: bool = True) -> pd.DataFrame | None:
+        """:meth:`get_matrix` as a ``pandas.DataFrame`` indexed by the rows entries with the columns entries as
+        columns. Dense data is shared (zero-copy); sparse data becomes a sparse DataFrame (never densified).
+
+        Example:
+            >>> import pydaf
+            >>> daf = pydaf.MemoryDaf().add_axis("cell", ["A", "B"]).add_axis("gene", ["X"])
+            >>> daf.set_matrix("cell", "gene", "UMIs", np.array([[1], [2]])).get_pd_matrix("cell", "gene", "UMIs")[
+            ...     "X"].tolist()
+            [1, 2]
+        """
+        import pandas as pd
+
+        with self._state.lock.read():
+            matrix = self.get_matrix(rows_axis, columns_axis, name, default=default, relayout=relayout)
+            if matrix is None:
+                return None
+            index = pd.Index(self._axis_entries(rows_axis), name=rows_axis)
+            columns = pd.Index(self._axis_entries(columns_axis), name=columns_axis)
+            if isinstance(matrix, np.ndarray):
+                return pd.DataFrame(matrix, index=index, columns=columns, copy=False)
+            return pd.DataFrame.sparse.from_spmatrix(matrix, index=index, columns=columns)
+
+    # Version counters.
+
+    def axis_version_counter(self, axis: str) -> int:
+        """A counter that changes whenever the axis is deleted (so its entries may have changed).
+
+        Example:
+            >>> import pydaf
+            >>> pydaf.MemoryDaf().add_axis("cell", ["A"]).axis_version_counter("cell")
+            0
+        """
+        return self._state.axis_versions.get(axis, 0)
+
+    def vector_version_counter(self, axis: str, name: str) -> int:
+        """A counter that changes whenever the vector is set (safe cache keys for copies of it).
+
+        Example:
+            >>> import pydaf
+            >>> daf = pydaf.MemoryDaf().add_axis("cell", ["A"]).set_vector("cell", "age", [1])
+            >>> daf.vector_version_counter("cell", "age")
+            1
+        """
+        return self._state.vector_versions.get((axis, name), 0)
+
+    def matrix_version_counter(self, rows_axis: str, columns_axis: str, name: str) -> int:
+        """A counter that changes whenever the matrix is set, in either layout (the axes order is irrelevant).
+
+        Example:
+            >>> import pydaf
+            >>> daf = pydaf.MemoryDaf().add_axis("cell", ["A"]).add_axis("gene", ["X"])
+            >>> daf.set_matrix("cell", "gene", "UMIs", np.array([[1]])).matrix_version_counter("gene", "cell", "UMIs")
+            1
+        """
+        return self._state.matrix_versions.get(_matrix_key(rows_axis, columns_axis, name), 0)
+
+    # Cache.
+
+    def empty_cache(self, *, clear: CacheGroup | None = None, keep: CacheGroup | None = None) -> None:
+        """Drop cached data: everything, only the ``clear`` group, or all but the ``keep`` group.
+
+        Example:
+            >>> import pydaf
+            >>> pydaf.MemoryDaf().empty_cache(clear=pydaf.CacheGroup.MemoryData)
+        """
+        if clear is not None and keep is not None:
+            raise DafValueError(self._message("can't specify both clear and keep for empty_cache"))
+        with self._state.cache_lock:
+            cache = self._state.cache
+            for key in list(cache):
+                group = cache[key][1]
+                if (clear is None and keep is None) or group == clear or (keep is not None and group != keep):
+                    del cache[key]
+
+    # Description.
+
+    def description(self, *, cache: bool = False, deep: bool = False, tensors: bool = True) -> str:
+        """A YAML-like summary of the data set, in the same layout as Julia's ``description``.
+
+        Example:
+            >>> import pydaf
+            >>> print(pydaf.MemoryDaf(name="example!").add_axis("cell", ["A", "B"]).description(), end="")
+            name: example!
+            type: MemoryDaf
+            axes:
+              cell: 2 entries
+        """
+        lines: list[str] = []
+        with self._state.lock.read():
+            self._describe("", lines, cache=cache, deep=deep, tensors=tensors)
+        lines.append("")
+        return "\n".join(lines)
+
+    def _describe(self, indent: str, lines: list[str], *, cache: bool, deep: bool, tensors: bool) -> None:
+        lines.append(f"{indent}name: {self._name}")
+        indent = indent.replace("-", " ")
+        self._description_header(indent, lines, deep)
+        scalars = sorted(self._format.format_scalars_set())
+        if scalars:
+            lines.append(f"{indent}scalars:")
+            lines.extend(f"{indent}  {name}: {brief_scalar(self._format.format_get_scalar(name))}"
+                         for name in scalars)
+        axes = sorted(self._format.format_axes_set())
+        if axes:
+            lines.append(f"{indent}axes:")
+            lines.extend(f"{indent}  {axis}: {self._format.format_axis_length(axis)} entries" for axis in axes)
+            self._describe_vectors(indent, lines, axes)
+            found_tensors = self._describe_matrices(indent, lines, axes, tensors=tensors)
+            if cache:
+                self._describe_cache(indent, lines)
+            if found_tensors:
+                self._describe_tensors(indent, lines, found_tensors)
+        self._description_footer(indent, lines, cache=cache, deep=deep, tensors=tensors)
+
+    def _description_header(self, indent: str, lines: list[str], deep: bool) -> None:
+        self._format.format_description_header(indent, lines, deep)
+
+    def _description_footer(self, indent: str, lines: list[str], *, cache: bool, deep: bool, tensors: bool) -> None:
+        self._format.format_description_footer(indent, lines, cache=cache, deep=deep, tensors=tensors)
+
+    def _describe_vectors(self, indent: str, lines: list[str], axes: list[str]) -> None:
+        header = False
+        for axis in axes:
+            names = sorted(self._format.format_vectors_set(axis))
+            if not names:
+                continue
+            if not header:
+                lines.append(f"{indent}vectors:")
+                header = True
+            lines.append(f"{indent}  {axis}:")
+            lines.extend(f"{indent}    {name}: {brief_array(self._stored_vector(axis, name))}" for name in names)
+
+    def _describe_matrices(self, indent: str, lines: list[str], axes: list[str], *,
+                           tensors: bool) -> dict[tuple[str, str], list[tuple[str, str, set[str]]]]:
+        header = False
+        found: dict[tuple[str, str], list[tuple[str, str, set[str]]]] = {}
+        for rows_axis in axes:
+            for columns_axis in axes:
+                names = set(self._format.format_matrices_set(rows_axis, columns_axis))
+                if tensors:
+                    pair_tensors = self._tensors_of(names)
+                    if pair_tensors:
+                        found[(rows_axis, columns_axis)] = pair_tensors
+                        for _, _, members in pair_tensors:
+                            names -= members
+                if not names:
+                    continue
+                if not header:
+                    lines.append(f"{indent}matrices:")
+                    header = True
+                lines.append(f"{indent}  {rows_axis},{columns_axis}:")
+                lines.extend(
+                    f"{indent}    {name}: {brief_array(self._stored_matrix(rows_axis, columns_axis, name))}"
+                    for name in sorted(names))
+        return found
+
+    def _describe_cache(self, indent: str, lines: list[str]) -> None:
+        with self._state.cache_lock:
+            entries = sorted(self._state.cache.items(), key=lambda item: tuple(map(str, item[0])))
+        if not entries:
+            return
+        lines.append(f"{indent}cache:")
+        for key, (value, group) in entries:
+            kind, *parts = key
+            text = _cache_key_text(kind, parts).replace("'", "''")
+            if isinstance(value, np.ndarray | SparseVector | SparseMatrixCSC):
+                value_text = brief_array(value)
+            elif hasattr(value, "tocsc"):
+                value_text = brief_array(SparseMatrixCSC.from_scipy(value))
+            else:
+                value_text = f"{len(value)} entries" if isinstance(value, dict) else str(value)
+            lines.append(f"{indent}  '{text}': ({group}) {value_text}")
+
+    def _describe_tensors(self, indent: str, lines: list[str],
+                          found: dict[tuple[str, str], list[tuple[str, str, set[str]]]]) -> None:
+        by_axis: dict[str, list[tuple[str, str, str, set[str]]]] = {}
+        for (rows_axis, columns_axis), pair_tensors in found.items():
+            for tensor_axis, tensor_name, members in pair_tensors:
+                by_axis.setdefault(tensor_axis, []).append((rows_axis, columns_axis, tensor_name, members))
+        lines.append(f"{indent}tensors:")
+        for tensor_axis in sorted(by_axis):
+            lines.append(f"{indent}  {tensor_axis}:")
+            n_entries = self._format.format_axis_length(tensor_axis)
+            last_pair = None
+            for rows_axis, columns_axis, tensor_name, members in sorted(by_axis[tensor_axis]):
+                if (rows_axis, columns_axis) != last_pair:
+                    lines.append(f"{indent}    {rows_axis},{columns_axis}:")
+                    last_pair = (rows_axis, columns_axis)
+                suffix = "" if len(members) == n_entries else f" ({len(members)} out of {n_entries})"
+                briefs: dict[str, int] = {}
+                for member in members:
+                    text = brief_array(self._stored_matrix(rows_axis, columns_axis, member))
+                    briefs[text] = briefs.get(text, 0) + 1
+                if len(briefs) == 1:
+                    lines.append(f"{indent}      {tensor_name}{suffix}: {len(members)} X {next(iter(briefs))}")
+                else:
+                    lines.append(f"{indent}      {tensor_name}{suffix}:")
+                    lines.extend(f"{indent}      - {count} X {text}" for text, count in sorted(briefs.items()))
+
+    # Wrapping.
+
+    def read_only(self, *, name: str | None = None) -> DafReader:
+        """A read-only view of this data set (itself if already read-only and no new name is given).
+
+        Example:
+            >>> import pydaf
+            >>> pydaf.MemoryDaf(name="example!").read_only().name
+            'example!.read_only'
+        """
+        from .read_only import DafReadOnly
+
+        if isinstance(self, DafReadOnly) and name is None:
+            return self
+        return DafReadOnly(self, name=name)
+
+
+def _cache_key_text(kind: str, parts: list[str]) -> str:
+    if kind in ("axis_vector", "axis_dict"):
+        return f"{kind}[axis: {parts[0]}]:value"
+    if kind in ("vector", "dense_vector"):
+        return f"vector[axis: {parts[0]} name: {parts[1]}]:value"
+    return f"matrix[rows_axis: {parts[0]} columns_axis: {parts[1]} name: {parts[2]}]:value"
+
+
+def _matrix_key(rows_axis: str, columns_axis: str, name: str) -> tuple[str, str, str]:
+    return (rows_axis, columns_axis, name) if rows_axis <= columns_axis else (columns_axis, rows_axis, name)
+
+
+def _is_scipy_sparse(value: Any) -> bool:
+    return hasattr(value, "tocsc") and hasattr(value, "nnz")
+
+
+def _plain_values(value: Any) -> np.ndarray:
+    """The numpy values of an array-like (pandas objects unwrapped, zero-copy when possible)."""
+    if hasattr(value, "to_numpy") and not isinstance(value, np.ndarray):
+        return value.to_numpy()
+    return np.asarray(value)
+
+
+def _as_storable_array(values: np.ndarray, *, what: str) -> np.ndarray:
+    """Validate an array's element type: numbers keep their dtype, strings become ``object`` arrays of ``str``."""
+    from ..storage_types import storage_dtype
+
+    if is_string_dtype(values.dtype) or values.dtype == STRING_DTYPE:
+        return as_string_array(values, what=what)
+    dtype = storage_dtype(values.dtype, what=f"element type of the {what}")
+    return values if values.dtype == dtype else values.astype(dtype)

@@ -1,0 +1,544 @@
+"""The public write API (Julia's ``Writers``), written once over any :class:`~pydaf.formats.base.FormatWriter`.
+
+Every call takes the write lock, validates names, axes, lengths and types *before* touching storage (so a refused
+call changes nothing), invalidates cached data, and bumps version counters. Writers return ``self`` for chaining.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+
+from ..errors import DafExistsError, DafMissingError, DafNameError, DafShapeError, DafTypeError, DafValueError
+from ..formats.base import FormatWriter
+from ..sparse import SparseMatrixCSC, SparseVector
+from ..storage_types import (
+    STRING_DTYPE,
+    EltypeLike,
+    StorageScalar,
+    as_string_array,
+    indtype_for_size,
+    require_index_dtype,
+    require_number_dtype,
+    scalar_value,
+    storage_dtype,
+)
+from .names import RESERVED_VECTORS, require_valid_name
+from .readers import DafReader, _as_storable_array, _is_scipy_sparse, _matrix_key, _plain_values
+
+
+class DafWriter(DafReader):
+    """Read and write access to a Daf data set.
+
+    Example:
+        >>> import pydaf
+        >>> daf = pydaf.MemoryDaf(name="example!")
+        >>> daf.set_scalar("organism", "human").get_scalar("organism")
+        'human'
+    """
+
+    _format: FormatWriter
+
+    # Helpers.
+
+    def _invalidate(self, *prefixes: tuple) -> None:
+        """Drop every cached item whose key starts with one of the prefixes."""
+        with self._state.cache_lock:
+            for key in list(self._state.cache):
+                if any(key[1:1 + len(prefix)] == prefix for prefix in prefixes):
+                    del self._state.cache[key]
+
+    def _invalidate_axis(self, axis: str) -> None:
+        with self._state.cache_lock:
+            for key in list(self._state.cache):
+                if axis in key[1:3]:
+                    del self._state.cache[key]
+
+    def _invalidate_matrix(self, rows_axis: str, columns_axis: str, name: str) -> None:
+        self._invalidate((rows_axis, columns_axis, name), (columns_axis, rows_axis, name))
+
+    def _bump_vector(self, axis: str, name: str) -> None:
+        versions = self._state.vector_versions
+        versions[(axis, name)] = versions.get((axis, name), 0) + 1
+
+    def _bump_matrix(self, rows_axis: str, columns_axis: str, name: str) -> None:
+        key = _matrix_key(rows_axis, columns_axis, name)
+        self._state.matrix_versions[key] = self._state.matrix_versions.get(key, 0) + 1
+
+    def _require_not_reserved(self, axis: str, name: str) -> None:
+        if name in RESERVED_VECTORS:
+            raise DafNameError(self._message(f"setting the reserved vector: {name}\nfor the axis: {axis}"))
+
+    def _require_vector_absent(self, axis: str, name: str, overwrite: bool) -> None:
+        if not overwrite and self._format.format_has_vector(axis, name):
+            raise DafExistsError(self._message(f"existing vector: {name}\nfor the axis: {axis}"))
+
+    def _require_matrix_absent(self, rows_axis: str, columns_axis: str, name: str, overwrite: bool) -> None:
+        if not overwrite and self._format.format_has_matrix(rows_axis, columns_axis, name):
+            raise DafExistsError(self._message(
+                f"existing matrix: {name}\nfor the rows axis: {rows_axis}\nand the columns axis: {columns_axis}"))
+
+    def _before_set_vector(self, axis: str, name: str) -> None:
+        self._invalidate((axis, name))
+        if self._format.format_has_vector(axis, name):
+            self._format.format_delete_vector(axis, name, for_set=True)
+        self._bump_vector(axis, name)
+
+    def _before_set_matrix(self, rows_axis: str, columns_axis: str, name: str) -> None:
+        self._invalidate_matrix(rows_axis, columns_axis, name)
+        if self._format.format_has_matrix(rows_axis, columns_axis, name):
+            self._format.format_delete_matrix(rows_axis, columns_axis, name, for_set=True)
+
+    def _check_length(self, axis: str, length: int, what: str) -> None:
+        axis_length = self._format.format_axis_length(axis)
+        if length != axis_length:
+            raise DafShapeError(self._message(
+                f"the length: {length}\nof the {what}\nis different from the length: {axis_length}\nof the axis: "
+                f"{axis}"))
+
+    # Scalars.
+
+    def set_scalar(self, name: str, value: StorageScalar, *, overwrite: bool = False) -> DafWriter:
+        """Set a scalar property: a ``str``, ``bool``, ``int`` (Int64), ``float`` (Float64) or a numpy scalar of a
+        storage type (kept exactly).
+
+        Example:
+            >>> import pydaf, numpy as np
+            >>> pydaf.MemoryDaf().set_scalar("version", np.uint8(3)).get_scalar("version")
+            np.uint8(3)
+        """
+        require_valid_name(name, what="scalar", daf_name=self._name)
+        value = scalar_value(value, what=f"scalar: {name}")
+        with self._state.lock.write():
+            if self._format.format_has_scalar(name):
+                if not overwrite:
+                    raise DafExistsError(self._message(f"existing scalar: {name}"))
+                self._format.format_delete_scalar(name, for_set=True)
+            self._format.format_set_scalar(name, value)
+        return self
+
+    def delete_scalar(self, name: str, *, must_exist: bool = True) -> DafWriter:
+        """Delete a scalar property (with ``must_exist=False``, do nothing if it is missing).
+
+        Example:
+            >>> import pydaf
+            >>> pydaf.MemoryDaf().set_scalar("x", 1).delete_scalar("x").has_scalar("x")
+            False
+        """
+        with self._state.lock.write():
+            if not self._format.format_has_scalar(name):
+                if must_exist:
+                    raise DafMissingError(self._message(f"missing scalar: {name}"))
+                return self
+            self._format.format_delete_scalar(name, for_set=False)
+        return self
+
+    # Axes.
+
+    def add_axis(self, axis: str, entries: Iterable[str] | np.ndarray, *, overwrite: bool = False) -> DafWriter:
+        """Add an axis with unique string entries. With ``overwrite``, an existing axis is deleted first, with every
+        vector and matrix that uses it.
+
+        Example:
+            >>> import pydaf
+            >>> pydaf.MemoryDaf().add_axis("cell", ["A", "B"]).axis_length("cell")
+            2
+        """
+        require_valid_name(axis, what="axis", daf_name=self._name)
+        values = _plain_values(entries if not isinstance(entries, str) else [entries])
+        if values.ndim != 1:
+            raise DafShapeError(self._message(f"the entries of the new axis: {axis}\nare not a vector"))
+        values = as_string_array(values, what=f"entries of the axis: {axis}")
+        if len(set(values.tolist())) != values.shape[0]:
+            raise DafShapeError(self._message(f"non-unique entries for new axis: {axis}"))
+        with self._state.lock.write():
+            if self._format.format_has_axis(axis, for_change=True):
+                if not overwrite:
+                    raise DafExistsError(self._message(f"existing axis: {axis}"))
+                self._delete_axis(axis)
+            self._format.format_add_axis(axis, values)
+        return self
+
+    def delete_axis(self, axis: str, *, must_exist: bool = True) -> DafWriter:
+        """Delete an axis, with every vector of it and every matrix that uses it.
+
+        Example:
+            >>> import pydaf
+            >>> pydaf.MemoryDaf().add_axis("cell", ["A"]).delete_axis("cell").has_axis("cell")
+            False
+        """
+        with self._state.lock.write():
+            if not self._format.format_has_axis(axis, for_change=True):
+                if must_exist:
+                    raise DafMissingError(self._message(f"missing axis: {axis}\nfor: delete_axis", "of"))
+                return self
+            self._delete_axis(axis)
+        return self
+
+    def _delete_axis(self, axis: str) -> None:
+        self._invalidate_axis(axis)
+        self._format.format_delete_axis(axis)
+        self._state.axis_versions[axis] = self._state.axis_versions.get(axis, 0) + 1
+
+    # Vectors.
+
+    def _prepare_vector(self, axis: str, name: str, value: Any, eltype: EltypeLike | None) -> Any:
+        """Validate and convert a vector value (before anything is changed)."""
+        if isinstance(value, str | bool | int | float | np.generic):
+            value = scalar_value(value, what=f"vector: {name}")
+            if eltype is not None:
+                if isinstance(value, str):
+                    raise DafTypeError(self._message(f"can't convert the string fill of the vector: {name}\n"
+                                                     f"to the element type: {eltype}"))
+                value = require_number_dtype(eltype).type(value)
+            return value
+        if isinstance(value, SparseVector):
+            vector: Any = value
+        elif _is_scipy_sparse(value):
+            if 1 not in value.shape:
+                raise DafShapeError(self._message(f"the sparse matrix given for the vector: {name}\nis not 1 x N or "
+                                                  "N x 1"))
+            coo = value.tocoo()
+            positions = coo.col if value.shape[0] == 1 else coo.row
+            order = np.argsort(positions, kind="stable")
+            vector = SparseVector(int(max(value.shape)), (positions[order] + 1).astype(np.int64), coo.data[order])
+        else:
+            values = _plain_values(value)
+            if values.ndim != 1:
+                raise DafShapeError(self._message(f"the value given for the vector: {name}\nis not 1-dimensional "
+                                                  f"(shape: {values.shape})"))
+            vector = _as_storable_array(values, what=f"vector: {name}")
+        self._check_length(axis, vector.shape[0], f"vector: {name}")
+        self._check_names(axis, value, "entry names of the: vector", index=True)
+        if isinstance(vector, SparseVector):
+            dtype = require_number_dtype(eltype if eltype is not None else vector.nzval.dtype,
+                                         what=f"element type of the vector: {name}")
+            indtype = require_index_dtype(vector.nzind.dtype)
+            vector = SparseVector(vector.length, np.asarray(vector.nzind, dtype=indtype),
+                                  np.asarray(vector.nzval, dtype=dtype))
+        elif eltype is not None:
+            dtype = storage_dtype(eltype, what=f"element type of the vector: {name}")
+            if (dtype == STRING_DTYPE) != (vector.dtype == STRING_DTYPE):
+                raise DafTypeError(self._message(f"can't convert the vector: {name}\nof type: {vector.dtype}\n"
+                                                 f"to the element type: {eltype}"))
+            vector = vector.astype(dtype, copy=False)
+        return vector
+
+    def set_vector(self, axis: str, name: str, value: Any, *, eltype: EltypeLike | None = None,
+                   overwrite: bool = False) -> DafWriter:
+        """Set a vector of an axis: a numpy array / list / pandas Series (labels must be the axis entries), a
+        :class:`~pydaf.sparse.SparseVector` or 1 x N scipy sparse matrix (stored sparse), or a scalar to repeat.
+        ``eltype`` converts the values.
+
+        Example:
+            >>> import pydaf
+            >>> daf = pydaf.MemoryDaf().add_axis("cell", ["A", "B"])
+            >>> daf.set_vector("cell", "age", [1, 2], eltype="UInt8").get_vector("cell", "age").dtype
+            dtype('uint8')
+        """
+        self._require_not_reserved(axis, name)
+        require_valid_name(name, what="vector", daf_name=self._name)
+        with self._state.lock.write():
+            self._require_axis(axis, f"for the vector: {name}")
+            vector = self._prepare_vector(axis, name, value, eltype)
+            self._require_vector_absent(axis, name, overwrite)
+            self._before_set_vector(axis, name)
+            self._format.format_set_vector(axis, name, vector)
+        return self
+
+    def delete_vector(self, axis: str, name: str, *, must_exist: bool = True) -> DafWriter:
+        """Delete a vector of an axis.
+
+        Example:
+            >>> import pydaf
+            >>> daf = pydaf.MemoryDaf().add_axis("cell", ["A"]).set_vector("cell", "age", [1])
+            >>> daf.delete_vector("cell", "age").has_vector("cell", "age")
+            False
+        """
+        self._require_not_reserved(axis, name)
+        with self._state.lock.write():
+            self._require_axis(axis, f"for the vector: {name}")
+            if not self._format.format_has_vector(axis, name):
+                if must_exist:
+                    raise DafMissingError(self._message(f"missing vector: {name}\nfor the axis: {axis}"))
+                return self
+            self._invalidate((axis, name))
+            self._format.format_delete_vector(axis, name, for_set=False)
+        return self
+
+    @contextmanager
+    def _building_vector(self, axis: str, name: str, overwrite: bool) -> Iterator[None]:
+        """Hold the write lock while a builder's buffers are filled; on failure, remove the partial vector."""
+        self._require_not_reserved(axis, name)
+        require_valid_name(name, what="vector", daf_name=self._name)
+        with self._state.lock.write():
+            self._require_axis(axis, f"for the vector: {name}")
+            self._require_vector_absent(axis, name, overwrite)
+            self._before_set_vector(axis, name)
+            try:
+                yield
+            except BaseException:
+                self._invalidate((axis, name))
+                if self._format.format_has_vector(axis, name):
+                    self._format.format_delete_vector(axis, name, for_set=False)
+                raise
+
+    @contextmanager
+    def empty_dense_vector(self, axis: str, name: str, eltype: EltypeLike, *,
+                           overwrite: bool = False) -> Iterator[np.ndarray]:
+        """Create a dense numeric vector and yield its writable buffer (zero-filled; mapped straight into the file
+        where the store allows) to fill in place. If the block raises, the vector is removed.
+
+        Example:
+            >>> import pydaf
+            >>> daf = pydaf.MemoryDaf().add_axis("cell", ["A", "B"])
+            >>> with daf.empty_dense_vector("cell", "age", "Int32") as age:
+            ...     age[:] = [7, 8]
+            >>> daf.get_vector("cell", "age").tolist()
+            [7, 8]
+        """
+        dtype = require_number_dtype(eltype, what=f"element type of the vector: {name}")
+        with self._building_vector(axis, name, overwrite):
+            buffer = self._format.format_get_empty_dense_vector(axis, name, dtype)
+            yield buffer
+            self._format.format_filled_empty_dense_vector(axis, name, buffer)
+
+    @contextmanager
+    def empty_sparse_vector(self, axis: str, name: str, eltype: EltypeLike, nnz: int,
+                            indtype: EltypeLike | None = None, *,
+                            overwrite: bool = False) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """Create a sparse numeric vector with ``nnz`` stored entries and yield its writable ``(nzind, nzval)``
+        buffers to fill in place; ``nzind`` holds **1-based**, strictly increasing positions (Julia's layout).
+        ``indtype`` defaults to ``UInt32`` (``UInt64`` for huge axes).
+
+        Example:
+            >>> import pydaf
+            >>> daf = pydaf.MemoryDaf().add_axis("cell", ["A", "B", "C"])
+            >>> with daf.empty_sparse_vector("cell", "x", "Float32", 1) as (nzind, nzval):
+            ...     nzind[0], nzval[0] = 3, 0.5
+            >>> daf.get_vector("cell", "x").tolist()
+            [0.0, 0.0, 0.5]
+        """
+        dtype = require_number_dtype(eltype, what=f"element type of the vector: {name}")
+        nnz = _require_count(nnz, "nnz")
+        with self._building_vector(axis, name, overwrite):
+            length = self._format.format_axis_length(axis)
+            if nnz > length:
+                raise DafShapeError(self._message(f"the nnz: {nnz}\nof the sparse vector: {name}\nis larger than "
+                                                  f"the length: {length}\nof the axis: {axis}"))
+            index_dtype = require_index_dtype(indtype) if indtype is not None else indtype_for_size(length)
+            nzind, nzval = self._format.format_get_empty_sparse_vector(axis, name, dtype, nnz, index_dtype)
+            yield nzind, nzval
+            if nnz and (nzind.min() < 1 or nzind.max() > length or np.any(np.diff(nzind.astype(np.int64)) <= 0)):
+                raise DafValueError(self._message(f"invalid nzind of the sparse vector: {name}\nfor the axis: {axis}"
+                                                  "\n(expected strictly increasing 1-based positions)"))
+            self._format.format_filled_empty_sparse_vector(axis, name, SparseVector(length, nzind, nzval))
+
+    # Matrices.
+
+    def _prepare_matrix(self, rows_axis: str, columns_axis: str, name: str, value: Any,
+                        eltype: EltypeLike | None) -> Any:
+        if isinstance(value, str | bool | int | float | np.generic):
+            value = scalar_value(value, what=f"matrix: {name}")
+            if eltype is not None:
+                if isinstance(value, str):
+                    raise DafTypeError(self._message(f"can't convert the string fill of the matrix: {name}\n"
+                                                     f"to the element type: {eltype}"))
+                value = require_number_dtype(eltype).type(value)
+            return value
+        if isinstance(value, SparseMatrixCSC):
+            matrix: Any = value
+        elif _is_scipy_sparse(value):
+            matrix = SparseMatrixCSC.from_scipy(value)
+        else:
+            values = _plain_values(value)
+            if values.ndim != 2:
+                raise DafShapeError(self._message(f"the value given for the matrix: {name}\nis not 2-dimensional "
+                                                  f"(shape: {values.shape})"))
+            matrix = np.asfortranarray(_as_storable_array(values, what=f"matrix: {name}"))
+        for index, (axis, what) in enumerate(((rows_axis, "rows"), (columns_axis, "columns"))):
+            self._check_length(axis, matrix.shape[index], f"{what} of the matrix: {name}")
+        self._check_names(rows_axis, value, "row names of the: matrix", index=True)
+        self._check_names(columns_axis, value, "column names of the: matrix", index=False)
+        if isinstance(matrix, SparseMatrixCSC):
+            dtype = require_number_dtype(eltype if eltype is not None else matrix.nzval.dtype,
+                                         what=f"element type of the matrix: {name}")
+            indtype = require_index_dtype(matrix.colptr.dtype)
+            matrix = SparseMatrixCSC(matrix.shape, np.asarray(matrix.colptr, dtype=indtype),
+                                     np.asarray(matrix.rowval, dtype=indtype), np.asarray(matrix.nzval, dtype=dtype))
+        elif eltype is not None:
+            dtype = storage_dtype(eltype, what=f"element type of the matrix: {name}")
+            if (dtype == STRING_DTYPE) != (matrix.dtype == STRING_DTYPE):
+                raise DafTypeError(self._message(f"can't convert the matrix: {name}\nof type: {matrix.dtype}\n"
+                                                 f"to the element type: {eltype}"))
+            matrix = matrix.astype(dtype, order="F", copy=False)
+        return matrix
+
+    def set_matrix(self, rows_axis: str, columns_axis: str, name: str, value: Any, *,
+                   eltype: EltypeLike | None = None, overwrite: bool = False, relayout: bool = True) -> DafWriter:
+        """Set a matrix of a pair of axes, shaped ``(n_rows, n_cols)``: a numpy array or DataFrame (stored
+        column-major; a C-order array is copied), a scipy sparse matrix or :class:`~pydaf.sparse.SparseMatrixCSC`
+        (stored sparse), or a scalar to repeat. With ``relayout`` (the default) the other layout is stored too.
+
+        Example:
+            >>> import pydaf, numpy as np
+            >>> daf = pydaf.MemoryDaf().add_axis("cell", ["A"]).add_axis("gene", ["X", "Y"])
+            >>> daf.set_matrix("cell", "gene", "UMIs", np.array([[1, 2]])).has_matrix("gene", "cell", "UMIs",
+            ...                                                                        relayout=False)
+            True
+        """
+        require_valid_name(name, what="matrix", daf_name=self._name)
+        relayout = relayout and rows_axis != columns_axis
+        with self._state.lock.write():
+            self._require_matrix_axes(rows_axis, columns_axis, f"the matrix: {name}")
+            matrix = self._prepare_matrix(rows_axis, columns_axis, name, value, eltype)
+            self._require_matrix_absent(rows_axis, columns_axis, name, overwrite)
+            if relayout:
+                self._require_matrix_absent(columns_axis, rows_axis, name, overwrite)
+            self._before_set_matrix(rows_axis, columns_axis, name)
+            if relayout:
+                self._before_set_matrix(columns_axis, rows_axis, name)
+            self._bump_matrix(rows_axis, columns_axis, name)
+            self._format.format_set_matrix(rows_axis, columns_axis, name, matrix)
+            if relayout:
+                stored, _ = self._format.format_get_matrix(rows_axis, columns_axis, name)
+                self._format.format_relayout_matrix(rows_axis, columns_axis, name, stored)
+        return self
+
+    def relayout_matrix(self, rows_axis: str, columns_axis: str, name: str, *, overwrite: bool = False) -> DafWriter:
+        """Store the other layout (``(columns_axis, rows_axis)``) of a matrix stored as ``(rows_axis,
+        columns_axis)``.
+
+        Example:
+            >>> import pydaf, numpy as np
+            >>> daf = pydaf.MemoryDaf().add_axis("cell", ["A"]).add_axis("gene", ["X", "Y"])
+            >>> daf.set_matrix("cell", "gene", "UMIs", np.array([[1, 2]]), relayout=False)  # doctest: +ELLIPSIS
+            MemoryDaf ...
+            >>> daf.relayout_matrix("cell", "gene", "UMIs").get_matrix("gene", "cell", "UMIs",
+            ...                                                         relayout=False).tolist()
+            [[1], [2]]
+        """
+        with self._state.lock.write():
+            self._require_matrix_axes(rows_axis, columns_axis, f"the matrix: {name}")
+            if rows_axis == columns_axis:
+                raise DafValueError(self._message(f"can't relayout square matrix: {name}\nof the axis: {rows_axis}\n"
+                                                  "due to daf representation limitations"))
+            if not self._format.format_has_matrix(rows_axis, columns_axis, name):
+                raise DafMissingError(self._message(
+                    f"missing matrix: {name}\nfor the rows axis: {rows_axis}\nand the columns axis: {columns_axis}"))
+            self._require_matrix_absent(columns_axis, rows_axis, name, overwrite)
+            self._before_set_matrix(columns_axis, rows_axis, name)
+            self._bump_matrix(rows_axis, columns_axis, name)
+            stored, _ = self._format.format_get_matrix(rows_axis, columns_axis, name)
+            self._format.format_relayout_matrix(rows_axis, columns_axis, name, stored)
+        return self
+
+    def delete_matrix(self, rows_axis: str, columns_axis: str, name: str, *, must_exist: bool = True,
+                      relayout: bool = True) -> DafWriter:
+        """Delete a matrix (with ``relayout``, both layouts).
+
+        Example:
+            >>> import pydaf, numpy as np
+            >>> daf = pydaf.MemoryDaf().add_axis("cell", ["A"]).add_axis("gene", ["X"])
+            >>> daf.set_matrix("cell", "gene", "UMIs", np.array([[1]])).delete_matrix("gene", "cell", "UMIs") \\
+            ...     .has_matrix("cell", "gene", "UMIs")
+            False
+        """
+        relayout = relayout and rows_axis != columns_axis
+        with self._state.lock.write():
+            self._require_matrix_axes(rows_axis, columns_axis, f"the matrix: {name}")
+            if not self._has_matrix(rows_axis, columns_axis, name, relayout=relayout):
+                if must_exist:
+                    other = "\n(and the other way around)" if relayout else ""
+                    raise DafMissingError(self._message(
+                        f"missing matrix: {name}\nfor the rows axis: {rows_axis}\nand the columns axis: "
+                        f"{columns_axis}{other}"))
+                return self
+            self._invalidate_matrix(rows_axis, columns_axis, name)
+            for rows, columns in ((rows_axis, columns_axis), (columns_axis, rows_axis))[:2 if relayout else 1]:
+                if self._format.format_has_matrix(rows, columns, name):
+                    self._format.format_delete_matrix(rows, columns, name, for_set=False)
+        return self
+
+    @contextmanager
+    def _building_matrix(self, rows_axis: str, columns_axis: str, name: str, overwrite: bool) -> Iterator[None]:
+        require_valid_name(name, what="matrix", daf_name=self._name)
+        with self._state.lock.write():
+            self._require_matrix_axes(rows_axis, columns_axis, f"the matrix: {name}")
+            self._require_matrix_absent(rows_axis, columns_axis, name, overwrite)
+            self._before_set_matrix(rows_axis, columns_axis, name)
+            self._bump_matrix(rows_axis, columns_axis, name)
+            try:
+                yield
+            except BaseException:
+                self._invalidate_matrix(rows_axis, columns_axis, name)
+                if self._format.format_has_matrix(rows_axis, columns_axis, name):
+                    self._format.format_delete_matrix(rows_axis, columns_axis, name, for_set=False)
+                raise
+
+    @contextmanager
+    def empty_dense_matrix(self, rows_axis: str, columns_axis: str, name: str, eltype: EltypeLike, *,
+                           overwrite: bool = False) -> Iterator[np.ndarray]:
+        """Create a dense numeric matrix (this layout only) and yield its writable, column-major
+        ``(n_rows, n_cols)`` buffer (zero-filled; mapped straight into the file where the store allows).
+
+        Example:
+            >>> import pydaf
+            >>> daf = pydaf.MemoryDaf().add_axis("cell", ["A", "B"]).add_axis("gene", ["X"])
+            >>> with daf.empty_dense_matrix("cell", "gene", "UMIs", "UInt16") as umis:
+            ...     umis[:, 0] = [4, 5]
+            >>> daf.get_matrix("cell", "gene", "UMIs").tolist()
+            [[4], [5]]
+        """
+        dtype = require_number_dtype(eltype, what=f"element type of the matrix: {name}")
+        with self._building_matrix(rows_axis, columns_axis, name, overwrite):
+            buffer = self._format.format_get_empty_dense_matrix(rows_axis, columns_axis, name, dtype)
+            yield buffer
+            self._format.format_filled_empty_dense_matrix(rows_axis, columns_axis, name, buffer)
+
+    @contextmanager
+    def empty_sparse_matrix(self, rows_axis: str, columns_axis: str, name: str, eltype: EltypeLike, nnz: int,
+                            indtype: EltypeLike | None = None, *,
+                            overwrite: bool = False) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Create a sparse numeric matrix (this layout only) with ``nnz`` stored entries and yield its writable
+        ``(colptr, rowval, nzval)`` buffers, Julia's **1-based** CSC layout (``colptr[0] == 1``,
+        ``colptr[-1] == nnz + 1``). ``indtype`` defaults to ``UInt32`` (``UInt64`` for huge sizes).
+
+        Example:
+            >>> import pydaf
+            >>> daf = pydaf.MemoryDaf().add_axis("cell", ["A", "B"]).add_axis("gene", ["X"])
+            >>> with daf.empty_sparse_matrix("cell", "gene", "UMIs", "Float32", 1) as (colptr, rowval, nzval):
+            ...     colptr[:] = [1, 2]; rowval[0] = 2; nzval[0] = 9
+            >>> daf.get_matrix("cell", "gene", "UMIs").toarray().tolist()
+            [[0.0], [9.0]]
+        """
+        dtype = require_number_dtype(eltype, what=f"element type of the matrix: {name}")
+        nnz = _require_count(nnz, "nnz")
+        with self._building_matrix(rows_axis, columns_axis, name, overwrite):
+            shape = (self._format.format_axis_length(rows_axis), self._format.format_axis_length(columns_axis))
+            if nnz > shape[0] * shape[1]:
+                raise DafShapeError(self._message(f"the nnz: {nnz}\nof the sparse matrix: {name}\nis larger than its "
+                                                  f"size: {shape[0]} x {shape[1]}"))
+            index_dtype = (require_index_dtype(indtype) if indtype is not None
+                           else indtype_for_size(max(shape[0], shape[1], nnz)))
+            colptr, rowval, nzval = self._format.format_get_empty_sparse_matrix(
+                rows_axis, columns_axis, name, dtype, nnz, index_dtype)
+            yield colptr, rowval, nzval
+            if int(colptr[0]) != 1 or int(colptr[-1]) != nnz + 1 or (
+                    nnz and (rowval.min() < 1 or rowval.max() > shape[0])) or np.any(
+                    np.diff(colptr.astype(np.int64)) < 0):
+                raise DafValueError(self._message(
+                    f"invalid colptr/rowval of the sparse matrix: {name}\nfor the rows axis: {rows_axis}\nand the "
+                    f"columns axis: {columns_axis}\n(expected 1-based CSC: colptr[0] == 1, colptr[-1] == nnz + 1, "
+                    "non-decreasing, rowval in 1..n_rows)"))
+            filled = SparseMatrixCSC(shape, colptr, rowval, nzval)
+            self._format.format_filled_empty_sparse_matrix(rows_axis, columns_axis, name, filled)
+
+
+def _require_count(value: int, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 0:
+        raise DafValueError(f"invalid {what}: {value!r} (expected a non-negative integer)")
+    return int(value)

@@ -1,0 +1,1 @@
+"""Storage backends: one module per format, each implementing :mod:`pydaf.formats.base`."""

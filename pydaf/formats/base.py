@@ -1,0 +1,216 @@
+"""The storage contract every backend implements: Julia's ``format_*`` functions (``formats.jl``).
+
+A backend is one subclass of :class:`FormatWriter` (or :class:`FormatReader` for read-only storage). It only moves
+data: the reader/writer layer above (:mod:`pydaf.core`) has already validated names, axes, shapes and types, holds
+the data lock, and owns caching and version counters. So a ``format_*`` method may assume:
+
+- the axes it is given exist (or, for ``format_add_axis``, do not), and the property does (for getters and deletes)
+  or does not (for setters) exist;
+- dense matrices are column-major ``(n_rows, n_cols)`` numpy arrays, sparse data is a 1-based
+  :class:`~pydaf.sparse.SparseVector` / :class:`~pydaf.sparse.SparseMatrixCSC`, strings are ``object`` arrays of
+  ``str``, scalars are validated Python/numpy scalars;
+- vectors and matrices it returns are never written to by the caller (the reader layer marks them read-only).
+"""
+
+from __future__ import annotations
+
+import enum
+from abc import ABC, abstractmethod
+from typing import ClassVar, TypeAlias
+
+import numpy as np
+
+from ..sparse import SparseMatrixCSC, SparseVector
+from ..storage_types import STRING_DTYPE, StorageScalar
+
+StoredVector: TypeAlias = np.ndarray | SparseVector
+StoredMatrix: TypeAlias = np.ndarray | SparseMatrixCSC
+
+
+class CacheGroup(enum.Enum):
+    """What kind of cached item this is, so :meth:`~pydaf.DafReader.empty_cache` can clear or keep each kind."""
+
+    MappedData = "MappedData"
+    """Memory-mapped from storage: cheap to keep, cheap to recreate."""
+    MemoryData = "MemoryData"
+    """Read into (or computed in) memory, e.g. a relayout or a converted sparse matrix."""
+    QueryData = "QueryData"
+    """The result of a query."""
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class FormatReader(ABC):
+    """Read access to one Daf storage. See the module docstring for the contract."""
+
+    #: The name shown as ``type:`` in :meth:`~pydaf.DafReader.description`.
+    type_name: ClassVar[str] = "Daf"
+
+    #: Whether the storage may be written.
+    is_writable: bool = False
+
+    def format_default_name(self) -> str:
+        """The name of the data set when none was given (and there is no ``name`` scalar)."""
+        return self.type_name
+
+    def format_complete_path(self) -> str | None:
+        """The absolute path of persistent storage, or ``None``."""
+        return None
+
+    def format_description_header(self, indent: str, lines: list[str], deep: bool) -> None:
+        """Append the ``type:`` line (and any storage-specific lines, e.g. the path) to a description."""
+        lines.append(f"{indent}type: {self.type_name}")
+
+    def format_description_footer(self, indent: str, lines: list[str], *, cache: bool, deep: bool,
+                                  tensors: bool) -> None:
+        """Append storage-specific lines at the end of a description (nothing by default)."""
+
+    def format_close(self) -> None:  # noqa: B027 - optional hook, nothing to do by default.
+        """Release OS resources (open files). Mapped arrays already handed out stay valid."""
+
+    # Scalars.
+
+    @abstractmethod
+    def format_has_scalar(self, name: str) -> bool: ...
+
+    @abstractmethod
+    def format_scalars_set(self) -> set[str]: ...
+
+    @abstractmethod
+    def format_get_scalar(self, name: str) -> StorageScalar: ...
+
+    # Axes.
+
+    @abstractmethod
+    def format_has_axis(self, axis: str, *, for_change: bool) -> bool: ...
+
+    @abstractmethod
+    def format_axes_set(self) -> set[str]: ...
+
+    @abstractmethod
+    def format_axis_vector(self, axis: str) -> tuple[np.ndarray, CacheGroup | None]:
+        """The entries of the axis as an ``object`` array of ``str``, and how to cache it."""
+
+    @abstractmethod
+    def format_axis_length(self, axis: str) -> int: ...
+
+    # Vectors.
+
+    @abstractmethod
+    def format_has_vector(self, axis: str, name: str) -> bool: ...
+
+    @abstractmethod
+    def format_vectors_set(self, axis: str) -> set[str]: ...
+
+    @abstractmethod
+    def format_get_vector(self, axis: str, name: str) -> tuple[StoredVector, CacheGroup | None]:
+        """The stored vector (dense numpy or 1-based :class:`SparseVector`), and how to cache it."""
+
+    # Matrices.
+
+    @abstractmethod
+    def format_has_matrix(self, rows_axis: str, columns_axis: str, name: str) -> bool: ...
+
+    @abstractmethod
+    def format_matrices_set(self, rows_axis: str, columns_axis: str) -> set[str]: ...
+
+    @abstractmethod
+    def format_get_matrix(self, rows_axis: str, columns_axis: str, name: str) -> tuple[StoredMatrix,
+                                                                                       CacheGroup | None]:
+        """The stored matrix (column-major numpy or 1-based :class:`SparseMatrixCSC`), and how to cache it."""
+
+
+class FormatWriter(FormatReader):
+    """Read and write access to one Daf storage. See the module docstring for the contract."""
+
+    is_writable = True
+
+    # Scalars.
+
+    @abstractmethod
+    def format_set_scalar(self, name: str, value: StorageScalar) -> None: ...
+
+    @abstractmethod
+    def format_delete_scalar(self, name: str, *, for_set: bool) -> None: ...
+
+    # Axes.
+
+    @abstractmethod
+    def format_add_axis(self, axis: str, entries: np.ndarray) -> None: ...
+
+    @abstractmethod
+    def format_delete_axis(self, axis: str) -> None:
+        """Delete the axis and every vector and matrix that uses it."""
+
+    # Vectors.
+
+    @abstractmethod
+    def format_set_vector(self, axis: str, name: str, vector: StoredVector | StorageScalar) -> None:
+        """Store a dense vector, a sparse vector, or a scalar repeated along the axis."""
+
+    @abstractmethod
+    def format_delete_vector(self, axis: str, name: str, *, for_set: bool) -> None: ...
+
+    @abstractmethod
+    def format_get_empty_dense_vector(self, axis: str, name: str, dtype: np.dtype) -> np.ndarray:
+        """A writable buffer of the axis length that becomes the vector; the caller fills it in place."""
+
+    def format_filled_empty_dense_vector(self, axis: str, name: str, filled: np.ndarray) -> None:  # noqa: B027
+        """Called once the buffer of :meth:`format_get_empty_dense_vector` is filled (nothing by default)."""
+
+    @abstractmethod
+    def format_get_empty_sparse_vector(self, axis: str, name: str, dtype: np.dtype, nnz: int,
+                                       indtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
+        """Writable ``(nzind, nzval)`` buffers of length ``nnz``; the caller fills them (1-based) in place."""
+
+    def format_filled_empty_sparse_vector(self, axis: str, name: str, filled: SparseVector) -> None:  # noqa: B027
+        """Called once the buffers of :meth:`format_get_empty_sparse_vector` are filled (nothing by default)."""
+
+    # Matrices.
+
+    @abstractmethod
+    def format_set_matrix(self, rows_axis: str, columns_axis: str, name: str,
+                          matrix: StoredMatrix | StorageScalar) -> None:
+        """Store a column-major dense matrix, a sparse matrix, or a scalar repeated over the whole matrix."""
+
+    @abstractmethod
+    def format_delete_matrix(self, rows_axis: str, columns_axis: str, name: str, *, for_set: bool) -> None: ...
+
+    @abstractmethod
+    def format_get_empty_dense_matrix(self, rows_axis: str, columns_axis: str, name: str,
+                                      dtype: np.dtype) -> np.ndarray:
+        """A writable column-major ``(n_rows, n_cols)`` buffer that becomes the matrix."""
+
+    def format_filled_empty_dense_matrix(self, rows_axis: str, columns_axis: str, name: str,  # noqa: B027
+                                         filled: np.ndarray) -> None:
+        """Called once the buffer of :meth:`format_get_empty_dense_matrix` is filled (nothing by default)."""
+
+    @abstractmethod
+    def format_get_empty_sparse_matrix(self, rows_axis: str, columns_axis: str, name: str, dtype: np.dtype,
+                                       nnz: int, indtype: np.dtype) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Writable ``(colptr, rowval, nzval)`` buffers; the caller fills them (1-based) in place."""
+
+    def format_filled_empty_sparse_matrix(self, rows_axis: str, columns_axis: str, name: str,  # noqa: B027
+                                          filled: SparseMatrixCSC) -> None:
+        """Called once the buffers of :meth:`format_get_empty_sparse_matrix` are filled (nothing by default)."""
+
+    def format_relayout_matrix(self, rows_axis: str, columns_axis: str, name: str, matrix: StoredMatrix) -> None:
+        """Store the transpose of ``matrix`` (stored under ``(rows_axis, columns_axis)``) under
+        ``(columns_axis, rows_axis)``, column-major. Numbers go through the ``empty_*`` builders, so a mapped store
+        writes the result straight into the file."""
+        from ..kernels.relayout import transpose_csc_into, transpose_dense_into
+
+        if isinstance(matrix, SparseMatrixCSC):
+            colptr, rowval, nzval = self.format_get_empty_sparse_matrix(
+                columns_axis, rows_axis, name, matrix.dtype, matrix.nnz, matrix.colptr.dtype
+            )
+            transpose_csc_into(matrix, colptr, rowval, nzval)
+            filled = SparseMatrixCSC((matrix.shape[1], matrix.shape[0]), colptr, rowval, nzval)
+            self.format_filled_empty_sparse_matrix(columns_axis, rows_axis, name, filled)
+        elif matrix.dtype == STRING_DTYPE:
+            self.format_set_matrix(columns_axis, rows_axis, name, np.asfortranarray(matrix.T))
+        else:
+            buffer = self.format_get_empty_dense_matrix(columns_axis, rows_axis, name, matrix.dtype)
+            transpose_dense_into(matrix, buffer)
+            self.format_filled_empty_dense_matrix(columns_axis, rows_axis, name, buffer)

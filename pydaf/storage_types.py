@@ -1,0 +1,164 @@
+"""The closed set of element types Daf stores (Julia's ``StorageTypes``), and their numpy dtypes.
+
+Numbers are ``Bool``, ``Int8``…``Int64``, ``UInt8``…``UInt64``, ``Float32`` and ``Float64`` (one byte per ``Bool``);
+strings are UTF-8 ``String``. pydaf hands strings out as numpy ``object`` arrays of ``str``. Anything else (complex,
+float16, datetime, arbitrary objects) is refused with :class:`pydaf.DafTypeError`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, TypeAlias
+
+import numpy as np
+
+from .errors import DafTypeError
+
+#: The Julia name of each storable numpy dtype (numbers only; strings are ``"String"``).
+JULIA_NAMES: dict[np.dtype, str] = {
+    np.dtype(np.bool_): "Bool",
+    np.dtype(np.int8): "Int8",
+    np.dtype(np.int16): "Int16",
+    np.dtype(np.int32): "Int32",
+    np.dtype(np.int64): "Int64",
+    np.dtype(np.uint8): "UInt8",
+    np.dtype(np.uint16): "UInt16",
+    np.dtype(np.uint32): "UInt32",
+    np.dtype(np.uint64): "UInt64",
+    np.dtype(np.float32): "Float32",
+    np.dtype(np.float64): "Float64",
+}
+
+#: The numpy dtype of each Julia element type name (lower-case aliases accepted, as Julia's FilesDaf reader does).
+DTYPES_BY_NAME: dict[str, np.dtype] = {name: dtype for dtype, name in JULIA_NAMES.items()}
+DTYPES_BY_NAME.update({name.lower(): dtype for dtype, name in JULIA_NAMES.items()})
+DTYPES_BY_NAME["Int"] = DTYPES_BY_NAME["int"] = np.dtype(np.int64)
+
+#: The dtype pydaf uses for string arrays.
+STRING_DTYPE = np.dtype(object)
+
+StorageNumber: TypeAlias = bool | int | float | np.bool_ | np.integer | np.floating
+StorageScalar: TypeAlias = StorageNumber | str
+
+#: What may be passed where an element type is expected: a numpy dtype, a Python/numpy type, or a Julia name.
+EltypeLike: TypeAlias = np.dtype | type | str
+
+
+def is_string_dtype(dtype: np.dtype) -> bool:
+    """Whether arrays of this dtype hold strings (``object``, ``U``, ``S`` or numpy's ``StringDType``)."""
+    return dtype.kind in "OUST"
+
+
+def storage_dtype(eltype: EltypeLike, *, what: str = "element type") -> np.dtype:
+    """The numpy dtype of a storable element type given as a dtype, a type or a Julia name.
+
+    Strings (``str``, ``"String"``) map to ``object``.
+
+    Example:
+        >>> storage_dtype("UInt8"), storage_dtype(float), storage_dtype(str)
+        (dtype('uint8'), dtype('float64'), dtype('O'))
+    """
+    if isinstance(eltype, str):
+        if eltype in ("String", "string", "str", "Str"):
+            return STRING_DTYPE
+        dtype = DTYPES_BY_NAME.get(eltype)
+        if dtype is None:
+            raise DafTypeError(f"unsupported {what}: {eltype}")
+        return dtype
+    if eltype is str:
+        return STRING_DTYPE
+    try:
+        dtype = np.dtype(eltype)
+    except TypeError as error:
+        raise DafTypeError(f"unsupported {what}: {eltype!r}") from error
+    if is_string_dtype(dtype):
+        return STRING_DTYPE
+    dtype = dtype.newbyteorder("=") if dtype.byteorder not in ("=", "|") else dtype
+    if dtype not in JULIA_NAMES:
+        raise DafTypeError(f"unsupported {what}: {dtype} (Daf stores Bool, Int8…Int64, UInt8…UInt64, Float32, Float64 "
+                           "and String)")
+    return dtype
+
+
+def julia_name(dtype: np.dtype) -> str:
+    """The Julia name of a storable dtype (``"String"`` for strings).
+
+    Example:
+        >>> julia_name(np.dtype("float32"))
+        'Float32'
+    """
+    if is_string_dtype(dtype):
+        return "String"
+    return JULIA_NAMES[np.dtype(dtype)]
+
+
+def require_number_dtype(eltype: EltypeLike, *, what: str = "element type") -> np.dtype:
+    """Like :func:`storage_dtype`, but refuse strings (sparse data and the ``empty_*`` builders are numeric only)."""
+    dtype = storage_dtype(eltype, what=what)
+    if dtype == STRING_DTYPE:
+        raise DafTypeError(f"unsupported {what}: String (only numbers are allowed here)")
+    return dtype
+
+
+def require_index_dtype(eltype: EltypeLike) -> np.dtype:
+    """A dtype usable for sparse indices: any storable integer type (Julia allows signed and unsigned)."""
+    dtype = storage_dtype(eltype, what="sparse index type")
+    if dtype.kind not in "iu":
+        raise DafTypeError(f"unsupported sparse index type: {julia_name(dtype)} (expected an integer type)")
+    return dtype
+
+
+def indtype_for_size(size: int) -> np.dtype:
+    """Julia's ``indtype_for_size``: ``UInt32``, or ``UInt64`` above ``typemax(UInt32)``.
+
+    Example:
+        >>> indtype_for_size(1000)
+        dtype('uint32')
+    """
+    return np.dtype(np.uint32) if size <= np.iinfo(np.uint32).max else np.dtype(np.uint64)
+
+
+def scalar_value(value: Any, *, what: str = "scalar") -> StorageScalar:
+    """Validate a scalar for storage and normalise it to a ``str`` or a numpy scalar: Python ``bool``, ``int`` and
+    ``float`` become ``Bool``, ``Int64`` (``UInt64`` above its range) and ``Float64``; numpy scalars keep their type.
+
+    Example:
+        >>> scalar_value(np.float32(1.5)), scalar_value(3), scalar_value("x")
+        (np.float32(1.5), np.int64(3), 'x')
+    """
+    if isinstance(value, str):
+        return str(value)
+    if isinstance(value, bool):
+        return np.bool_(value)
+    if isinstance(value, int):
+        if np.iinfo(np.int64).min <= value <= np.iinfo(np.int64).max:
+            return np.int64(value)
+        if 0 <= value <= np.iinfo(np.uint64).max:
+            return np.uint64(value)
+        raise DafTypeError(f"unsupported {what}: {value} does not fit in Int64 or UInt64")
+    if isinstance(value, float):
+        return np.float64(value)
+    if isinstance(value, np.generic) and value.dtype.kind not in "OUSVMmc":
+        storage_dtype(value.dtype, what=f"{what} type")
+        return value
+    raise DafTypeError(f"unsupported {what} type: {type(value).__name__}")
+
+
+def scalar_dtype(value: StorageScalar) -> np.dtype:
+    """The storage dtype of a (validated) scalar value."""
+    return STRING_DTYPE if isinstance(value, str) else np.dtype(value.dtype)
+
+
+def as_string_array(values: Iterable[Any] | np.ndarray, *, what: str) -> np.ndarray:
+    """Convert strings to pydaf's ``object`` array of ``str`` (copying only when needed)."""
+    array = np.asarray(values) if not isinstance(values, np.ndarray) else values
+    if array.dtype == STRING_DTYPE:
+        for value in array.flat:
+            if not isinstance(value, str):
+                raise DafTypeError(f"unsupported {what}: contains a {type(value).__name__}, expected only strings")
+        return array
+    if array.dtype.kind == "S":
+        return np.vectorize(lambda b: b.decode("utf-8"), otypes=[object])(array) if array.size else array.astype(object)
+    if array.dtype.kind in "UT":
+        return array.astype(object)
+    raise DafTypeError(f"unsupported {what}: dtype {array.dtype}, expected strings")
