@@ -152,13 +152,15 @@ def scalar_dtype(value: StorageScalar) -> np.dtype:
 def as_string_array(values: Iterable[Any] | np.ndarray, *, what: str) -> np.ndarray:
     """Convert strings to pydaf's ``object`` array of ``str`` (copying only when needed)."""
     array = np.asarray(values) if not isinstance(values, np.ndarray) else values
+    if array.size == 0:
+        return np.empty(array.shape, dtype=STRING_DTYPE)
     if array.dtype == STRING_DTYPE:
         for value in array.flat:
             if not isinstance(value, str):
                 raise DafTypeError(f"unsupported {what}: contains a {type(value).__name__}, expected only strings")
         return array
     if array.dtype.kind == "S":
-        return np.vectorize(lambda b: b.decode("utf-8"), otypes=[object])(array) if array.size else array.astype(object)
+        return np.vectorize(lambda raw: raw.decode("utf-8"), otypes=[object])(array)
     if array.dtype.kind in "UT":
         return array.astype(object)
     raise DafTypeError(f"unsupported {what}: dtype {array.dtype}, expected strings")

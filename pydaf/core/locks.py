@@ -28,6 +28,7 @@ class ReadWriteLock:
         self._writer: int | None = None
         self._write_depth = 0
         self._readers: dict[int, int] = {}
+        self._writers_waiting = 0
 
     def has_write_lock(self) -> bool:
         """Whether the calling thread holds the write lock."""
@@ -44,7 +45,8 @@ class ReadWriteLock:
             if self._writer == me or me in self._readers:
                 self._readers[me] = self._readers.get(me, 0) + 1
                 return
-            while self._writer is not None:
+            # Waiting writers go first, so a stream of readers can't starve them.
+            while self._writer is not None or self._writers_waiting:
                 self._condition.wait()
             self._readers[me] = 1
 
@@ -66,8 +68,12 @@ class ReadWriteLock:
                 return
             if me in self._readers:
                 raise RuntimeError("can't take the write lock while holding only the read lock (would deadlock)")
-            while self._writer is not None or self._readers:
-                self._condition.wait()
+            self._writers_waiting += 1
+            try:
+                while self._writer is not None or self._readers:
+                    self._condition.wait()
+            finally:
+                self._writers_waiting -= 1
             self._writer = me
             self._write_depth = 1
 

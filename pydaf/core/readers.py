@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import DafMissingError, DafShapeError, DafValueError, for_daf
+from ..errors import DafMissingError, DafShapeError, DafValueError
 from ..formats.base import CacheGroup, FormatReader, StoredMatrix, StoredVector
 from ..sparse import SparseMatrixCSC, SparseVector
 from ..storage_types import STRING_DTYPE, StorageScalar, as_string_array, is_string_dtype, scalar_dtype, scalar_value
@@ -131,7 +131,7 @@ class DafReader:
         with self._state.lock.read():
             return set(self._format.format_scalars_set())
 
-    def get_scalar(self, name: str, *, default: StorageScalar | None | _Undef = Undef) -> StorageScalar | None:
+    def get_scalar(self, name: str, *, default: StorageScalar | _Undef | None = Undef) -> StorageScalar | None:
         """The value of a scalar property: a ``str``, a Python ``bool``/``int``/``float`` as stored from Python, or a
         numpy scalar keeping the stored width. If missing, ``default`` is returned (``Undef``, the default, raises).
 
@@ -207,7 +207,7 @@ class DafReader:
 
         return self._cached(("axis_vector", axis), compute)
 
-    def axis_vector(self, axis: str, *, default: None | _Undef = Undef) -> np.ndarray | None:
+    def axis_vector(self, axis: str, *, default: _Undef | None = Undef) -> np.ndarray | None:
         """The entries of an axis, as a read-only ``object`` array of ``str`` (``None`` if missing and
         ``default=None``).
 

@@ -66,7 +66,7 @@ class FormatReader(ABC):
                                   tensors: bool) -> None:
         """Append storage-specific lines at the end of a description (nothing by default)."""
 
-    def format_close(self) -> None:  # noqa: B027 - optional hook, nothing to do by default.
+    def format_close(self) -> None:
         """Release OS resources (open files). Mapped arrays already handed out stay valid."""
 
     # Scalars.
@@ -156,7 +156,7 @@ class FormatWriter(FormatReader):
     def format_get_empty_dense_vector(self, axis: str, name: str, dtype: np.dtype) -> np.ndarray:
         """A writable buffer of the axis length that becomes the vector; the caller fills it in place."""
 
-    def format_filled_empty_dense_vector(self, axis: str, name: str, filled: np.ndarray) -> None:  # noqa: B027
+    def format_filled_empty_dense_vector(self, axis: str, name: str, filled: np.ndarray) -> None:
         """Called once the buffer of :meth:`format_get_empty_dense_vector` is filled (nothing by default)."""
 
     @abstractmethod
@@ -164,7 +164,7 @@ class FormatWriter(FormatReader):
                                        indtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
         """Writable ``(nzind, nzval)`` buffers of length ``nnz``; the caller fills them (1-based) in place."""
 
-    def format_filled_empty_sparse_vector(self, axis: str, name: str, filled: SparseVector) -> None:  # noqa: B027
+    def format_filled_empty_sparse_vector(self, axis: str, name: str, filled: SparseVector) -> None:
         """Called once the buffers of :meth:`format_get_empty_sparse_vector` are filled (nothing by default)."""
 
     # Matrices.
@@ -182,7 +182,7 @@ class FormatWriter(FormatReader):
                                       dtype: np.dtype) -> np.ndarray:
         """A writable column-major ``(n_rows, n_cols)`` buffer that becomes the matrix."""
 
-    def format_filled_empty_dense_matrix(self, rows_axis: str, columns_axis: str, name: str,  # noqa: B027
+    def format_filled_empty_dense_matrix(self, rows_axis: str, columns_axis: str, name: str,
                                          filled: np.ndarray) -> None:
         """Called once the buffer of :meth:`format_get_empty_dense_matrix` is filled (nothing by default)."""
 
@@ -191,7 +191,7 @@ class FormatWriter(FormatReader):
                                        nnz: int, indtype: np.dtype) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Writable ``(colptr, rowval, nzval)`` buffers; the caller fills them (1-based) in place."""
 
-    def format_filled_empty_sparse_matrix(self, rows_axis: str, columns_axis: str, name: str,  # noqa: B027
+    def format_filled_empty_sparse_matrix(self, rows_axis: str, columns_axis: str, name: str,
                                           filled: SparseMatrixCSC) -> None:
         """Called once the buffers of :meth:`format_get_empty_sparse_matrix` are filled (nothing by default)."""
 

@@ -10,7 +10,6 @@ written through a map).
 
 from __future__ import annotations
 
-import mmap
 import os
 import threading
 import weakref
@@ -28,6 +27,7 @@ from ..errors import DafFormatError, DafModeError, DafTypeError
 from ..sparse import SparseMatrixCSC, SparseVector
 from ..storage_types import JULIA_NAMES, STRING_DTYPE, StorageScalar, indtype_for_size, scalar_dtype
 from .base import CacheGroup, FormatWriter, StoredMatrix, StoredVector
+from .mapping import detach_region, map_region
 
 MAJOR_VERSION = 1
 MINOR_VERSION = 0
@@ -67,7 +67,6 @@ _open_files_lock = threading.Lock()
 
 def _file_access_list() -> h5p.PropFAID:
     fapl = h5p.create(h5p.FILE_ACCESS)
-    fapl.set_fclose_degree(h5f.CLOSE_STRONG)
     fapl.set_alignment(1, ALIGNMENT)
     fapl.set_sieve_buf_size(0)
     return fapl
@@ -88,6 +87,8 @@ def open_h5_file(path: str, mode: str) -> h5py.File:
             return file
         fapl = _file_access_list()
         encoded = os.fsencode(path)
+        if mode == "w":
+            detach_region(path)  # truncating the file would otherwise kill any array still mapping it
         try:
             if mode == "w" or (mode == "a" and not os.path.exists(path)):
                 fid = h5f.create(encoded, h5f.ACC_TRUNC, fapl=fapl)
@@ -100,6 +101,15 @@ def open_h5_file(path: str, mode: str) -> h5py.File:
         file = h5py.File(fid)
         _open_files[key] = weakref.ref(file)
         return file
+
+
+def _register_filter_plugins() -> None:
+    """Make the blosc/bitshuffle/zstd filters of Julia's packed data readable, if ``hdf5plugin`` is installed (gzip
+    and shuffle are built into HDF5)."""
+    try:
+        import hdf5plugin  # noqa: F401 - importing registers the filters
+    except ImportError:
+        pass
 
 
 def _is_bool_enum(tid: h5t.TypeID) -> bool:
@@ -129,19 +139,6 @@ def _dataset_dtypes(dataset: h5py.Dataset) -> tuple[np.dtype, np.dtype]:
                        f"in the file: {dataset.file.filename}")
 
 
-def _map_region(path: str, offset: int, nbytes: int, writable: bool) -> mmap.mmap | memoryview:
-    """A map of ``nbytes`` of a file from ``offset`` (page-aligned internally); refuses regions past the end."""
-    start = offset - offset % mmap.ALLOCATIONGRANULARITY
-    with open(path, "r+b" if writable else "rb") as handle:
-        size = os.fstat(handle.fileno()).st_size
-        if offset + nbytes > size:
-            raise DafFormatError(f"truncated H5df file: {path}\n(a dataset at offset {offset} of {nbytes} bytes "
-                                 f"ends past the end of the file, {size} bytes)")
-        region = mmap.mmap(handle.fileno(), offset + nbytes - start,
-                           access=mmap.ACCESS_WRITE if writable else mmap.ACCESS_READ, offset=start)
-    return memoryview(region)[offset - start:]
-
-
 def _create_dataset(group: h5py.Group, name: str, dtype: np.dtype, shape: tuple[int, ...], *,
                     allocate: bool = False) -> h5py.Dataset:
     """A contiguous dataset of a Daf numeric type (Bool as HDF5's ``B8`` bitfield, as Julia writes it). ``shape`` is
@@ -157,7 +154,9 @@ def _create_dataset(group: h5py.Group, name: str, dtype: np.dtype, shape: tuple[
 
 def _write_numbers(group: h5py.Group, name: str, values: np.ndarray | np.generic) -> h5py.Dataset:
     """Write a numeric array (C order, HDF5 shape) or scalar as a contiguous dataset."""
-    array = np.ascontiguousarray(values)
+    array = np.asarray(values)
+    if not array.flags.c_contiguous:  # (not np.ascontiguousarray: it turns a scalar into a 1-element vector)
+        array = np.ascontiguousarray(array)
     dataset = _create_dataset(group, name, array.dtype, array.shape)
     if array.size:
         if array.dtype == np.bool_:
@@ -241,7 +240,7 @@ class H5dfFormat(FormatWriter):
         if mapped is not None:
             return (mapped if daf_dtype == stored else mapped.view(daf_dtype)), CacheGroup.MappedData
         if dataset.id.get_create_plist().get_nfilters():
-            import hdf5plugin  # noqa: F401 - registers the blosc/bitshuffle/zstd filters Julia's packed data uses
+            _register_filter_plugins()
         values = np.empty(dataset.shape, dtype=stored)
         if values.size:
             dataset.read_direct(values) if dataset.id.get_type().get_class() != h5t.BITFIELD else dataset.id.read(
@@ -260,8 +259,7 @@ class H5dfFormat(FormatWriter):
         offset = dataset.id.get_offset()
         if offset is None or offset % dtype.itemsize:
             return None
-        nbytes = dataset.size * dtype.itemsize
-        region = _map_region(self.path, offset, nbytes, writable)
+        region = map_region(self.path, offset, dataset.size * dtype.itemsize, writable=writable)
         return np.frombuffer(region, dtype=dtype, count=dataset.size).reshape(dataset.shape)
 
     def _allocate_mapped(self, group: h5py.Group, name: str, dtype: np.dtype, shape: tuple[int, ...],
@@ -309,7 +307,7 @@ class H5dfFormat(FormatWriter):
             _write_numbers(self.root["scalars"], name, np.array(value, dtype=scalar_dtype(value)))
 
     def format_delete_scalar(self, name: str, *, for_set: bool) -> None:
-        del self.root["scalars"][name]
+        _delete(self.root["scalars"], name)
 
     # Axes.
 
@@ -336,13 +334,13 @@ class H5dfFormat(FormatWriter):
                 matrices.require_group(other).create_group(axis)
 
     def format_delete_axis(self, axis: str) -> None:
-        del self.root["axes"][axis]
+        _delete(self.root["axes"], axis)
         for container in (self.root["vectors"], self.root["matrices"]):
             if axis in container:
-                del container[axis]
+                _delete(container, axis)
         for rows_group in self.root["matrices"].values():
             if axis in rows_group:
-                del rows_group[axis]
+                _delete(rows_group, axis)
 
     # Vectors.
 
@@ -405,7 +403,7 @@ class H5dfFormat(FormatWriter):
         _write_strings(group, "nztxt", vector[positions])
 
     def format_delete_vector(self, axis: str, name: str, *, for_set: bool) -> None:
-        del self.root["vectors"][axis][name]
+        _delete(self.root["vectors"][axis], name)
 
     def format_get_empty_dense_vector(self, axis: str, name: str, dtype: np.dtype) -> np.ndarray:
         return self._allocate_mapped(self._vectors(axis), name, dtype, (self.format_axis_length(axis),))
@@ -500,7 +498,7 @@ class H5dfFormat(FormatWriter):
         _write_strings(group, "nztxt", flat[positions])
 
     def format_delete_matrix(self, rows_axis: str, columns_axis: str, name: str, *, for_set: bool) -> None:
-        del self.root["matrices"][rows_axis][columns_axis][name]
+        _delete(self.root["matrices"][rows_axis][columns_axis], name)
 
     def format_get_empty_dense_matrix(self, rows_axis: str, columns_axis: str, name: str,
                                       dtype: np.dtype) -> np.ndarray:
@@ -516,6 +514,19 @@ class H5dfFormat(FormatWriter):
         rowval = self._allocate_mapped(group, "rowval", indtype, (nnz,), fill=1)
         nzval = self._allocate_mapped(group, "nzval", dtype, (nnz,))
         return colptr, rowval, nzval
+
+
+def _delete(group: h5py.Group, name: str) -> None:
+    """Delete a dataset or group, first detaching live maps of its data (HDF5 may reuse or cut off the space)."""
+    node = group[name]
+    datasets = [node] if isinstance(node, h5py.Dataset) else []
+    if isinstance(node, h5py.Group):
+        node.visititems(lambda _, child: datasets.append(child) if isinstance(child, h5py.Dataset) else None)
+    for dataset in datasets:
+        offset = dataset.id.get_offset()
+        if offset is not None:
+            detach_region(group.file.filename, offset, dataset.id.get_storage_size())
+    del group[name]
 
 
 def _weakest(*groups: CacheGroup | None) -> CacheGroup | None:
@@ -542,7 +553,7 @@ def _verify_version(group: h5py.Group, where: str) -> None:
 
 def _create_skeleton(group: h5py.Group) -> None:
     for name in list(group.keys()):
-        del group[name]
+        _delete(group, name)
     for name in list(group.attrs.keys()):
         del group.attrs[name]
     _write_numbers(group, "daf", np.array([MAJOR_VERSION, MINOR_VERSION], dtype=np.uint8))
@@ -603,7 +614,7 @@ class H5df(DafWriter):
                 file = open_h5_file(path, "r" if mode == "r" else "r+" if mode == "r+" else "a")
                 if group_path in file:
                     if mode == "w":
-                        del file[group_path]
+                        _delete(file, group_path)
                         file.create_group(group_path)
                 elif may_create:
                     file.create_group(group_path)

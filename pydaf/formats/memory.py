@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..core.writers import DafWriter
 from ..sparse import SparseMatrixCSC, SparseVector
 from ..storage_types import StorageScalar, scalar_dtype
-from ..core.writers import DafWriter
 from .base import CacheGroup, FormatWriter, StoredMatrix, StoredVector
 
 

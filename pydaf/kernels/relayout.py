@@ -17,7 +17,7 @@ NUMBA_THRESHOLD = 1 << 20
 
 
 @cache
-def _kernels():  # noqa: ANN202 - numba dispatchers
+def _kernels():
     import numba
 
     @numba.njit(cache=True, nogil=True)

@@ -1,0 +1,118 @@
+"""Memory maps of file regions that stay valid when the file changes under them.
+
+Zero-copy readers hand out numpy arrays over maps of the file. If that data is later deleted (or overwritten, or the
+file is truncated), HDF5 may reuse or cut off those bytes, and an array still held would silently change or crash
+the process (SIGBUS). So every map is registered, and before storage releases a region, :func:`detach_region` turns
+the live maps that cover it into private anonymous memory holding the same bytes (atomically with ``mremap`` on
+Linux). Arrays keep their values and addresses; only data that is deleted while still in use is ever copied.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import mmap
+import os
+import sys
+import threading
+import weakref
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import DafFormatError
+
+_PROT_READ, _PROT_WRITE = mmap.PROT_READ, mmap.PROT_WRITE
+_MAP_PRIVATE, _MAP_ANONYMOUS = mmap.MAP_PRIVATE, mmap.MAP_ANONYMOUS
+_MAP_FIXED = 0x10
+_MREMAP_MAYMOVE, _MREMAP_FIXED = 1, 2
+_MAP_FAILED = ctypes.c_void_p(-1).value
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.mmap.restype = ctypes.c_void_p
+_libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+_libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+_mremap = getattr(_libc, "mremap", None) if sys.platform.startswith("linux") else None
+if _mremap is not None:
+    _mremap.restype = ctypes.c_void_p
+    _mremap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p]
+
+
+@dataclass
+class _Map:
+    array: weakref.ref[np.ndarray]
+    address: int
+    length: int
+    start: int  # file offset of the first mapped byte
+    writable: bool
+    detached: bool = False
+
+
+_maps: dict[str, list[_Map]] = {}
+_maps_lock = threading.Lock()
+
+
+def map_region(path: str, offset: int, nbytes: int, *, writable: bool) -> np.ndarray:
+    """A ``uint8`` array over ``nbytes`` of a file from ``offset`` (read-only unless ``writable``); regions past the
+    end of the file are refused (touching them would kill the process)."""
+    start = offset - offset % mmap.ALLOCATIONGRANULARITY
+    with open(path, "r+b" if writable else "rb") as handle:
+        size = os.fstat(handle.fileno()).st_size
+        if offset + nbytes > size:
+            raise DafFormatError(f"truncated file: {path}\n(data at offset {offset} of {nbytes} bytes ends past the "
+                                 f"end of the file, at {size} bytes)")
+        region = mmap.mmap(handle.fileno(), offset + nbytes - start,
+                           access=mmap.ACCESS_WRITE if writable else mmap.ACCESS_READ, offset=start)
+    whole = np.frombuffer(region, dtype=np.uint8)
+    address = whole.__array_interface__["data"][0]
+    array = whole[offset - start:]
+    entry = _Map(weakref.ref(whole), address, len(region), start, writable)
+    key = os.path.abspath(path)
+    with _maps_lock:
+        entries = [live for live in _maps.get(key, []) if live.array() is not None]
+        entries.append(entry)
+        _maps[key] = entries
+    return array
+
+
+def detach_region(path: str, offset: int = 0, nbytes: int | None = None) -> int:
+    """Move the live maps that overlap ``[offset, offset + nbytes)`` of a file (all of it if ``nbytes`` is None)
+    into private memory with the same contents. Returns how many maps were detached."""
+    key = os.path.abspath(path)
+    end = None if nbytes is None else offset + nbytes
+    detached = 0
+    with _maps_lock:
+        entries = [live for live in _maps.get(key, []) if live.array() is not None and not live.detached]
+        for entry in entries:
+            if (end is None or entry.start < end) and offset < entry.start + entry.length:
+                _detach(entry)
+                entry.detached = True
+                detached += 1
+        _maps[key] = [entry for entry in entries if not entry.detached]
+    return detached
+
+
+def _detach(entry: _Map) -> None:
+    protection = _PROT_READ | (_PROT_WRITE if entry.writable else 0)
+    if _mremap is not None:
+        copy = _libc.mmap(None, entry.length, _PROT_READ | _PROT_WRITE, _MAP_PRIVATE | _MAP_ANONYMOUS, -1, 0)
+        if copy in (None, _MAP_FAILED):
+            raise MemoryError(f"can't allocate {entry.length} bytes to keep mapped data alive")
+        ctypes.memmove(copy, entry.address, entry.length)
+        _libc.mprotect(copy, entry.length, protection)
+        moved = _mremap(copy, entry.length, entry.length, _MREMAP_MAYMOVE | _MREMAP_FIXED, entry.address)
+        if moved == entry.address:
+            return
+    saved = ctypes.string_at(entry.address, entry.length)
+    flags = _MAP_PRIVATE | _MAP_ANONYMOUS | _MAP_FIXED
+    fixed = _libc.mmap(entry.address, entry.length, _PROT_READ | _PROT_WRITE, flags, -1, 0)
+    if fixed != entry.address:
+        raise OSError(ctypes.get_errno(), "can't replace a file map with private memory")
+    ctypes.memmove(entry.address, saved, entry.length)
+    _libc.mprotect(entry.address, entry.length, protection)
+
+
+def live_maps(path: str) -> int:
+    """How many maps of a file are alive and attached (for tests and diagnostics)."""
+    with _maps_lock:
+        return sum(1 for entry in _maps.get(os.path.abspath(path), []) if entry.array() is not None and
+                   not entry.detached)
