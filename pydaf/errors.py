@@ -2,7 +2,7 @@
 
 Every error is a :class:`DafError`. Each subclass also derives from the closest built-in exception, so code that
 catches ``KeyError``-like lookups (``LookupError``), ``ValueError`` or ``TypeError`` keeps working. Messages follow
-Julia's templates: the problem first, then ``for the daf data: <name>``.
+Julia's templates: the problem first, then ``in the daf data: <name>``.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ class DafError(Exception):
         ... except pydaf.DafError as error:
         ...     print(error)
         missing scalar: version
-        for the daf data: example
+        in the daf data: example
     """
 
 
@@ -62,5 +62,5 @@ class DafReadOnlyError(DafModeError):
 
 
 def for_daf(message: str, daf_name: str) -> str:
-    """Append Julia's ``for the daf data: <name>`` trailer to a message."""
-    return f"{message}\nfor the daf data: {daf_name}"
+    """Append Julia's ``in the daf data: <name>`` trailer to a message."""
+    return f"{message}\nin the daf data: {daf_name}"
