@@ -183,18 +183,22 @@ class DafWriter(DafReader):
         self._format.format_delete_axis(axis)
         self._state.axis_versions[axis] = self._state.axis_versions.get(axis, 0) + 1
 
+    def _prepare_fill(self, value: Any, eltype: EltypeLike | None, what: str) -> StorageScalar:
+        """Validate (and convert to ``eltype``) a scalar that fills a whole vector or matrix."""
+        value = scalar_value(value, what=what)
+        if eltype is None:
+            return value
+        if isinstance(value, str):
+            raise DafTypeError(self._message(f"can't convert the string fill of the {what}\nto the element type: "
+                                             f"{eltype}"))
+        return require_number_dtype(eltype).type(value)
+
     # Vectors.
 
     def _prepare_vector(self, axis: str, name: str, value: Any, eltype: EltypeLike | None) -> Any:
         """Validate and convert a vector value (before anything is changed)."""
         if isinstance(value, str | bool | int | float | np.generic):
-            value = scalar_value(value, what=f"vector: {name}")
-            if eltype is not None:
-                if isinstance(value, str):
-                    raise DafTypeError(self._message(f"can't convert the string fill of the vector: {name}\n"
-                                                     f"to the element type: {eltype}"))
-                value = require_number_dtype(eltype).type(value)
-            return value
+            return self._prepare_fill(value, eltype, f"vector: {name}")
         if isinstance(value, SparseVector):
             vector: Any = value
         elif _is_scipy_sparse(value):
@@ -342,13 +346,7 @@ class DafWriter(DafReader):
     def _prepare_matrix(self, rows_axis: str, columns_axis: str, name: str, value: Any,
                         eltype: EltypeLike | None) -> Any:
         if isinstance(value, str | bool | int | float | np.generic):
-            value = scalar_value(value, what=f"matrix: {name}")
-            if eltype is not None:
-                if isinstance(value, str):
-                    raise DafTypeError(self._message(f"can't convert the string fill of the matrix: {name}\n"
-                                                     f"to the element type: {eltype}"))
-                value = require_number_dtype(eltype).type(value)
-            return value
+            return self._prepare_fill(value, eltype, f"matrix: {name}")
         if isinstance(value, SparseMatrixCSC):
             matrix: Any = value
         elif _is_scipy_sparse(value):

@@ -1,0 +1,50 @@
+"""The ``pydaf`` command, run as a real process."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+
+import pydaf
+
+
+def run(*arguments: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pydaf.cli", *arguments], capture_output=True, text=True)
+
+
+def test_demo_builds_and_reads_a_mapped_data_set(tmp_path):
+    path = tmp_path / "demo.h5df"
+    result = run("demo", "--output", str(path), "--cells", "500", "--genes", "80", "--no-progress")
+    assert result.returncode == 0, result.stderr
+    assert "UMIs: 500 x 80 x UInt16 in Columns (Sparse" in result.stdout
+    assert "open (mapped, read-only):" in result.stdout and "column sums" in result.stdout
+    daf = pydaf.H5df(path, "r")
+    umis = daf.get_matrix("cell", "gene", "UMIs")
+    assert 0.05 < umis.nnz / (500 * 80) < 0.15  # ~90% zeros
+    np.testing.assert_array_equal(daf.get_vector("cell", "total_UMIs"), np.asarray(umis.sum(axis=1)).ravel())
+    assert (daf.get_matrix("gene", "cell", "UMIs", relayout=False) != umis.T).nnz == 0
+    again = tmp_path / "again.h5df"
+    assert run("demo", "--output", str(again), "--cells", "500", "--genes", "80", "--no-progress").returncode == 0
+    assert (pydaf.H5df(again, "r").get_matrix("cell", "gene", "UMIs") != umis).nnz == 0  # deterministic
+
+
+def test_describe_and_repack(tmp_path):
+    source, destination = tmp_path / "a.h5df", tmp_path / "b.h5df"
+    daf = pydaf.H5df(source, "w", name="a!").add_axis("cell", ["x", "y"]).set_vector("cell", "v", [1.5, 2.5])
+    daf.set_vector("cell", "v", [3.5, 4.5], overwrite=True)
+    daf.flush()
+    del daf
+    described = run("describe", str(source))
+    assert described.returncode == 0
+    assert "type: ReadOnly\nbase: H5df " in described.stdout and "v: 2 x Float64 (Dense)" in described.stdout
+    repacked = run("repack", str(source), str(destination), "--no-progress")
+    assert repacked.returncode == 0, repacked.stderr
+    assert pydaf.H5df(destination, "r").get_vector("cell", "v").tolist() == [3.5, 4.5]
+
+
+def test_errors_are_reported_without_a_traceback(tmp_path):
+    result = run("describe", str(tmp_path / "missing.h5df"))
+    assert result.returncode == 1
+    assert result.stderr.startswith("pydaf: missing H5df file:") and "Traceback" not in result.stderr
