@@ -7,6 +7,7 @@ import subprocess
 import sys
 import textwrap
 
+import numpy as np
 import pytest
 
 N_ROWS, N_COLUMNS = 16_384, 16_384  # Float32: exactly 1 GiB
@@ -59,3 +60,27 @@ def test_fetching_a_1gb_matrix_maps_it_without_reading(tmp_path):
     assert not report["writeable"] and report["fortran"]
     assert report["rss_growth"] < 50 * 1024 * 1024, report
     assert report["column_ok"] and report["other_zero"] == 0
+
+
+def test_numba_kernel_runs_on_the_mapped_1_based_csc(tmp_path):
+    import numba
+    import scipy.sparse as sp
+
+    import pydaf
+
+    @numba.njit
+    def column_sums(colptr, nzval):  # Julia's layout: colptr is 1-based
+        sums = np.zeros(colptr.shape[0] - 1)
+        for column in range(colptr.shape[0] - 1):
+            for position in range(colptr[column] - 1, colptr[column + 1] - 1):
+                sums[column] += nzval[position]
+        return sums
+
+    matrix = sp.random(300, 40, density=0.1, format="csc", dtype=np.float32, random_state=3)
+    path = tmp_path / "kernel.h5df"
+    daf = pydaf.H5df(path, "w").add_axis("cell", [f"c{i}" for i in range(300)])
+    daf.add_axis("gene", [f"g{i}" for i in range(40)]).set_matrix("cell", "gene", "UMIs", matrix)
+    stored = pydaf.H5df(path, "r").get_stored_matrix("cell", "gene", "UMIs")
+    assert stored.colptr[0] == 1 and not stored.nzval.flags.writeable and not stored.nzval.flags.owndata
+    np.testing.assert_allclose(column_sums(stored.colptr, stored.nzval), np.asarray(matrix.sum(axis=0)).ravel(),
+                               rtol=1e-5)
