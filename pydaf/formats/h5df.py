@@ -188,11 +188,10 @@ def _sparse_strings_are_smaller(values: np.ndarray, n_columns: int | None) -> bo
     nonempty = [value for value in values.flat if value]
     nonempty_size = sum(len(value) for value in nonempty)
     index_size = indtype_for_size(values.size).itemsize
+    dense_size = nonempty_size + values.size
     if n_columns is None:
-        dense_size = nonempty_size + values.size
         sparse_size = nonempty_size + len(nonempty) * (1 + index_size)
     else:
-        dense_size = nonempty_size + values.size
         sparse_size = nonempty_size + len(nonempty) + (n_columns + 1 + len(nonempty)) * index_size
     return sparse_size <= 0.75 * dense_size
 
@@ -243,10 +242,7 @@ class H5dfFormat(FormatWriter):
             _register_filter_plugins()
         values = np.empty(dataset.shape, dtype=stored)
         if values.size:
-            dataset.read_direct(values) if dataset.id.get_type().get_class() != h5t.BITFIELD else dataset.id.read(
-                h5s.ALL, h5s.ALL, values, mtype=h5t.NATIVE_UINT8)
-        if daf_dtype == np.bool_:
-            return values.astype(np.bool_), CacheGroup.MemoryData
+            dataset.read_direct(values)
         return values.astype(daf_dtype, copy=False), CacheGroup.MemoryData
 
     def _map_dataset(self, dataset: h5py.Dataset, dtype: np.dtype, *, writable: bool) -> np.ndarray | None:
