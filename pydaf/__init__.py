@@ -26,8 +26,10 @@ from .errors import (
     DafValueError,
 )
 from .formats.base import CacheGroup
+from .formats.files import FilesDaf
 from .formats.h5df import H5df, repack
 from .formats.memory import MemoryDaf
+from .open import open_daf
 from .sparse import SparseMatrixCSC, SparseVector
 
 __version__ = "0.1.0"
@@ -47,11 +49,13 @@ __all__ = [
     "DafTypeError",
     "DafValueError",
     "DafWriter",
+    "FilesDaf",
     "H5df",
     "MemoryDaf",
     "SparseMatrixCSC",
     "SparseVector",
     "Undef",
+    "open_daf",
     "read_only",
     "repack",
 ]

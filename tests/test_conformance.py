@@ -38,3 +38,13 @@ class TestH5dfGroup(TestH5df):
         assert pydaf.H5df(str(reopened.complete_path()).replace("#/nested/group", "#/other"),
                           "r").get_scalar("other") == 1
         return reopened
+
+
+class TestFilesDaf(DafConformance):
+    @pytest.fixture
+    def daf(self, tmp_path) -> pydaf.DafWriter:
+        return pydaf.FilesDaf(tmp_path / "test.daf", "w", name="files!")
+
+    def reopen(self, daf: pydaf.DafWriter) -> pydaf.DafWriter:
+        """Open the directory again, so everything is read back from its files."""
+        return pydaf.FilesDaf(daf.complete_path(), "r+", name=daf.name)

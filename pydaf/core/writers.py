@@ -285,6 +285,7 @@ class DafWriter(DafReader):
             try:
                 yield
             except BaseException:
+                self._format.format_discard_empty()
                 self._invalidate((axis, name))
                 if self._format.format_has_vector(axis, name):
                     self._format.format_delete_vector(axis, name, for_set=False)
@@ -472,6 +473,7 @@ class DafWriter(DafReader):
             try:
                 yield
             except BaseException:
+                self._format.format_discard_empty()
                 self._invalidate_matrix(rows_axis, columns_axis, name)
                 if self._format.format_has_matrix(rows_axis, columns_axis, name):
                     self._format.format_delete_matrix(rows_axis, columns_axis, name, for_set=False)

@@ -195,6 +195,10 @@ class FormatWriter(FormatReader):
                                           filled: SparseMatrixCSC) -> None:
         """Called once the buffers of :meth:`format_get_empty_sparse_matrix` are filled (nothing by default)."""
 
+    def format_discard_empty(self) -> None:
+        """Clean up after an ``empty_*`` builder whose filling failed, before its property was made to exist
+        (nothing by default: backends that create the property up front have it deleted instead)."""
+
     def format_relayout_matrix(self, rows_axis: str, columns_axis: str, name: str, matrix: StoredMatrix) -> None:
         """Store the transpose of ``matrix`` (stored under ``(rows_axis, columns_axis)``) under
         ``(columns_axis, rows_axis)``, column-major. Numbers go through the ``empty_*`` builders, so a mapped store
