@@ -6,8 +6,10 @@ Layout: ``daf.json``, ``metadata.json`` (a one-line index of every property's de
 
 Writes are atomic per property: data files are written under temporary names and renamed into place, and the
 ``.json`` descriptor, which makes the property exist, is renamed into place last. Deletes remove the descriptor
-first. A crash therefore never leaves a partial property visible; ``metadata.json`` is rebuilt on open if a crash
-left it unparseable.
+first. An overwrite first moves the old files aside as hidden backups, which are dropped once the new descriptor is in
+place; opening the directory restores the old property from its backups if a crash came in between. A crash
+therefore never loses a stored property nor leaves a partial one visible; ``metadata.json`` is rebuilt on open if a
+crash left it unparseable or stale.
 """
 
 from __future__ import annotations
@@ -35,11 +37,17 @@ MINOR_VERSION = 1
 _VECTOR_SUFFIXES = (".json", ".txt", ".data", ".zip", ".nzind", ".nzind.zip", ".nzval", ".nzval.zip", ".nztxt")
 _MATRIX_SUFFIXES = (".json", ".data", ".txt", ".zip", ".colptr", ".colptr.zip", ".rowval", ".rowval.zip", ".nzval",
                     ".nzval.zip", ".nztxt")
+_ALL_SUFFIXES = tuple(dict.fromkeys(_VECTOR_SUFFIXES + _MATRIX_SUFFIXES))
 
 
 def _temporary(path: str) -> str:
     folder, name = os.path.split(path)
     return os.path.join(folder, f".{name}.tmp-{os.getpid()}")
+
+
+def _backup(path: str) -> str:
+    folder, name = os.path.split(path)
+    return os.path.join(folder, f".{name}.backup")
 
 
 def _write_atomic(path: str, data: bytes | np.ndarray) -> None:
@@ -124,7 +132,32 @@ class FilesFormat(FormatWriter):
             _write_atomic(os.path.join(path, "metadata.json"), b"{}")
             _write_atomic(version_path, b'{"version":[1,1]}\n')
         self._verify_version(version_path)
+        try:
+            self._recover()
+        except OSError:
+            if writable:  # a read-only open of a read-only directory reads what is there
+                raise
         self._ensure_metadata()
+
+    def _recover(self) -> None:
+        """Finish what a crashed writer left: drop temporary files, and restore an overwritten property from its
+        backups if its new descriptor never made it into place (else drop the backups)."""
+        for folder, _, files in os.walk(self.path):
+            hidden = [name for name in files if name.startswith(".")]
+            for name in hidden:
+                if ".tmp-" in name:
+                    os.remove(os.path.join(folder, name))
+            for name in hidden:
+                if not name.endswith(".json.backup"):
+                    continue
+                prefix = name[1:-len("json.backup")]  # ".<property>.json.backup" -> "<property>."
+                backups = [other for other in hidden if other.startswith("." + prefix) and other.endswith(".backup")]
+                committed = os.path.exists(os.path.join(folder, prefix + "json"))
+                for backup in sorted(backups, key=lambda other: other == name):  # the descriptor last
+                    if committed:
+                        os.remove(os.path.join(folder, backup))
+                    else:
+                        os.replace(os.path.join(folder, backup), os.path.join(folder, backup[1:-len(".backup")]))
 
     def _verify_version(self, version_path: str) -> None:
         try:
@@ -156,7 +189,9 @@ class FilesFormat(FormatWriter):
     def _ensure_metadata(self) -> None:
         try:
             with open(self._file("metadata.json"), "rb") as handle:
-                json.loads(handle.read())
+                keys = set(json.loads(handle.read()))
+            if self.is_writable and keys != {key for key, _ in self._metadata_keys()}:
+                raise ValueError("stale metadata.json")  # a crash between a rename and its index entry
         except (OSError, ValueError):
             try:
                 self._rebuild_metadata()
@@ -164,20 +199,24 @@ class FilesFormat(FormatWriter):
                 if self.is_writable:
                     raise
 
+    def _metadata_keys(self) -> list[tuple[str, tuple[str, ...]]]:
+        """Every property's ``metadata.json`` key and descriptor path parts, in Julia's rebuild order."""
+        axes = sorted(self.format_axes_set())
+        keys = [(f"axes/{axis}", ()) for axis in axes]
+        keys += [(f"scalars/{name}", ("scalars", name)) for name in sorted(self.format_scalars_set())]
+        for axis in axes:
+            keys += [(f"vectors/{axis}/{name}", ("vectors", axis, name))
+                     for name in sorted(self.format_vectors_set(axis))]
+        for rows_axis in axes:
+            for columns_axis in axes:
+                keys += [(f"matrices/{rows_axis}/{columns_axis}/{name}", ("matrices", rows_axis, columns_axis, name))
+                         for name in sorted(self.format_matrices_set(rows_axis, columns_axis))]
+        return keys
+
     def _metadata_entries(self) -> list[tuple[str, str]]:
-        entries = [(f"axes/{axis}", f'{{"format":"axis","n_entries":{self.format_axis_length(axis)}}}')
-                   for axis in sorted(self.format_axes_set())]
-        entries += [(f"scalars/{name}", self._descriptor_text("scalars", name))
-                    for name in sorted(self.format_scalars_set())]
-        for axis in sorted(self.format_axes_set()):
-            entries += [(f"vectors/{axis}/{name}", self._descriptor_text("vectors", axis, name))
-                        for name in sorted(self.format_vectors_set(axis))]
-        for rows_axis in sorted(self.format_axes_set()):
-            for columns_axis in sorted(self.format_axes_set()):
-                entries += [(f"matrices/{rows_axis}/{columns_axis}/{name}",
-                             self._descriptor_text("matrices", rows_axis, columns_axis, name))
-                            for name in sorted(self.format_matrices_set(rows_axis, columns_axis))]
-        return entries
+        return [(key, self._descriptor_text(*parts) if parts else
+                 f'{{"format":"axis","n_entries":{self.format_axis_length(key[5:])}}}')
+                for key, parts in self._metadata_keys()]
 
     def _descriptor_text(self, *parts: str) -> str:
         with open(self._file(*parts[:-1], parts[-1] + ".json"), "rb") as handle:
@@ -197,8 +236,13 @@ class FilesFormat(FormatWriter):
             handle.write(entry if size <= 2 else b"," + entry)
 
     def _set_descriptor(self, key: str, descriptor: str) -> None:
-        """Make a property exist: its descriptor is renamed into place last, then indexed."""
+        """Make a property exist: its descriptor is renamed into place last (dropping the backups of what it
+        replaced), then indexed."""
         _write_atomic(self._file(key + ".json"), (descriptor + "\n").encode())
+        for suffix in _ALL_SUFFIXES:
+            backup = _backup(self._file(key + suffix))
+            if os.path.exists(backup):
+                os.remove(backup)
         self._append_metadata(key, descriptor)
 
     # Reading data files.
@@ -288,7 +332,7 @@ class FilesFormat(FormatWriter):
         self._set_descriptor(f"scalars/{name}", f'{{"type":"{eltype}","value":{_json_value(value)}}}')
 
     def format_delete_scalar(self, name: str, *, for_set: bool) -> None:
-        os.remove(self._file("scalars", name + ".json"))
+        self._delete_files(f"scalars/{name}", (".json",), for_set=for_set)
         self._rebuild_metadata()
 
     # Axes.
@@ -390,14 +434,19 @@ class FilesFormat(FormatWriter):
             components.append(("nzval", julia_name(nzval.dtype), nzval.shape[0]))
         self._set_descriptor(base, _sparse_json(components))
 
-    def _delete_files(self, base: str, suffixes: tuple[str, ...]) -> None:
-        for suffix in suffixes:  # ".json" first: the property stops existing before its data goes
+    def _delete_files(self, base: str, suffixes: tuple[str, ...], *, for_set: bool) -> None:
+        """Delete a property's files, the descriptor first (so it stops existing before its data goes). Before an
+        overwrite (``for_set``), keep them as hidden backups until the new descriptor is in place."""
+        for suffix in suffixes:
             path = self._file(base + suffix)
             if os.path.exists(path):
-                os.remove(path)
+                if for_set:
+                    os.replace(path, _backup(path))
+                else:
+                    os.remove(path)
 
     def format_delete_vector(self, axis: str, name: str, *, for_set: bool) -> None:
-        self._delete_files(f"vectors/{axis}/{name}", _VECTOR_SUFFIXES)
+        self._delete_files(f"vectors/{axis}/{name}", _VECTOR_SUFFIXES, for_set=for_set)
         self._rebuild_metadata()
 
     def _empty_file(self, path: str, dtype: np.dtype, count: int, fill: int = 0) -> np.ndarray:
@@ -501,7 +550,7 @@ class FilesFormat(FormatWriter):
             self._set_descriptor(base, _dense_json(julia_name(matrix.dtype)))
 
     def format_delete_matrix(self, rows_axis: str, columns_axis: str, name: str, *, for_set: bool) -> None:
-        self._delete_files(f"matrices/{rows_axis}/{columns_axis}/{name}", _MATRIX_SUFFIXES)
+        self._delete_files(f"matrices/{rows_axis}/{columns_axis}/{name}", _MATRIX_SUFFIXES, for_set=for_set)
         self._rebuild_metadata()
 
     def format_get_empty_dense_matrix(self, rows_axis: str, columns_axis: str, name: str,
