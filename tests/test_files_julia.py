@@ -6,6 +6,7 @@ import filecmp
 import os
 
 import numpy as np
+import pytest
 
 import pydaf
 
@@ -68,3 +69,15 @@ def test_example_cells_files_match_the_rebuilt_example():
         for name in built.vectors_set(axis):
             np.testing.assert_array_equal(stored.get_vector(axis, name), built.get_vector(axis, name))
     np.testing.assert_array_equal(stored.get_matrix("cell", "gene", "UMIs"), built.get_matrix("cell", "gene", "UMIs"))
+
+
+@needs_fixtures
+def test_packed_properties_give_a_clear_error():
+    daf = pydaf.FilesDaf(JULIA / "files-packed" / "gzip.files", "r")
+    assert daf.axis_length("cell") == 1200 and daf.get_scalar("name") == "files-packed!"
+    for read in (lambda: daf.get_vector("cell", "score"), lambda: daf.get_vector("cell", "label"),
+                 lambda: daf.get_matrix("cell", "gene", "dense", relayout=False)):
+        with pytest.raises(pydaf.DafFormatError, match=r"packed .* not supported yet\nfor the property: "):
+            read()
+    flat = daf.get_matrix("gene", "cell", "dense", relayout=False)  # the flat relayout copy reads
+    assert flat.shape == (8, 1200) and flat[0, 0] == 1.0

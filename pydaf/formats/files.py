@@ -257,8 +257,15 @@ class FilesFormat(FormatWriter):
         return np.frombuffer(region, dtype=dtype, count=count), CacheGroup.MappedData
 
     def _require_flat(self, path: str) -> None:
-        if os.path.exists(path + ".zip") or not os.path.exists(path):
-            raise DafFormatError(f"reading packed (.zip) FilesDaf data is not supported yet: {path}.zip")
+        """Refuse packed (``.zip``) data, naming the property (reading it arrives with the packed formats)."""
+        if os.path.exists(path) and not os.path.exists(path + ".zip"):
+            return
+        relative = os.path.relpath(path, self.path)
+        stem = relative.rpartition(".")[0]
+        if os.path.exists(path + ".zip") or os.path.exists(self._file(stem + ".zip")):
+            raise DafFormatError(f"reading packed (.zip) FilesDaf data is not supported yet\nfor the property: {stem}"
+                                 f"\nin the daf directory: {self.path}")
+        raise DafFormatError(f"missing data file: {relative}\nin the daf directory: {self.path}")
 
     def _read_descriptor(self, *parts: str) -> dict[str, Any]:
         with open(self._file(*parts[:-1], parts[-1] + ".json"), "rb") as handle:
