@@ -10,6 +10,7 @@ Example:
     [30, 40]
 """
 
+from .composition.chains import chain_reader, chain_writer
 from .core.read_only import DafReadOnly, read_only
 from .core.readers import DafReader, Undef
 from .core.writers import DafWriter
@@ -55,6 +56,8 @@ __all__ = [
     "SparseMatrixCSC",
     "SparseVector",
     "Undef",
+    "chain_reader",
+    "chain_writer",
     "open_daf",
     "read_only",
     "repack",

@@ -75,3 +75,7 @@ def example_cells_daf() -> pydaf.DafWriter:
 
 def example_metacells_daf() -> pydaf.DafWriter:
     return example_daf("m", pydaf.MemoryDaf(name="metacells!"))
+
+
+def example_chain_daf() -> pydaf.DafWriter:
+    return pydaf.chain_writer([example_cells_daf(), example_metacells_daf()], name="chain!")

@@ -48,3 +48,12 @@ class TestFilesDaf(DafConformance):
     def reopen(self, daf: pydaf.DafWriter) -> pydaf.DafWriter:
         """Open the directory again, so everything is read back from its files."""
         return pydaf.FilesDaf(daf.complete_path(), "r+", name=daf.name)
+
+
+class TestWriteChain(DafConformance):
+    """A write chain over an empty base behaves like the data set it writes into."""
+
+    @pytest.fixture
+    def daf(self, tmp_path) -> pydaf.DafWriter:
+        base = pydaf.MemoryDaf(name="base!")
+        return pydaf.chain_writer([base, pydaf.H5df(tmp_path / "top.h5df", "w", name="top!")], name="chain!")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from .julia_examples import FIXTURES, example_cells_daf, example_metacells_daf, needs_fixtures
+from .julia_examples import FIXTURES, example_cells_daf, example_chain_daf, example_metacells_daf, needs_fixtures
 
 API = FIXTURES / "julia" / "api"
 
@@ -52,3 +52,9 @@ def test_cells_description_through_h5df_matches_julia(tmp_path):
     assert text.startswith(f"name: cells!\ntype: H5df\nroot: HDF5.File: (read-write) {tmp_path / 'cells.h5df'}\n"
                            "mode: w\n")
     assert text[text.index("scalars:"):] == expected[expected.index("scalars:"):]
+
+
+@needs_fixtures
+def test_chain_descriptions_match_julia():
+    assert example_chain_daf().description() == record("example_data_chain_description.json")["raw_text"]
+    assert example_chain_daf().description(deep=True) == record("readers_description_chain_deep.json")["raw_text"]

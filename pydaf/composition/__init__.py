@@ -1,0 +1,1 @@
+"""Composition of data sets: chains (and, later, views, copies and concatenation)."""
