@@ -20,11 +20,14 @@ from typing import ClassVar, TypeAlias
 
 import numpy as np
 
+from ..errors import DafModeError
 from ..sparse import SparseMatrixCSC, SparseVector
-from ..storage_types import STRING_DTYPE, StorageScalar
+from ..storage_types import STRING_DTYPE, StorageScalar, indtype_for_size
 
 StoredVector: TypeAlias = np.ndarray | SparseVector
 StoredMatrix: TypeAlias = np.ndarray | SparseMatrixCSC
+
+MODES = ("r", "r+", "w+", "w")
 
 
 class CacheGroup(enum.Enum):
@@ -218,3 +221,28 @@ class FormatWriter(FormatReader):
             buffer = self.format_get_empty_dense_matrix(columns_axis, rows_axis, name, matrix.dtype)
             transpose_dense_into(matrix, buffer)
             self.format_filled_empty_dense_matrix(columns_axis, rows_axis, name, buffer)
+
+
+def parse_mode(mode: str) -> tuple[bool, bool, bool]:
+    """Julia's ``parse_mode``: ``(is_writable, may_create, truncate)``; any other string raises."""
+    if mode not in MODES:
+        raise DafModeError(f"invalid mode: {mode}")
+    return mode != "r", mode in ("w+", "w"), mode == "w"
+
+
+def sparse_strings_are_smaller(values: np.ndarray, n_columns: int | None) -> bool:
+    """Julia's rule (FORMATS.md §1.5): store strings sparse iff that takes at most 0.75 of the dense size."""
+    nonempty = [value for value in values.flat if value]
+    nonempty_size = sum(len(value) for value in nonempty)
+    index_size = indtype_for_size(values.size).itemsize
+    dense_size = nonempty_size + values.size
+    if n_columns is None:
+        sparse_size = nonempty_size + len(nonempty) * (1 + index_size)
+    else:
+        sparse_size = nonempty_size + len(nonempty) + (n_columns + 1 + len(nonempty)) * index_size
+    return sparse_size <= 0.75 * dense_size
+
+
+def weakest_cache_group(*groups: CacheGroup | None) -> CacheGroup | None:
+    """The cache group of data built from several parts: mapped only if every part is."""
+    return CacheGroup.MappedData if all(group == CacheGroup.MappedData for group in groups) else CacheGroup.MemoryData

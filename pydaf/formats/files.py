@@ -27,8 +27,15 @@ from ..core.writers import DafWriter
 from ..errors import DafFormatError
 from ..sparse import SparseMatrixCSC, SparseVector
 from ..storage_types import DTYPES_BY_NAME, STRING_DTYPE, StorageScalar, indtype_for_size, julia_name, scalar_dtype
-from .base import CacheGroup, FormatWriter, StoredMatrix, StoredVector
-from .h5df import _sparse_strings_are_smaller, parse_mode
+from .base import (
+    CacheGroup,
+    FormatWriter,
+    StoredMatrix,
+    StoredVector,
+    parse_mode,
+    sparse_strings_are_smaller,
+    weakest_cache_group,
+)
 from .mapping import map_region
 
 MAJOR_VERSION = 1
@@ -290,12 +297,12 @@ class FilesFormat(FormatWriter):
             second = None
             if other_index is not None:
                 second, second_group = self._read_component(base, other_index, descriptor, indtype, None)
-                group = _weakest(group, second_group)
+                group = weakest_cache_group(group, second_group)
             nnz = (second if second is not None else first).shape[0]
             if dtype == np.bool_:
                 return first, second, np.ones(nnz, dtype=np.bool_), CacheGroup.MemoryData
             nzval, nzval_group = self._read_component(base, "nzval", descriptor, dtype, nnz)
-            return first, second, nzval, _weakest(group, nzval_group)
+            return first, second, nzval, weakest_cache_group(group, nzval_group)
         index = descriptor[index_name]
         indtype = DTYPES_BY_NAME[index["eltype"]]
         first, group = self._read_component(base, index_name, index, indtype, index.get("n_elements"))
@@ -305,7 +312,7 @@ class FilesFormat(FormatWriter):
             second, second_group = self._read_component(base, other_index, component,
                                                         DTYPES_BY_NAME[component["eltype"]], component.get(
                                                             "n_elements"))
-            group = _weakest(group, second_group)
+            group = weakest_cache_group(group, second_group)
         nnz = (second if second is not None else first).shape[0]
         if "nzval" not in descriptor:
             return first, second, np.ones(nnz, dtype=np.bool_), CacheGroup.MemoryData
@@ -317,7 +324,7 @@ class FilesFormat(FormatWriter):
         nzval, nzval_group = self._read_component(base, "nzval", nzval_descriptor,
                                                   DTYPES_BY_NAME[nzval_descriptor["eltype"]],
                                                   nzval_descriptor.get("n_elements", nnz))
-        return first, second, nzval, _weakest(group, nzval_group)
+        return first, second, nzval, weakest_cache_group(group, nzval_group)
 
     # Scalars.
 
@@ -417,7 +424,7 @@ class FilesFormat(FormatWriter):
         if isinstance(vector, SparseVector):
             self._write_sparse(base, [("nzind", vector.nzind)], vector.nzval)
         elif vector.dtype == STRING_DTYPE:
-            if _sparse_strings_are_smaller(vector, None):
+            if sparse_strings_are_smaller(vector, None):
                 positions = np.flatnonzero(vector != "")
                 nzind = (positions + 1).astype(indtype_for_size(vector.size))
                 self._write_sparse(base, [("nzind", nzind)], vector[positions])
@@ -541,7 +548,7 @@ class FilesFormat(FormatWriter):
         if isinstance(matrix, SparseMatrixCSC):
             self._write_sparse(base, [("colptr", matrix.colptr), ("rowval", matrix.rowval)], matrix.nzval)
         elif matrix.dtype == STRING_DTYPE:
-            if _sparse_strings_are_smaller(matrix, shape[1]):
+            if sparse_strings_are_smaller(matrix, shape[1]):
                 flat = matrix.reshape(-1, order="F")
                 positions = np.flatnonzero(flat != "")
                 indtype = indtype_for_size(matrix.size)
@@ -593,10 +600,6 @@ class FilesFormat(FormatWriter):
             if os.path.exists(temporary):
                 os.remove(temporary)
         self._pending = []
-
-
-def _weakest(*groups: CacheGroup) -> CacheGroup:
-    return CacheGroup.MappedData if all(group == CacheGroup.MappedData for group in groups) else CacheGroup.MemoryData
 
 
 def _names_with_suffix(folder: str, suffix: str) -> set[str]:

@@ -26,22 +26,22 @@ from ..core.writers import DafWriter
 from ..errors import DafFormatError, DafModeError, DafTypeError
 from ..sparse import SparseMatrixCSC, SparseVector
 from ..storage_types import JULIA_NAMES, STRING_DTYPE, StorageScalar, indtype_for_size, scalar_dtype
-from .base import CacheGroup, FormatWriter, StoredMatrix, StoredVector
+from .base import (
+    CacheGroup,
+    FormatWriter,
+    StoredMatrix,
+    StoredVector,
+    parse_mode,
+    sparse_strings_are_smaller,
+    weakest_cache_group,
+)
 from .mapping import detach_region, map_region
 
 MAJOR_VERSION = 1
 MINOR_VERSION = 0
 ALIGNMENT = 8
-MODES = ("r", "r+", "w+", "w")
 
 _STRING_TYPE = h5py.string_dtype("utf-8")
-
-
-def parse_mode(mode: str) -> tuple[bool, bool, bool]:
-    """Julia's ``parse_mode``: ``(is_writable, may_create, truncate)``; any other string raises."""
-    if mode not in MODES:
-        raise DafModeError(f"invalid mode: {mode}")
-    return mode != "r", mode in ("w+", "w"), mode == "w"
 
 
 def split_h5df_path(path: str | os.PathLike) -> tuple[str, str]:
@@ -181,19 +181,6 @@ def _write_scalar_string(group: h5py.Group, name: str, value: str) -> None:
     tid.set_strpad(h5t.STR_NULLTERM)
     dataset = h5d.create(group.id, name.encode(), tid, h5s.create(h5s.SCALAR))
     dataset.write(h5s.ALL, h5s.ALL, np.array(raw.ljust(size, b"\0"), dtype=f"S{size}"), mtype=tid)
-
-
-def _sparse_strings_are_smaller(values: np.ndarray, n_columns: int | None) -> bool:
-    """Julia's rule (FORMATS.md §1.5): store strings sparse iff that takes at most 0.75 of the dense size."""
-    nonempty = [value for value in values.flat if value]
-    nonempty_size = sum(len(value) for value in nonempty)
-    index_size = indtype_for_size(values.size).itemsize
-    dense_size = nonempty_size + values.size
-    if n_columns is None:
-        sparse_size = nonempty_size + len(nonempty) * (1 + index_size)
-    else:
-        sparse_size = nonempty_size + len(nonempty) + (n_columns + 1 + len(nonempty)) * index_size
-    return sparse_size <= 0.75 * dense_size
 
 
 class H5dfFormat(FormatWriter):
@@ -369,7 +356,7 @@ class H5dfFormat(FormatWriter):
             nzval, nzval_group = self._read_dataset(node["nzval"])
         else:
             nzval, nzval_group = np.ones(nzind.shape[0], dtype=np.bool_), CacheGroup.MemoryData
-        return SparseVector(length, nzind, nzval), _weakest(group, nzval_group)
+        return SparseVector(length, nzind, nzval), weakest_cache_group(group, nzval_group)
 
     def format_set_vector(self, axis: str, name: str, vector: StoredVector | StorageScalar) -> None:
         vectors = self._vectors(axis)
@@ -390,7 +377,7 @@ class H5dfFormat(FormatWriter):
                                   fill=0)[...] = vector
 
     def _write_string_vector(self, vectors: h5py.Group, name: str, vector: np.ndarray) -> None:
-        if not _sparse_strings_are_smaller(vector, None):
+        if not sparse_strings_are_smaller(vector, None):
             _write_strings(vectors, name, vector)
             return
         positions = np.flatnonzero(vector != "")
@@ -452,7 +439,7 @@ class H5dfFormat(FormatWriter):
         else:
             nzval, nzval_group = np.ones(rowval.shape[0], dtype=np.bool_), CacheGroup.MemoryData
         matrix = SparseMatrixCSC(shape, colptr, rowval, nzval)
-        return matrix, _weakest(colptr_group, rowval_group, nzval_group)
+        return matrix, weakest_cache_group(colptr_group, rowval_group, nzval_group)
 
     def format_set_matrix(self, rows_axis: str, columns_axis: str, name: str,
                           matrix: StoredMatrix | StorageScalar) -> None:
@@ -476,7 +463,7 @@ class H5dfFormat(FormatWriter):
                 self._allocate_mapped(matrices, name, scalar_dtype(matrix), shape)[...] = matrix
 
     def _write_string_matrix(self, matrices: h5py.Group, name: str, matrix: np.ndarray) -> None:
-        if not _sparse_strings_are_smaller(matrix, matrix.shape[1]):
+        if not sparse_strings_are_smaller(matrix, matrix.shape[1]):
             _write_strings(matrices, name, np.ascontiguousarray(matrix.T))
             return
         for value in matrix.flat:
@@ -523,11 +510,6 @@ def _delete(group: h5py.Group, name: str) -> None:
         if offset is not None:
             detach_region(group.file.filename, offset, dataset.id.get_storage_size())
     del group[name]
-
-
-def _weakest(*groups: CacheGroup | None) -> CacheGroup | None:
-    """The cache group of data built from several parts: mapped only if every part is."""
-    return CacheGroup.MappedData if all(group == CacheGroup.MappedData for group in groups) else CacheGroup.MemoryData
 
 
 def _is_daf_root(group: h5py.Group) -> bool:
