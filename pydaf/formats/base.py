@@ -246,3 +246,37 @@ def sparse_strings_are_smaller(values: np.ndarray, n_columns: int | None) -> boo
 def weakest_cache_group(*groups: CacheGroup | None) -> CacheGroup | None:
     """The cache group of data built from several parts: mapped only if every part is."""
     return CacheGroup.MappedData if all(group == CacheGroup.MappedData for group in groups) else CacheGroup.MemoryData
+
+
+def sparse_string_vector(vector: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The sparse form of a string vector: 1-based ``nzind`` of the non-empty values (Julia's index type), and them."""
+    positions = np.flatnonzero(vector != "")
+    return (positions + 1).astype(indtype_for_size(vector.size)), vector[positions]
+
+
+def sparse_string_matrix(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The sparse (1-based CSC) form of a string matrix: ``colptr``, ``rowval`` and the non-empty values in
+    column-major order."""
+    n_rows, n_columns = matrix.shape
+    flat = matrix.reshape(-1, order="F")
+    positions = np.flatnonzero(flat != "")
+    indtype = indtype_for_size(matrix.size)
+    counts = np.bincount(positions // n_rows, minlength=n_columns)
+    colptr = (np.concatenate([[0], np.cumsum(counts)]) + 1).astype(indtype)
+    return colptr, (positions % n_rows + 1).astype(indtype), flat[positions]
+
+
+def dense_string_vector(length: int, nzind: np.ndarray, texts: np.ndarray) -> np.ndarray:
+    """A string vector from its sparse form (``""`` where nothing is stored)."""
+    dense = np.full(length, "", dtype=object)
+    dense[nzind.astype(np.intp) - 1] = texts
+    return dense
+
+
+def dense_string_matrix(shape: tuple[int, int], colptr: np.ndarray, rowval: np.ndarray,
+                        texts: np.ndarray) -> np.ndarray:
+    """A column-major string matrix from its sparse (1-based CSC) form."""
+    dense = np.full(shape, "", dtype=object, order="F")
+    columns = np.repeat(np.arange(shape[1]), np.diff(colptr.astype(np.int64)))
+    dense.reshape(-1, order="F")[columns * shape[0] + rowval.astype(np.int64) - 1] = texts
+    return dense

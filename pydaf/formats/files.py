@@ -26,13 +26,17 @@ from ..core.readers import DafReader
 from ..core.writers import DafWriter
 from ..errors import DafFormatError
 from ..sparse import SparseMatrixCSC, SparseVector
-from ..storage_types import DTYPES_BY_NAME, STRING_DTYPE, StorageScalar, indtype_for_size, julia_name, scalar_dtype
+from ..storage_types import DTYPES_BY_NAME, STRING_DTYPE, StorageScalar, julia_name, scalar_dtype
 from .base import (
     CacheGroup,
     FormatWriter,
     StoredMatrix,
     StoredVector,
+    dense_string_matrix,
+    dense_string_vector,
     parse_mode,
+    sparse_string_matrix,
+    sparse_string_vector,
     sparse_strings_are_smaller,
     weakest_cache_group,
 )
@@ -278,7 +282,7 @@ class FilesFormat(FormatWriter):
         with open(self._file(*parts[:-1], parts[-1] + ".json"), "rb") as handle:
             return json.loads(handle.read())
 
-    def _read_component(self, base: str, component: str, descriptor: dict[str, Any], dtype: np.dtype,
+    def _read_component(self, base: str, component: str, dtype: np.dtype,
                         count: int | None) -> tuple[np.ndarray, CacheGroup]:
         path = f"{base}.{component}"
         self._require_flat(path)
@@ -293,25 +297,24 @@ class FilesFormat(FormatWriter):
         if "eltype" in descriptor:  # v1.0: one element type, one index type, and Bool means all-true
             dtype = DTYPES_BY_NAME[descriptor["eltype"]]
             indtype = DTYPES_BY_NAME[descriptor["indtype"]]
-            first, group = self._read_component(base, index_name, descriptor, indtype, other_count)
+            first, group = self._read_component(base, index_name, indtype, other_count)
             second = None
             if other_index is not None:
-                second, second_group = self._read_component(base, other_index, descriptor, indtype, None)
+                second, second_group = self._read_component(base, other_index, indtype, None)
                 group = weakest_cache_group(group, second_group)
             nnz = (second if second is not None else first).shape[0]
             if dtype == np.bool_:
                 return first, second, np.ones(nnz, dtype=np.bool_), CacheGroup.MemoryData
-            nzval, nzval_group = self._read_component(base, "nzval", descriptor, dtype, nnz)
+            nzval, nzval_group = self._read_component(base, "nzval", dtype, nnz)
             return first, second, nzval, weakest_cache_group(group, nzval_group)
         index = descriptor[index_name]
         indtype = DTYPES_BY_NAME[index["eltype"]]
-        first, group = self._read_component(base, index_name, index, indtype, index.get("n_elements"))
+        first, group = self._read_component(base, index_name, indtype, index.get("n_elements"))
         second = None
         if other_index is not None:
             component = descriptor[other_index]
-            second, second_group = self._read_component(base, other_index, component,
-                                                        DTYPES_BY_NAME[component["eltype"]], component.get(
-                                                            "n_elements"))
+            second, second_group = self._read_component(base, other_index, DTYPES_BY_NAME[component["eltype"]],
+                                                        component.get("n_elements"))
             group = weakest_cache_group(group, second_group)
         nnz = (second if second is not None else first).shape[0]
         if "nzval" not in descriptor:
@@ -321,8 +324,7 @@ class FilesFormat(FormatWriter):
             if not os.path.exists(base + ".nztxt"):
                 self._require_flat(base + ".nzval")
             return first, second, _read_lines(base + ".nztxt"), CacheGroup.MemoryData
-        nzval, nzval_group = self._read_component(base, "nzval", nzval_descriptor,
-                                                  DTYPES_BY_NAME[nzval_descriptor["eltype"]],
+        nzval, nzval_group = self._read_component(base, "nzval", DTYPES_BY_NAME[nzval_descriptor["eltype"]],
                                                   nzval_descriptor.get("n_elements", nnz))
         return first, second, nzval, weakest_cache_group(group, nzval_group)
 
@@ -404,9 +406,7 @@ class FilesFormat(FormatWriter):
             return self._map(base + ".data", DTYPES_BY_NAME[descriptor["eltype"]], length)
         nzind, _, nzval, group = self._read_sparse(base, descriptor, "nzind", None, None)
         if nzval.dtype == STRING_DTYPE:
-            dense = np.full(length, "", dtype=object)
-            dense[nzind.astype(np.intp) - 1] = nzval
-            return dense, CacheGroup.MemoryData
+            return dense_string_vector(length, nzind, nzval), CacheGroup.MemoryData
         return SparseVector(length, nzind, nzval), group
 
     def _require_text(self, base: str) -> None:
@@ -425,9 +425,8 @@ class FilesFormat(FormatWriter):
             self._write_sparse(base, [("nzind", vector.nzind)], vector.nzval)
         elif vector.dtype == STRING_DTYPE:
             if sparse_strings_are_smaller(vector, None):
-                positions = np.flatnonzero(vector != "")
-                nzind = (positions + 1).astype(indtype_for_size(vector.size))
-                self._write_sparse(base, [("nzind", nzind)], vector[positions])
+                nzind, texts = sparse_string_vector(vector)
+                self._write_sparse(base, [("nzind", nzind)], texts)
             else:
                 _write_atomic(self._file(base + ".txt"), _lines_bytes(vector))
                 self._set_descriptor(base, _dense_json("String"))
@@ -527,10 +526,7 @@ class FilesFormat(FormatWriter):
         colptr, rowval, nzval, group = self._read_sparse(base, descriptor, "colptr", "rowval", shape[1] + 1)
         assert rowval is not None
         if nzval.dtype == STRING_DTYPE:
-            dense = np.full(shape, "", dtype=object, order="F")
-            columns = np.repeat(np.arange(shape[1]), np.diff(colptr.astype(np.int64)))
-            dense.reshape(-1, order="F")[columns * shape[0] + rowval.astype(np.int64) - 1] = nzval
-            return dense, CacheGroup.MemoryData
+            return dense_string_matrix(shape, colptr, rowval, nzval), CacheGroup.MemoryData
         if rowval.dtype != colptr.dtype:
             rowval, group = rowval.astype(colptr.dtype), CacheGroup.MemoryData
         return SparseMatrixCSC(shape, colptr, rowval, nzval), group
@@ -549,13 +545,8 @@ class FilesFormat(FormatWriter):
             self._write_sparse(base, [("colptr", matrix.colptr), ("rowval", matrix.rowval)], matrix.nzval)
         elif matrix.dtype == STRING_DTYPE:
             if sparse_strings_are_smaller(matrix, shape[1]):
-                flat = matrix.reshape(-1, order="F")
-                positions = np.flatnonzero(flat != "")
-                indtype = indtype_for_size(matrix.size)
-                counts = np.bincount(positions // shape[0], minlength=shape[1])
-                colptr = (np.concatenate([[0], np.cumsum(counts)]) + 1).astype(indtype)
-                rowval = (positions % shape[0] + 1).astype(indtype)
-                self._write_sparse(base, [("colptr", colptr), ("rowval", rowval)], flat[positions])
+                colptr, rowval, texts = sparse_string_matrix(matrix)
+                self._write_sparse(base, [("colptr", colptr), ("rowval", rowval)], texts)
             else:
                 _write_atomic(self._file(base + ".txt"), _lines_bytes(matrix.reshape(-1, order="F")))
                 self._set_descriptor(base, _dense_json("String"))

@@ -25,13 +25,17 @@ from ..core.readers import DafReader
 from ..core.writers import DafWriter
 from ..errors import DafFormatError, DafModeError, DafTypeError
 from ..sparse import SparseMatrixCSC, SparseVector
-from ..storage_types import JULIA_NAMES, STRING_DTYPE, StorageScalar, indtype_for_size, scalar_dtype
+from ..storage_types import JULIA_NAMES, STRING_DTYPE, StorageScalar, scalar_dtype
 from .base import (
     CacheGroup,
     FormatWriter,
     StoredMatrix,
     StoredVector,
+    dense_string_matrix,
+    dense_string_vector,
     parse_mode,
+    sparse_string_matrix,
+    sparse_string_vector,
     sparse_strings_are_smaller,
     weakest_cache_group,
 )
@@ -349,9 +353,7 @@ class H5dfFormat(FormatWriter):
             return values, group
         nzind, group = self._read_dataset(node["nzind"])
         if "nztxt" in node:
-            dense = np.full(length, "", dtype=object)
-            dense[nzind.astype(np.intp) - 1] = node["nztxt"].asstr()[()]
-            return dense, CacheGroup.MemoryData
+            return dense_string_vector(length, nzind, node["nztxt"].asstr()[()]), CacheGroup.MemoryData
         if "nzval" in node:
             nzval, nzval_group = self._read_dataset(node["nzval"])
         else:
@@ -380,10 +382,10 @@ class H5dfFormat(FormatWriter):
         if not sparse_strings_are_smaller(vector, None):
             _write_strings(vectors, name, vector)
             return
-        positions = np.flatnonzero(vector != "")
+        nzind, texts = sparse_string_vector(vector)
         group = vectors.create_group(name)
-        _write_numbers(group, "nzind", (positions + 1).astype(indtype_for_size(vector.size)))
-        _write_strings(group, "nztxt", vector[positions])
+        _write_numbers(group, "nzind", nzind)
+        _write_strings(group, "nztxt", texts)
 
     def format_delete_vector(self, axis: str, name: str, *, for_set: bool) -> None:
         _delete(self.root["vectors"][axis], name)
@@ -427,11 +429,7 @@ class H5dfFormat(FormatWriter):
         colptr, colptr_group = self._read_dataset(node["colptr"])
         rowval, rowval_group = self._read_dataset(node["rowval"])
         if "nztxt" in node:
-            dense = np.full(shape, "", dtype=object, order="F")
-            flat = dense.reshape(-1, order="F")
-            columns = np.repeat(np.arange(shape[1]), np.diff(colptr.astype(np.int64)))
-            flat[columns * shape[0] + rowval.astype(np.int64) - 1] = node["nztxt"].asstr()[()]
-            return dense, CacheGroup.MemoryData
+            return dense_string_matrix(shape, colptr, rowval, node["nztxt"].asstr()[()]), CacheGroup.MemoryData
         if rowval.dtype != colptr.dtype:
             rowval, rowval_group = rowval.astype(colptr.dtype), CacheGroup.MemoryData
         if "nzval" in node:
@@ -470,15 +468,11 @@ class H5dfFormat(FormatWriter):
             if "\n" in value:
                 raise DafTypeError(f"a string of the matrix: {name}\ncontains a newline (not allowed in sparse "
                                    "string matrices)")
-        flat = matrix.reshape(-1, order="F")
-        positions = np.flatnonzero(flat != "")
-        indtype = indtype_for_size(matrix.size)
-        rows, columns = positions % matrix.shape[0], positions // matrix.shape[0]
-        colptr = np.concatenate([[0], np.cumsum(np.bincount(columns, minlength=matrix.shape[1]))]) + 1
+        colptr, rowval, texts = sparse_string_matrix(matrix)
         group = matrices.create_group(name)
-        _write_numbers(group, "colptr", colptr.astype(indtype))
-        _write_numbers(group, "rowval", (rows + 1).astype(indtype))
-        _write_strings(group, "nztxt", flat[positions])
+        _write_numbers(group, "colptr", colptr)
+        _write_numbers(group, "rowval", rowval)
+        _write_strings(group, "nztxt", texts)
 
     def format_delete_matrix(self, rows_axis: str, columns_axis: str, name: str, *, for_set: bool) -> None:
         _delete(self.root["matrices"][rows_axis][columns_axis], name)
