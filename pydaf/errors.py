@@ -61,6 +61,11 @@ class DafReadOnlyError(DafModeError):
     """A write through a read-only data set."""
 
 
+class DafQueryError(DafError, ValueError):
+    """A query that does not parse, or that cannot be applied to the data (Julia's message, pointing with ``▲`` at
+    the offending part of the query)."""
+
+
 def for_daf(message: str, daf_name: str) -> str:
     """Append Julia's ``in the daf data: <name>`` trailer to a message."""
     return f"{message}\nin the daf data: {daf_name}"

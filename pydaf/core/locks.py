@@ -29,6 +29,8 @@ class ReadWriteLock:
         self._write_depth = 0
         self._readers: dict[int, int] = {}
         self._writers_waiting = 0
+        #: How many times the write lock was released: a cheap "anything may have changed" stamp for caches.
+        self.write_count = 0
 
     def has_write_lock(self) -> bool:
         """Whether the calling thread holds the write lock."""
@@ -81,6 +83,7 @@ class ReadWriteLock:
         with self._condition:
             self._write_depth -= 1
             if self._write_depth == 0:
+                self.write_count += 1
                 self._writer = None
                 self._condition.notify_all()
 

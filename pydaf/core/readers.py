@@ -636,6 +636,88 @@ class DafReader:
                 return pd.DataFrame(matrix, index=index, columns=columns, copy=False)
             return pd.DataFrame.sparse.from_spmatrix(matrix, index=index, columns=columns)
 
+    # Queries.
+
+    def get_query(self, query: Any, *, cache: bool = True) -> Any:
+        """Apply a query (a string like ``"@ cell [ age > 60 ] : donor"`` or built with ``|``): names come back as a
+        ``set``, a scalar as a numpy scalar or ``str``, a vector as a ``pandas.Series`` and a matrix as a
+        ``pandas.DataFrame`` labelled by entry names (sparse stays sparse). With ``cache`` the result is kept (as
+        ``QueryData``) until any input changes; ``daf[query]`` is ``get_query(query, cache=False)``.
+
+        Example:
+            >>> import pydaf
+            >>> daf = pydaf.MemoryDaf().add_axis("cell", ["A", "B"]).set_vector("cell", "age", [3, 5])
+            >>> daf.get_query("@ cell : age >> Sum")
+            np.int64(8)
+        """
+        from ..queries.results import as_pandas, query_result
+
+        return as_pandas(query_result(self, query, cache=cache))
+
+    get_pd_query = get_query
+
+    def __getitem__(self, query: Any) -> Any:
+        return self.get_query(query, cache=False)
+
+    def get_np_query(self, query: Any, *, cache: bool = True) -> Any:
+        """Like :meth:`get_query`, but a vector is a numpy array and a matrix a column-major numpy array or a
+        ``scipy.sparse.csc_matrix`` (read-only, zero-copy where the data is stored as is).
+
+        Example:
+            >>> import pydaf
+            >>> daf = pydaf.MemoryDaf().add_axis("cell", ["A", "B"]).set_vector("cell", "age", [3, 5])
+            >>> daf.get_np_query("@ cell : age % Abs").tolist()
+            [3, 5]
+        """
+        from ..queries.results import as_numpy, query_result
+
+        return as_numpy(query_result(self, query, cache=cache))
+
+    def has_query(self, query: Any) -> bool:
+        """Whether the query is valid and the axes and properties it names exist (without computing it).
+
+        Example:
+            >>> import pydaf
+            >>> daf = pydaf.MemoryDaf().add_axis("cell", ["A"])
+            >>> daf.has_query("@ cell"), daf.has_query("@ gene")
+            (True, False)
+        """
+        from ..queries.evaluator import has_query
+
+        return has_query(self, query)
+
+    def query_requires_relayout(self, query: Any) -> bool:
+        """Whether computing the query needs a matrix in the layout that is not stored.
+
+        Example:
+            >>> import pydaf
+            >>> daf = pydaf.MemoryDaf().add_axis("cell", ["A"]).add_axis("gene", ["X"])
+            >>> daf = daf.set_matrix("gene", "cell", "UMIs", np.array([[1]]), relayout=False)
+            >>> daf.query_requires_relayout("@ cell @ gene :: UMIs")
+            True
+        """
+        from ..queries.evaluator import query_requires_relayout
+
+        return query_requires_relayout(self, query)
+
+    def get_frame(self, axis: Any, columns: Any = None, *, cache: bool = False) -> pd.DataFrame:
+        """A ``pandas.DataFrame`` with a row per entry of ``axis`` (an axis name or an axis query such as
+        ``"@ cell [ age > 1 ]"``), indexed by the entry names. ``columns``: vector names, ``(name, query)`` pairs
+        (or a dict) where the query is a suffix (``": donor : age"``) or a full query; by default ``name`` and every
+        vector of the axis, alphabetically.
+
+        Example:
+            >>> import pydaf
+            >>> daf = pydaf.MemoryDaf().add_axis("cell", ["A", "B"]).set_vector("cell", "age", [3, 5])
+            >>> daf.get_frame("cell", [("double", ": age % Convert type Float64")])["double"].tolist()
+            [3.0, 5.0]
+        """
+        from ..queries.results import get_frame
+
+        return get_frame(self, axis, columns, cache=cache)
+
+    get_pd_frame = get_frame
+
     # Version counters.
 
     def axis_version_counter(self, axis: str) -> int:

@@ -1,0 +1,723 @@
+"""Query operations (the builders), query sequences, their canonical text, and parsing query strings.
+
+A query is a sequence of operations; ``str(query)`` is its canonical text (used in error messages and as the cache key)
+and ``parse_query`` turns a string back into a sequence. Builders and strings mix freely with ``|`` (Julia's ``|>``):
+``Axis("cell") | ": age"`` is ``@ cell : age``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+import numpy as np
+
+from ..errors import DafQueryError
+from .registry import (
+    ELTWISE_OPERATIONS,
+    REDUCTION_OPERATIONS,
+    ComputationOperation,
+    EltwiseOperation,
+    QueryOperation,
+    ReductionOperation,
+)
+from .tokens import Token, error_at_token, escape_value, tokenize
+
+__all__ = [
+    "AndMask",
+    "AndNegatedMask",
+    "AsAxis",
+    "Axis",
+    "BeginMask",
+    "BeginNegatedMask",
+    "CountBy",
+    "EndMask",
+    "GroupBy",
+    "GroupColumnsBy",
+    "GroupRowsBy",
+    "IfMissing",
+    "IfNot",
+    "IsEqual",
+    "IsGreater",
+    "IsGreaterEqual",
+    "IsLess",
+    "IsLessEqual",
+    "IsMatch",
+    "IsNotEqual",
+    "IsNotMatch",
+    "LookupMatrix",
+    "LookupScalar",
+    "LookupVector",
+    "Names",
+    "OrMask",
+    "OrNegatedMask",
+    "Query",
+    "QuerySequence",
+    "ReduceToColumn",
+    "ReduceToRow",
+    "SquareColumnIs",
+    "SquareRowIs",
+    "XorMask",
+    "XorNegatedMask",
+    "julia_string",
+    "parse_query",
+]
+
+
+def julia_string(value: Any) -> str:
+    """A scalar as Julia's ``string`` prints it (``true``, ``1.0``, ``1.0e-5``, ``0.5``), so canonical query texts and
+    group names match Julia's.
+
+    Example:
+        >>> julia_string(True), julia_string(np.float32(2)), julia_string(1e-5), julia_string(1234567.0), julia_string(3)
+        ('true', '2.0', '1.0e-5', '1.234567e6', '3')
+    """
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool | np.bool_):
+        return "true" if value else "false"
+    if isinstance(value, int | np.integer):
+        return str(int(value))
+    if isinstance(value, float | np.floating):
+        number = float(value)
+        if math.isnan(number):
+            return "NaN"
+        if math.isinf(number):
+            return "Inf" if number > 0 else "-Inf"
+        # Shortest round-trip digits of the value's own precision (Float32 prints as Julia prints a Float32).
+        text = np.format_float_scientific(value, unique=True, trim="-") if isinstance(value, np.float32) \
+            else repr(number)
+        return _julia_float_text(text)
+    return str(value)
+
+
+def _julia_float_text(text: str) -> str:
+    """Julia's layout of a shortest round-trip float: decimal for 1e-4 <= |x| < 1e6, else ``d.ddde±x``."""
+    mantissa, _, exponent_text = text.partition("e")
+    negative = mantissa.startswith("-")
+    mantissa = mantissa.lstrip("-")
+    digits_before, _, digits_after = mantissa.partition(".")
+    exponent = int(exponent_text) if exponent_text else 0
+    digits = (digits_before + digits_after).lstrip("0")
+    if not digits:
+        return "-0.0" if negative else "0.0"
+    # Position of the decimal point relative to the first significant digit.
+    leading_zeros = len((digits_before + digits_after)) - len((digits_before + digits_after).lstrip("0"))
+    point = len(digits_before) - leading_zeros + exponent
+    digits = digits.rstrip("0") or "0"
+    sign = "-" if negative else ""
+    if -4 < point <= 6:  # 1e-4 <= |x| < 1e6
+        if point <= 0:
+            return f"{sign}0.{'0' * -point}{digits}"
+        if point >= len(digits):
+            return f"{sign}{digits}{'0' * (point - len(digits))}.0"
+        return f"{sign}{digits[:point]}.{digits[point:]}"
+    fraction = digits[1:] or "0"
+    return f"{sign}{digits[0]}.{fraction}e{point - 1}"
+
+
+class Query(QueryOperation):
+    """A complete query (or a fragment that can stand alone): a :class:`QuerySequence`, :class:`Names`,
+    :class:`Axis`, :class:`AsAxis` or :class:`LookupScalar`."""
+
+
+class QuerySequence(Query):
+    """A sequence of query operations: the parsed form of a query string.
+
+    Example:
+        >>> str(QuerySequence(Axis("cell"), LookupVector("age")))
+        '@ cell : age'
+    """
+
+    def __init__(self, *operations: QueryOperation | QuerySequence | str) -> None:
+        flat: list[QueryOperation] = []
+        for operation in operations:
+            flat.extend(as_query_sequence(operation).operations)
+        self.operations: tuple[QueryOperation, ...] = tuple(flat)
+
+    def __str__(self) -> str:
+        return " ".join(operation_text(operation) for operation in self.operations)
+
+    def __repr__(self) -> str:
+        return f"QuerySequence({str(self)!r})"
+
+
+def operation_text(operation: QueryOperation) -> str:
+    return str(operation)
+
+
+def as_query_sequence(query: QueryOperation | str) -> QuerySequence:
+    """A query (string, operation or sequence) as a :class:`QuerySequence`."""
+    if isinstance(query, QuerySequence):
+        return query
+    if isinstance(query, str):
+        parsed = parse_query(query)
+        return parsed if isinstance(parsed, QuerySequence) else _sequence_of([parsed])
+    if isinstance(query, QueryOperation):
+        return _sequence_of([query])
+    raise DafQueryError(f"not a query: {query!r}")
+
+
+def _sequence_of(operations: list[QueryOperation]) -> QuerySequence:
+    sequence = QuerySequence()
+    sequence.operations = tuple(operations)
+    return sequence
+
+
+def compose(first: Any, second: Any) -> QuerySequence:
+    """``first | second``: concatenate two queries (strings are parsed first)."""
+    return _sequence_of([*as_query_sequence(first).operations, *as_query_sequence(second).operations])
+
+
+class _Named(QueryOperation):
+    """An operation with one (escaped) name operand, printed as ``<operator> <name>``."""
+
+    operator = ""
+    name_is_optional = False
+
+    def __init__(self, property_name: str | None = None) -> None:
+        if not isinstance(property_name, str) and not (property_name is None and self.name_is_optional):
+            raise DafQueryError(f"{type(self).__name__} needs a name, not: {property_name!r}")
+        self.property_name = property_name
+
+    def __str__(self) -> str:
+        if self.property_name is None:
+            return self.operator
+        return f"{self.operator} {escape_value(self.property_name)}"
+
+
+class _OptionalNamed(QueryOperation):
+    operator = ""
+
+    def __init__(self, axis_name: str | None = None) -> None:
+        self.axis_name = axis_name
+
+    def __str__(self) -> str:
+        return self.operator if self.axis_name is None else f"{self.operator} {escape_value(self.axis_name)}"
+
+
+class Names(Query):
+    """``?``: ask for a set of names (scalars, axes, vectors of an axis, matrices of two axes).
+
+    Example:
+        >>> str(Axis("cell") | Names())
+        '@ cell ?'
+    """
+
+    def __str__(self) -> str:
+        return "?"
+
+
+class Axis(_OptionalNamed, Query):
+    """``@ axis``: start from an axis (its entries), or pick an axis in ``@ axis = entry`` (``@`` alone: axis names).
+
+    Example:
+        >>> str(Axis("cell"))
+        '@ cell'
+    """
+
+    operator = "@"
+
+
+class AsAxis(_OptionalNamed, Query):
+    """``=@ [axis]``: the values are entries of an axis (by default, named by the property).
+
+    Example:
+        >>> str(AsAxis("type"))
+        '=@ type'
+    """
+
+    operator = "=@"
+
+
+class LookupScalar(_Named, Query):
+    """``. name``: look up a scalar property.
+
+    Example:
+        >>> str(LookupScalar("version"))
+        '. version'
+    """
+
+    operator = "."
+    name_is_optional = True  # without a name, followed by ``?``: ask for the names
+
+
+class LookupVector(_Named):
+    """``: name``: look up a vector property of the current axis (or of the axis the values are entries of).
+
+    Example:
+        >>> str(Axis("cell") | LookupVector("age"))
+        '@ cell : age'
+    """
+
+    operator = ":"
+    name_is_optional = True  # without a name, followed by ``?``: ask for the names
+
+
+class LookupMatrix(_Named):
+    """``:: name``: look up a matrix property.
+
+    Example:
+        >>> str(Axis("cell") | Axis("gene") | LookupMatrix("UMIs"))
+        '@ cell @ gene :: UMIs'
+    """
+
+    operator = "::"
+    name_is_optional = True  # without a name, followed by ``?``: ask for the names
+
+
+class IfMissing(QueryOperation):
+    """``|| value [Type]``: the value to use for a missing property, or for reducing empty data.
+
+    Example:
+        >>> str(IfMissing(0)), str(IfMissing(np.float32(1.5))), str(IfMissing("1"))
+        ('|| 0', '|| 1.5', '|| 1 String')
+    """
+
+    def __init__(self, default_value: Any) -> None:
+        if isinstance(default_value, bool):
+            default_value = np.bool_(default_value)
+        elif isinstance(default_value, int):
+            default_value = np.int64(default_value)
+        elif isinstance(default_value, float):
+            default_value = np.float64(default_value)
+        self.default_value = default_value
+
+    def __str__(self) -> str:
+        from .operations import guess_typed_value
+
+        text = julia_string(self.default_value)
+        guessed = guess_typed_value(text)
+        same = not isinstance(guessed, str) if not isinstance(self.default_value, str) else isinstance(guessed, str)
+        if same and guessed == self.default_value:
+            return f"|| {escape_value(text)}"
+        type_name = "String" if isinstance(self.default_value, str) else _julia_type_name(self.default_value)
+        return f"|| {escape_value(text)} {type_name}"
+
+
+def _julia_type_name(value: Any) -> str:
+    from ..storage_types import julia_name
+
+    return julia_name(np.asarray(value).dtype)
+
+
+class IfNot(QueryOperation):
+    """``?? [value]``: before a chained lookup, drop entries whose key is empty (or give them a final value).
+
+    Example:
+        >>> str(IfNot()), str(IfNot("blue"))
+        ('??', '?? blue')
+    """
+
+    def __init__(self, final_value: Any = None) -> None:
+        self.final_value = final_value
+
+    def __str__(self) -> str:
+        return "??" if self.final_value is None else f"?? {escape_value(julia_string(self.final_value))}"
+
+
+class BeginMask(_Named):
+    """``[ name``: begin a mask of the current axis by a property."""
+
+    operator = "["
+
+
+class BeginNegatedMask(_Named):
+    """``[ ! name``: begin a mask by the negation of a property."""
+
+    operator = "[ !"
+
+
+class EndMask(QueryOperation):
+    """``]``: apply the mask."""
+
+    def __str__(self) -> str:
+        return "]"
+
+
+class _MaskOperation(_Named):
+    """Combine the mask so far with another property, strictly left to right."""
+
+    def combine(self, first: np.ndarray, second: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+
+class AndMask(_MaskOperation):
+    """``& name``."""
+
+    operator = "&"
+
+    def combine(self, first: np.ndarray, second: np.ndarray) -> np.ndarray:
+        return first & second
+
+
+class AndNegatedMask(_MaskOperation):
+    """``& ! name``."""
+
+    operator = "& !"
+
+    def combine(self, first: np.ndarray, second: np.ndarray) -> np.ndarray:
+        return first & ~second
+
+
+class OrMask(_MaskOperation):
+    """``| name``."""
+
+    operator = "|"
+
+    def combine(self, first: np.ndarray, second: np.ndarray) -> np.ndarray:
+        return first | second
+
+
+class OrNegatedMask(_MaskOperation):
+    """``| ! name``."""
+
+    operator = "| !"
+
+    def combine(self, first: np.ndarray, second: np.ndarray) -> np.ndarray:
+        return first | ~second
+
+
+class XorMask(_MaskOperation):
+    """``^ name``."""
+
+    operator = "^"
+
+    def combine(self, first: np.ndarray, second: np.ndarray) -> np.ndarray:
+        return first ^ second
+
+
+class XorNegatedMask(_MaskOperation):
+    """``^ ! name``."""
+
+    operator = "^ !"
+
+    def combine(self, first: np.ndarray, second: np.ndarray) -> np.ndarray:
+        return first ^ ~second
+
+
+class _Comparison(QueryOperation):
+    """Compare each value with a constant, giving booleans."""
+
+    operator = ""
+
+    def __init__(self, comparison_value: Any) -> None:
+        self.comparison_value = comparison_value
+
+    def __str__(self) -> str:
+        return f"{self.operator} {escape_value(julia_string(self.comparison_value))}"
+
+    def compare(self, values: np.ndarray, value: Any) -> np.ndarray:
+        raise NotImplementedError
+
+
+class IsLess(_Comparison):
+    """``< value``."""
+
+    operator = "<"
+
+    def compare(self, values: np.ndarray, value: Any) -> np.ndarray:
+        return values < value
+
+
+class IsLessEqual(_Comparison):
+    """``<= value``."""
+
+    operator = "<="
+
+    def compare(self, values: np.ndarray, value: Any) -> np.ndarray:
+        return values <= value
+
+
+class IsEqual(_Comparison):
+    """``= value`` (also picks an entry: ``@ axis = entry``)."""
+
+    operator = "="
+
+    def compare(self, values: np.ndarray, value: Any) -> np.ndarray:
+        return values == value
+
+
+class IsNotEqual(_Comparison):
+    """``!= value``."""
+
+    operator = "!="
+
+    def compare(self, values: np.ndarray, value: Any) -> np.ndarray:
+        return values != value
+
+
+class IsGreaterEqual(_Comparison):
+    """``>= value``."""
+
+    operator = ">="
+
+    def compare(self, values: np.ndarray, value: Any) -> np.ndarray:
+        return values >= value
+
+
+class IsGreater(_Comparison):
+    """``> value``."""
+
+    operator = ">"
+
+    def compare(self, values: np.ndarray, value: Any) -> np.ndarray:
+        return values > value
+
+
+class IsMatch(_Comparison):
+    """``~ regex``: the (string) value fully matches the regular expression."""
+
+    operator = "~"
+
+    def compare(self, values: np.ndarray, value: Any) -> np.ndarray:
+        return np.fromiter((value.fullmatch(text) is not None for text in values), dtype=bool, count=len(values))
+
+
+class IsNotMatch(_Comparison):
+    """``!~ regex``: the (string) value does not fully match the regular expression."""
+
+    operator = "!~"
+
+    def compare(self, values: np.ndarray, value: Any) -> np.ndarray:
+        return np.fromiter((value.fullmatch(text) is None for text in values), dtype=bool, count=len(values))
+
+
+class SquareColumnIs(QueryOperation):
+    """``@| entry``: the column of a square matrix."""
+
+    def __init__(self, comparison_value: str) -> None:
+        self.comparison_value = comparison_value
+
+    def __str__(self) -> str:
+        return f"@| {escape_value(self.comparison_value)}"
+
+
+class SquareRowIs(QueryOperation):
+    """``@- entry``: the row of a square matrix."""
+
+    def __init__(self, comparison_value: str) -> None:
+        self.comparison_value = comparison_value
+
+    def __str__(self) -> str:
+        # Julia prints ``@|`` here (a typo that makes the two cache keys collide); we print what was meant.
+        return f"@- {escape_value(self.comparison_value)}"
+
+
+class GroupBy(_Named):
+    """``/ name``: group vector entries by a property; must end with ``>> Reduction``."""
+
+    operator = "/"
+
+
+class GroupColumnsBy(_Named):
+    """``|/ name``: group matrix columns by a property; must end with ``>| Reduction``."""
+
+    operator = "|/"
+
+
+class GroupRowsBy(_Named):
+    """``-/ name``: group matrix rows by a property; must end with ``>- Reduction``."""
+
+    operator = "-/"
+
+
+class CountBy(_Named):
+    """``* name``: count each combination of the values with another property's values."""
+
+    operator = "*"
+
+
+class _ReduceTo(QueryOperation):
+    operator = ""
+
+    def __init__(self, reduction_operation: ReductionOperation) -> None:
+        if not isinstance(reduction_operation, ReductionOperation):
+            raise DafQueryError(f"{type(self).__name__} needs a reduction operation, not: {reduction_operation!r}")
+        self.reduction_operation = reduction_operation
+
+    def __str__(self) -> str:
+        text = str(self.reduction_operation)
+        return self.operator + text[len(ReductionOperation.operator):]
+
+
+class ReduceToColumn(_ReduceTo):
+    """``>| Reduction``: reduce each row of a matrix to one value (a column)."""
+
+    operator = ">|"
+
+
+class ReduceToRow(_ReduceTo):
+    """``>- Reduction``: reduce each column of a matrix to one value (a row)."""
+
+    operator = ">-"
+
+
+class _NotModifier(QueryOperation):
+    """A ``!`` that does not follow ``[``, ``&``, ``|`` or ``^`` (never valid)."""
+
+    def __str__(self) -> str:
+        return "!"
+
+
+QUERY_OPERATIONS_REGEX = re.compile(
+    r"(?:[!<>]=|!~|[|-]/|[&^|]!|\?\?|@[-|]|=@|::|>[->|]|\|\||[!&*%./:<=>?@\[\]^|~])")
+
+# operator → (operation type, whether it takes a value: True required, False optional, None never).
+_OPERATIONS: dict[str, tuple[type[QueryOperation], bool | None]] = {
+    "!": (_NotModifier, None),
+    "!=": (IsNotEqual, True),
+    "!~": (IsNotMatch, True),
+    "& !": (AndNegatedMask, True),
+    "&": (AndMask, True),
+    "*": (CountBy, True),
+    ".": (LookupScalar, False),
+    "/": (GroupBy, True),
+    "-/": (GroupRowsBy, True),
+    "|/": (GroupColumnsBy, True),
+    ":": (LookupVector, False),
+    "::": (LookupMatrix, False),
+    "<": (IsLess, True),
+    "<=": (IsLessEqual, True),
+    "=": (IsEqual, True),
+    ">": (IsGreater, True),
+    ">=": (IsGreaterEqual, True),
+    "?": (Names, None),
+    "??": (IfNot, False),
+    "@": (Axis, False),
+    "=@": (AsAxis, False),
+    "@-": (SquareRowIs, True),
+    "@|": (SquareColumnIs, True),
+    "[ !": (BeginNegatedMask, True),
+    "[": (BeginMask, True),
+    "]": (EndMask, None),
+    "^ !": (XorNegatedMask, True),
+    "^": (XorMask, True),
+    "| !": (OrNegatedMask, True),
+    "|": (OrMask, True),
+    "~": (IsMatch, True),
+}
+
+
+def parse_query(query_string: str, operand_only: type[QueryOperation] | None = None) -> QueryOperation:
+    """Parse a query string into a :class:`QuerySequence` (errors point at the offending token, as Julia's do). If the
+    string is a single name and ``operand_only`` is given, that operation is built from the name.
+
+    Example:
+        >>> str(parse_query("@cell[age>60]:donor"))
+        '@ cell [ age > 60 ] : donor'
+        >>> parse_query("age", LookupVector)
+        LookupVector(': age')
+    """
+    tokens = tokenize(query_string, QUERY_OPERATIONS_REGEX)
+    if operand_only is not None and len(tokens) == 1 and not tokens[0].is_operator:
+        return operand_only(tokens[0].value)
+    operations: list[QueryOperation] = []
+    index = 0
+    while index < len(tokens):
+        operation, index = _next_operation(tokens, index)
+        operations.append(operation)
+    return _sequence_of(operations)
+
+
+def _next_operation(tokens: list[Token], index: int) -> tuple[QueryOperation, int]:
+    token = tokens[index]
+    if not token.is_operator:
+        error_at_token(token, "expected: operator")
+    index += 1
+
+    if token.value == "||":
+        return _parse_if_missing(tokens, index, token)
+    if token.value == "%":
+        return _parse_computation(tokens, index, "eltwise", ELTWISE_OPERATIONS)
+    if token.value in (">>", ">-", ">|"):
+        operation, index = _parse_computation(tokens, index, "reduce", REDUCTION_OPERATIONS)
+        if token.value == ">-":
+            return ReduceToRow(operation), index  # type: ignore[arg-type]
+        if token.value == ">|":
+            return ReduceToColumn(operation), index  # type: ignore[arg-type]
+        return operation, index
+
+    if token.value in ("[", "&", "|", "^") and index < len(tokens) and tokens[index].is_operator \
+            and tokens[index].value == "!":
+        negation = tokens[index]
+        index += 1
+        token = Token(True, token.value + " !", token.token_index, token.first_index, negation.last_index,
+                      token.encoded_string)
+
+    entry = _OPERATIONS.get(token.value)
+    if entry is None:
+        error_at_token(token, f"unknown operator: {token.value}")
+    operation_type, requires_operand = entry
+    if requires_operand is None:
+        return operation_type(), index
+    operand = _next_value(tokens, index) if requires_operand else _maybe_next_value(tokens, index)
+    if operand is None:
+        return operation_type(), index
+    return operation_type(operand.value), index + 1
+
+
+def _parse_if_missing(tokens: list[Token], index: int, operator: Token) -> tuple[QueryOperation, int]:
+    from .operations import guess_typed_value, parse_number_type_value, parse_number_value
+
+    value_token = _next_value(tokens, index)
+    index += 1
+    type_token = _maybe_next_value(tokens, index)
+    value: Any
+    if type_token is None:
+        value = guess_typed_value(value_token.value)
+    else:
+        index += 1
+        value = value_token.value
+        if type_token.value != "String":
+            dtype = parse_number_type_value(operator, "type", type_token)
+            if dtype is not None:
+                value = parse_number_value(operator, "value", value_token, dtype)
+    result = IfMissing.__new__(IfMissing)
+    result.default_value = value
+    return result, index
+
+
+def _parse_computation(tokens: list[Token], index: int, kind: str,
+                       registry: dict[str, Any]) -> tuple[ComputationOperation, int]:
+    name_token = _next_value(tokens, index)
+    operation_type = registry.get(name_token.value)
+    if operation_type is None:
+        error_at_token(name_token, f"unknown {kind} operation: {name_token.value}")
+    index += 1
+    parameters: dict[str, Token] = {}
+    # As in Julia, a lone trailing value is not taken as a parameter name (it then fails as "expected: operator").
+    while index < len(tokens) - 1 and not tokens[index].is_operator:
+        parameter_token = tokens[index]
+        value_token = _next_value(tokens, index + 1)
+        index += 2
+        if parameter_token.value not in operation_type.parameters:
+            error_at_token(parameter_token, f"the parameter: {parameter_token.value}\n"
+                                            f"does not exist for the operation: {name_token.value}")
+        if parameter_token.value in parameters:
+            error_at_token(parameter_token, f"repeated parameter: {parameter_token.value}\n"
+                                            f"for the operation: {name_token.value}")
+        parameters[parameter_token.value] = value_token
+    return operation_type.from_tokens(name_token, parameters), index
+
+
+def _next_value(tokens: list[Token], index: int) -> Token:
+    if index >= len(tokens):
+        error_at_token(tokens[index - 1], "expected: value", at_end=True)
+    if tokens[index].is_operator:
+        error_at_token(tokens[index], "expected: value")
+    return tokens[index]
+
+
+def _maybe_next_value(tokens: list[Token], index: int) -> Token | None:
+    if index < len(tokens) and not tokens[index].is_operator:
+        return tokens[index]
+    return None
+
+
+# Re-exported for isinstance checks in the evaluator.
+MaskOperation = _MaskOperation
+ComparisonOperation = _Comparison
+NotModifier = _NotModifier
+__all__ += ["EltwiseOperation", "ReductionOperation"]

@@ -1,0 +1,160 @@
+"""Getting query results from a data set: caching (invalidated by version counters), numpy and pandas forms, and
+data frames of several vectors of one axis (``get_frame``)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..errors import DafQueryError
+from ..formats.base import CacheGroup
+from ..sparse import SparseMatrixCSC
+from .evaluator import QueryResult, compute_query, is_axis_query, query_axis_name
+from .query import Axis, GroupBy, LookupVector, Query, QueryOperation, QuerySequence, as_query_sequence, parse_query
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from ..core.readers import DafReader
+
+
+def _read_only(values: Any) -> Any:
+    if isinstance(values, np.ndarray) and values.flags.writeable:
+        values = values.view()
+        values.flags.writeable = False
+    elif isinstance(values, SparseMatrixCSC):
+        values = SparseMatrixCSC(values.shape, _read_only(values.colptr), _read_only(values.rowval),
+                                 _read_only(values.nzval))
+    return values
+
+
+def _stamp(daf: DafReader, dependencies: frozenset[tuple]) -> tuple:
+    """The versions of what a result depends on (``None`` for things without a counter: scalars, name sets)."""
+    versions = []
+    for dependency in sorted(dependencies):
+        kind = dependency[0]
+        if kind == "axis":
+            versions.append(daf.axis_version_counter(dependency[1]))
+        elif kind == "vector":
+            versions.append((daf.axis_version_counter(dependency[1]),
+                             daf.vector_version_counter(dependency[1], dependency[2])))
+        elif kind == "matrix":
+            versions.append((daf.axis_version_counter(dependency[1]), daf.axis_version_counter(dependency[2]),
+                             daf.matrix_version_counter(*dependency[1:])))
+        else:
+            versions.append(None)
+    return tuple(versions)
+
+
+def _is_valid(daf: DafReader, result: QueryResult, write_count: int, stamp: tuple) -> bool:
+    """A cached result is valid if nothing was written since, or if every input it depends on has a version counter
+    and none of them changed (and they all still exist)."""
+    if daf._state.lock.write_count == write_count:
+        return True
+    if None in stamp or _stamp(daf, result.dependencies) != stamp:
+        return False
+    for dependency in result.dependencies:
+        kind = dependency[0]
+        if (kind == "axis" and not daf.has_axis(dependency[1])) or \
+                (kind == "vector" and not daf.has_vector(dependency[1], dependency[2])) or \
+                (kind == "matrix" and not daf.has_matrix(*dependency[1:])):
+            return False
+    return True
+
+
+def query_result(daf: DafReader, query: Any, *, cache: bool = True) -> QueryResult:
+    """The computed result of a query: from the cache if valid, else computed (and cached if ``cache``)."""
+    sequence = as_query_sequence(query)
+    key = ("query", str(sequence))
+    with daf._state.lock.read():
+        with daf._state.cache_lock:
+            entry = daf._state.cache.get(key)
+        if entry is not None:
+            result, write_count, stamp = entry[0]
+            if _is_valid(daf, result, write_count, stamp):
+                return result
+            with daf._state.cache_lock:
+                daf._state.cache.pop(key, None)
+        write_count = daf._state.lock.write_count
+        result = compute_query(daf, sequence)
+        result.value = _read_only(result.value)
+        if cache:
+            with daf._state.cache_lock:
+                daf._state.cache[key] = ((result, write_count, _stamp(daf, result.dependencies)), CacheGroup.QueryData)
+        return result
+
+
+def as_numpy(result: QueryResult) -> Any:
+    """Names as a set, a scalar, a vector as a numpy array, a matrix as a column-major numpy array or a 0-based
+    ``scipy.sparse.csc_matrix``."""
+    if result.dimensions == -1:
+        return set(result.value)
+    if result.dimensions == 2 and isinstance(result.value, SparseMatrixCSC):
+        return result.value.to_scipy()
+    return result.value
+
+
+def as_pandas(result: QueryResult) -> Any:
+    """Names as a set, a scalar, a vector as a ``pandas.Series`` and a matrix as a ``pandas.DataFrame``, labelled by
+    the entry names (the index names are the axes, or ``None`` where the entries are values, not an axis)."""
+    import pandas as pd
+
+    if result.dimensions <= 0:
+        return as_numpy(result)
+    index = pd.Index(result.entries[0], name=result.dimension_names[0], dtype=object)
+    if result.dimensions == 1:
+        return pd.Series(result.value, index=index, copy=False)
+    columns = pd.Index(result.entries[1], name=result.dimension_names[1], dtype=object)
+    if isinstance(result.value, SparseMatrixCSC):
+        return pd.DataFrame.sparse.from_spmatrix(result.value.to_scipy(), index=index, columns=columns)
+    return pd.DataFrame(result.value, index=index, columns=columns, copy=False)
+
+
+def full_vector_query(axis_query: Any, vector_query: Any, vector_name: str | None = None) -> QuerySequence:
+    """An axis query combined with a suffix vector query (``@ cell [ age > 1 ]`` + ``: donor``); a vector query that
+    groups (``@ cell : age / metacell >> Mean``) is already a full query and is used as is.
+
+    Example:
+        >>> str(full_vector_query(parse_query("@ cell"), ": donor"))
+        '@ cell : donor'
+    """
+    if vector_name is not None and vector_query == "=":
+        vector_query = LookupVector(vector_name)
+    elif isinstance(vector_query, str):
+        vector_query = parse_query(vector_query, LookupVector)
+    sequence = as_query_sequence(vector_query)
+    if any(isinstance(operation, GroupBy) for operation in sequence.operations):
+        return sequence
+    return as_query_sequence(axis_query) | sequence
+
+
+def get_frame(daf: DafReader, axis: str | Query, columns: Any = None, *, cache: bool = False) -> pd.DataFrame:
+    """A ``pandas.DataFrame`` with one row per entry of an axis (or of an axis query such as ``@ cell [ age > 1 ]``)
+    and a column per vector query (see :meth:`DafReader.get_frame`)."""
+    import pandas as pd
+
+    axis_query = axis if isinstance(axis, QueryOperation) else parse_query(axis, Axis)
+    if not is_axis_query(axis_query):
+        raise DafQueryError(f"invalid axis query: {as_query_sequence(axis_query)}")
+    axis_name = query_axis_name(axis_query)
+    names_of_rows = query_result(daf, axis_query, cache=cache).value
+    if columns is None:
+        columns = ["name", *sorted(daf.vectors_set(axis_name))]
+    if isinstance(columns, dict):
+        columns = list(columns.items())
+    data: dict[str, Any] = {}
+    for column in columns:
+        if isinstance(column, str):
+            column_name, column_query = column, "="
+        else:
+            column_name, column_query = column
+        if column_query == "=":
+            column_query = ": " + column_name
+        full_query = full_vector_query(axis_query, column_query, column_name)
+        result = query_result(daf, full_query, cache=cache)
+        if result.dimensions != 1 or not np.array_equal(result.entries[0], names_of_rows):
+            raise DafQueryError(f"invalid column query: {full_query}\nfor the axis query: "
+                                f"{as_query_sequence(axis_query)}\nof the daf data: {daf.name}")
+        data[column_name] = result.value
+    return pd.DataFrame(data, index=pd.Index(names_of_rows, name=axis_name, dtype=object))
