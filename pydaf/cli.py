@@ -1,4 +1,4 @@
-"""The ``pydaf`` command: ``demo``, ``describe PATH``, ``repack SRC DST``."""
+"""The ``pydaf`` command: ``demo``, ``query PATH QUERY``, ``describe PATH``, ``repack SRC DST``."""
 
 from __future__ import annotations
 
@@ -73,21 +73,32 @@ def demo(path: str | None, *, n_cells: int, n_genes: int, progress: bool) -> Non
     started = time.perf_counter()
     umis = daf.get_stored_matrix("cell", "gene", "UMIs")
     fetched = time.perf_counter() - started
-    started = time.perf_counter()
-    column_sums = np.add.reduceat(umis.nzval.astype(np.int64), (umis.colptr[:-1] - 1).astype(np.intp)) if umis.nnz \
-        else np.zeros(0)
-    summed = time.perf_counter() - started
 
     print(daf.description(), end="")
     print(f"file: {path} ({os.path.getsize(path) / 1e6:.1f} MB)")
     print(f"write: {written:.3f} s")
     print(f"open (mapped, read-only): {opened * 1e3:.2f} ms")
     print(f"get_stored_matrix cell,gene UMIs ({umis.nnz:,} non-zeros, zero-copy): {fetched * 1e3:.2f} ms")
-    print(f"column sums over the mapped 1-based CSC: {summed * 1e3:.2f} ms "
-          f"(total UMIs: {int(column_sums.sum()):,})")
+    for query in ("@ cell @ gene :: UMIs >> Sum type Int64", "@ cell @ gene :: UMIs >- Sum",
+                  "@ cell @ gene :: UMIs -/ type =@ >- Mean || 0", "@ cell [ donor_age > 60 ] : type * donor_age"):
+        started = time.perf_counter()
+        result = daf[query]
+        elapsed = time.perf_counter() - started
+        shown = result if np.ndim(result) == 0 else f"{type(result).__name__} {np.shape(result)}"
+        print(f"{query}: {shown} in {elapsed * 1e3:.1f} ms")
     if folder is not None:
         del daf, umis
         folder.cleanup()
+
+
+def query(path: str, text: str) -> None:
+    import pandas as pd
+
+    from .open import open_daf
+
+    result = open_daf(path, "r")[text]
+    with pd.option_context("display.max_rows", 20, "display.max_columns", 10, "display.width", 120):
+        print(sorted(result) if isinstance(result, set) else result)
 
 
 def describe(path: str, *, deep: bool) -> None:
@@ -116,6 +127,9 @@ def main(argv: list[str] | None = None) -> int:
     describe_parser = commands.add_parser("describe", help="print the description of a data set")
     describe_parser.add_argument("path", help="an .h5df file or an .h5dfs#/group path")
     describe_parser.add_argument("--deep", action="store_true")
+    query_parser = commands.add_parser("query", help="apply a query to a data set and print the result")
+    query_parser.add_argument("path", help="an .h5df file, .h5dfs#/group path or FilesDaf directory")
+    query_parser.add_argument("query", help='a Daf query, e.g. "@ cell [ age > 60 ] : donor"')
     repack_parser = commands.add_parser("repack", help="rewrite an H5df data set compactly into a new file")
     repack_parser.add_argument("source")
     repack_parser.add_argument("destination")
@@ -125,6 +139,8 @@ def main(argv: list[str] | None = None) -> int:
         if arguments.command == "demo":
             demo(arguments.output, n_cells=arguments.cells, n_genes=arguments.genes,
                  progress=not arguments.no_progress)
+        elif arguments.command == "query":
+            query(arguments.path, arguments.query)
         elif arguments.command == "describe":
             describe(arguments.path, deep=arguments.deep)
         else:

@@ -93,9 +93,14 @@ class SparseMatrixCSC:
         """The 0-based ``scipy.sparse.csc_matrix`` (index arrays copied and shifted; ``nzval`` shared, zero-copy)."""
         import scipy.sparse as sp
 
-        return sp.csc_matrix(
-            (self.nzval, _scipy_indices(self.rowval), _scipy_indices(self.colptr)), shape=self.shape, copy=False
+        # scipy copies ``data`` that is a view of a much larger buffer ("pruning"), and a file map is such a view
+        # (its base counts bytes, not elements), so build with a same-length placeholder and attach nzval after.
+        placeholder = np.broadcast_to(np.zeros(1, dtype=self.nzval.dtype), self.nzval.shape)
+        matrix = sp.csc_matrix(
+            (placeholder, _scipy_indices(self.rowval), _scipy_indices(self.colptr)), shape=self.shape, copy=False
         )
+        matrix.data = self.nzval
+        return matrix
 
     def to_dense(self) -> np.ndarray:
         """A new dense, column-major matrix."""

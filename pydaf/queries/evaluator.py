@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import DafError, DafQueryError
+from ..formats.base import CacheGroup
 from ..sparse import SparseMatrixCSC
 from ..storage_types import julia_name
 from .query import (
@@ -226,19 +227,28 @@ def _strings(values: Any) -> np.ndarray:
                     else ["true" if value else "false" for value in values], dtype=object).reshape(values.shape)
 
 
+def _axis_index(daf: DafReader, axis: str) -> Any:
+    """A hashed ``pandas.Index`` of the axis entries (cached with the data set's axis data)."""
+    import pandas as pd
+
+    return daf._cached(("query_index", axis), lambda: (pd.Index(daf.axis_vector(axis), dtype=object),
+                                                       CacheGroup.MemoryData))
+
+
+def _positions_in_axis(daf: DafReader, axis: str, names: np.ndarray) -> np.ndarray:
+    """0-based positions of entry names in an axis (-1 for names that are not entries), hashed in C."""
+    return _axis_index(daf, axis).get_indexer(names.ravel()).reshape(names.shape)
+
+
 def _entry_indices(state: QueryState, axis: str, names: Any) -> np.ndarray:
     """0-based positions of entry names in an axis (a clear error naming the axis for a name that is not there)."""
     assert state.daf is not None
     names = _strings(names)
-    if names.size == 0:
-        return np.empty(names.shape, dtype=np.intp)
-    dictionary = state.daf.axis_dict(axis)
-    flat = names.ravel()
-    try:
-        indices = np.fromiter((dictionary[name] for name in flat), dtype=np.intp, count=flat.shape[0])
-    except KeyError as error:
-        error_at_state(state, f"missing entry: {error.args[0]}\nof the axis: {axis}")
-    return indices.reshape(names.shape)
+    indices = _positions_in_axis(state.daf, axis, names)
+    missing = np.flatnonzero(indices.ravel() < 0)
+    if missing.shape[0] > 0:
+        error_at_state(state, f"missing entry: {names.ravel()[missing[0]]}\nof the axis: {axis}")
+    return indices
 
 
 def _default(if_missing: IfMissing | None) -> Any:
@@ -337,6 +347,10 @@ def add_final_values(state: VectorState, if_not: IfNot | None) -> None:
     if if_not is None:
         return
     mask = as_booleans(state.vector_values)
+    if state.pending_final_values is not None:
+        # An entry whose chain already ended (it has a final value) holds a placeholder; it is neither dropped nor
+        # given another final value.
+        mask = mask | np.not_equal(state.pending_final_values, None)
     if if_not.final_value is None:
         state.vector_entries = state.vector_entries[mask]
         state.vector_values = state.vector_values[mask]
@@ -513,7 +527,7 @@ def ensure_vector_is_axis(query_state: QueryState, state: VectorState, as_axis: 
 def vector_property_is_axis(query_state: QueryState, state: VectorState, as_axis: AsAxis | None = None) -> None:
     if state.property_name is None:
         error_at_state(query_state, "the values are not entries of an axis")
-    finalize_vector_values(query_state, state)
+    # Pending final values stay pending: the chain of lookups goes on, and they are applied at its end.
     if as_axis is not None and as_axis.axis_name is not None:
         axis_name = as_axis.axis_name
     elif not query_state.computing:
@@ -777,8 +791,7 @@ def _groups(query_state: QueryState, group_state: VectorState) -> tuple[np.ndarr
         return unique_values, groups.astype(np.int64).reshape(-1)
     assert query_state.daf is not None
     unique_values = query_state.daf.axis_vector(group_state.property_axis_name)
-    dictionary = query_state.daf.axis_dict(group_state.property_axis_name)
-    groups = np.fromiter((dictionary.get(name, -1) for name in _strings(values)), dtype=np.int64, count=len(values))
+    groups = _positions_in_axis(query_state.daf, group_state.property_axis_name, _strings(values)).astype(np.int64)
     return unique_values, groups
 
 
@@ -1168,7 +1181,6 @@ def ensure_matrix_is_axis(query_state: QueryState, state: MatrixState, as_axis: 
 
 
 def matrix_property_is_axis(query_state: QueryState, state: MatrixState, as_axis: AsAxis | None = None) -> None:
-    finalize_matrix_values(query_state, state)
     if as_axis is not None and as_axis.axis_name is not None:
         axis_name = as_axis.axis_name
     elif not query_state.computing:

@@ -1,0 +1,1299 @@
+"""The built-in query operations (Julia's ``Operations``): element-wise operations that keep the shape of the data
+(``% Abs``, ``% Log base 2 eps 1``, ...) and reductions that turn a vector into a scalar or a matrix into a vector
+(``>> Sum``, ``>| Mean``, ``>- Quantile p 0.9``, grouped with ``/``, ``-/`` and ``|/``).
+
+Each operation is built either with keyword parameters (``Log(base=2, eps=1e-5)``) or, by the query parser, from the
+``param value`` tokens of a query string (:meth:`~pydaf.queries.registry.ComputationOperation.from_tokens`, raising
+Julia's messages for invalid values). ``str(operation)`` is its canonical query text, exactly as Julia prints it.
+
+Result element types follow Julia: :func:`float_type_for` (``Log``, ``Mean``, ``Median``, ...), :func:`int_type_for`
+(``Round``), :func:`sum_type_for` (``Sum``: small integers widen to 32 bits) and :func:`unsigned_type_for` (``Abs``).
+Conversions that would lose information raise ``InexactError`` (as Julia's ``convert`` does).
+
+Example:
+    >>> import numpy as np
+    >>> Log(base=2).compute_eltwise(np.array([1, 4, 8], np.int64))
+    array([0., 2., 3.])
+    >>> str(Sum(type="Int64")), Sum().compute_vector(np.array([200, 100], np.uint8))
+    ('>> Sum type Int64', np.uint32(300))
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+from typing import Any, ClassVar, NoReturn
+
+import numpy as np
+
+from ..errors import DafTypeError, DafValueError
+from ..kernels import reductions as kernels
+from ..sparse import SparseMatrixCSC
+from ..storage_types import JULIA_NAMES, STRING_DTYPE, julia_name
+from .registry import EltwiseOperation, ReductionOperation, query_operation
+from .tokens import Token, error_at_token
+
+__all__ = [
+    "Abs",
+    "Clamp",
+    "Convert",
+    "Count",
+    "Fraction",
+    "GeoMean",
+    "Log",
+    "Max",
+    "Mean",
+    "Median",
+    "Min",
+    "Mode",
+    "Quantile",
+    "Round",
+    "Significant",
+    "Std",
+    "StdN",
+    "Sum",
+    "Var",
+    "VarN",
+    "error_invalid_parameter_value",
+    "float_type_for",
+    "guess_typed_value",
+    "int_type_for",
+    "parse_float_type_value",
+    "parse_int_type_value",
+    "parse_number_type_value",
+    "parse_number_value",
+    "parse_parameter_value",
+    "sum_type_for",
+    "unsigned_type_for",
+]
+
+
+# Result element types (Julia's FLOAT_DTYPE_FOR, INT_DTYPE_FOR, SUM_DTYPE_FOR, UNSIGNED_DTYPE_FOR).
+
+_BOOL, _FLOAT32, _FLOAT64 = np.dtype(np.bool_), np.dtype(np.float32), np.dtype(np.float64)
+_INT8, _INT16, _INT32, _INT64 = (np.dtype(name) for name in ("int8", "int16", "int32", "int64"))
+_UINT8, _UINT16, _UINT32, _UINT64 = (np.dtype(name) for name in ("uint8", "uint16", "uint32", "uint64"))
+
+_FLOAT_TYPE_FOR = {_BOOL: _FLOAT32, _INT8: _FLOAT32, _INT16: _FLOAT32, _INT32: _FLOAT32, _INT64: _FLOAT64,
+                   _UINT8: _FLOAT32, _UINT16: _FLOAT32, _UINT32: _FLOAT32, _UINT64: _FLOAT64,
+                   _FLOAT32: _FLOAT32, _FLOAT64: _FLOAT64}
+_INT_TYPE_FOR = {_BOOL: _BOOL, _INT8: _INT8, _INT16: _INT16, _INT32: _INT32, _INT64: _INT64, _UINT8: _UINT8,
+                 _UINT16: _UINT16, _UINT32: _UINT32, _UINT64: _UINT64, _FLOAT32: _INT32, _FLOAT64: _INT64}
+_SUM_TYPE_FOR = {_BOOL: _UINT32, _INT8: _INT32, _INT16: _INT32, _INT32: _INT32, _INT64: _INT64, _UINT8: _UINT32,
+                 _UINT16: _UINT32, _UINT32: _UINT32, _UINT64: _UINT64, _FLOAT32: _FLOAT32, _FLOAT64: _FLOAT64}
+_UNSIGNED_TYPE_FOR = {_BOOL: _BOOL, _INT8: _UINT8, _INT16: _UINT16, _INT32: _UINT32, _INT64: _UINT64,
+                      _UINT8: _UINT8, _UINT16: _UINT16, _UINT32: _UINT32, _UINT64: _UINT64,
+                      _FLOAT32: _FLOAT32, _FLOAT64: _FLOAT64}
+
+
+def _type_for(table: dict[np.dtype, np.dtype], element_type: Any, type: np.dtype | None) -> np.dtype:
+    if type is not None:
+        return np.dtype(type)
+    dtype = np.dtype(element_type)
+    result = table.get(dtype)
+    if result is None:
+        name = "String" if dtype.kind in "OUS" else str(dtype)
+        raise DafTypeError(f"unsupported input type: {name} (expected a number type)")
+    return result
+
+
+def float_type_for(element_type: Any, type: np.dtype | None = None) -> np.dtype:
+    """The result type of an operation that always produces floats (``Log``, ``Mean``, ...): ``type`` if given, else
+    ``Float64`` for 64-bit inputs and ``Float32`` for everything smaller.
+
+    Example:
+        >>> float_type_for(np.dtype("uint16")), float_type_for(np.dtype("int64")), float_type_for("bool", np.float64)
+        (dtype('float32'), dtype('float64'), dtype('float64'))
+    """
+    return _type_for(_FLOAT_TYPE_FOR, element_type, type)
+
+
+def int_type_for(element_type: Any, type: np.dtype | None = None) -> np.dtype:
+    """The result type of an operation that always produces integers (``Round``): ``type`` if given, else integers
+    keep their type, ``Float32`` gives ``Int32`` and ``Float64`` gives ``Int64``.
+
+    Example:
+        >>> int_type_for(np.dtype("float32")), int_type_for(np.dtype("uint8"))
+        (dtype('int32'), dtype('uint8'))
+    """
+    return _type_for(_INT_TYPE_FOR, element_type, type)
+
+
+def sum_type_for(element_type: Any, type: np.dtype | None = None) -> np.dtype:
+    """The result type of a sum: ``type`` if given, else floats and 64-bit integers keep their type, smaller integers
+    widen to the 32-bit integer of the same signedness, and ``Bool`` sums to ``UInt32``.
+
+    Example:
+        >>> sum_type_for(np.dtype("uint8")), sum_type_for(np.dtype("int16")), sum_type_for(np.dtype("bool"))
+        (dtype('uint32'), dtype('int32'), dtype('uint32'))
+    """
+    return _type_for(_SUM_TYPE_FOR, element_type, type)
+
+
+def unsigned_type_for(element_type: Any, type: np.dtype | None = None) -> np.dtype:
+    """The result type of an operation that discards the sign (``Abs``): ``type`` if given, else signed integers
+    become the unsigned integer of the same size; others keep their type.
+
+    Example:
+        >>> unsigned_type_for(np.dtype("int32")), unsigned_type_for(np.dtype("float32"))
+        (dtype('uint32'), dtype('float32'))
+    """
+    return _type_for(_UNSIGNED_TYPE_FOR, element_type, type)
+
+
+# Parsing parameters (Julia's error messages).
+
+#: The ``type`` parameter values Julia accepts (``auto`` means the default).
+DTYPE_BY_NAME: dict[str, np.dtype | None] = {"Int": _INT64, "int": _INT64, "auto": None}
+for _dtype, _name in JULIA_NAMES.items():
+    DTYPE_BY_NAME[_name] = _dtype
+    DTYPE_BY_NAME[_name.lower()] = _dtype
+del _dtype, _name
+
+#: The default of a required parameter of :func:`parse_parameter_value`.
+REQUIRED: Any = object()
+
+_JULIA_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\t": "\\t", "\r": "\\r", "\a": "\\a", "\b": "\\b",
+                  "\f": "\\f", "\v": "\\v", "\x1b": "\\e", "\0": "\\0"}
+
+
+def _julia_escape_string(text: str) -> str:
+    """Julia's ``escape_string``: backslashes, quotes and control characters escaped."""
+    return "".join(_JULIA_ESCAPES.get(character, f"\\x{ord(character):02x}" if ord(character) < 0x20 or
+                                      ord(character) == 0x7F else character) for character in text)
+
+
+def error_invalid_parameter_value(operation_name: Token, parameter_name: str, parameter_value: Token,
+                                  must_be: str) -> NoReturn:
+    """Raise Julia's error for an invalid operation parameter value, pointing at the value in the query.
+
+    Example:
+        >>> import re
+        >>> from pydaf.queries.tokens import tokenize
+        >>> tokens = tokenize("% Log base -2", re.compile("%"))
+        >>> try:
+        ...     error_invalid_parameter_value(tokens[1], "base", tokens[3], "positive")
+        ... except Exception as error:
+        ...     print(error)
+        invalid value: "-2"
+        value must be: positive
+        for the parameter: base
+        for the operation: Log
+        in: % Log base -2
+        at:            ▲▲
+    """
+    error_at_token(parameter_value, f'invalid value: "{_julia_escape_string(parameter_value.value)}"\n'
+                                    f"value must be: {must_be}\n"
+                                    f"for the parameter: {parameter_name}\n"
+                                    f"for the operation: {operation_name.value}")
+
+
+def parse_number_type_value(operation_name: Token, parameter_name: str, parameter_value: Token) -> np.dtype | None:
+    """Parse a ``type`` parameter: ``{B,b}ool``, ``{I,i,UI,ui}nt{8,16,32,64}``, ``{I,i}nt`` (``Int64``),
+    ``{F,f}loat{32,64}``, or ``auto`` (``None``: the operation's default).
+
+    Example:
+        >>> import re
+        >>> from pydaf.queries.tokens import tokenize
+        >>> tokens = tokenize("% Abs type uint8", re.compile("%"))
+        >>> parse_number_type_value(tokens[1], "type", tokens[3])
+        dtype('uint8')
+    """
+    if parameter_value.value not in DTYPE_BY_NAME:
+        error_invalid_parameter_value(operation_name, parameter_name, parameter_value, "a number type")
+    return DTYPE_BY_NAME[parameter_value.value]
+
+
+def parse_int_type_value(operation_name: Token, parameter_name: str, parameter_value: Token) -> np.dtype | None:
+    """Like :func:`parse_number_type_value`, but only integer (signed or unsigned) types."""
+    dtype = parse_number_type_value(operation_name, parameter_name, parameter_value)
+    if dtype is None or dtype.kind not in "iu":
+        error_invalid_parameter_value(operation_name, parameter_name, parameter_value, "an integer type")
+    return dtype
+
+
+def parse_float_type_value(operation_name: Token, parameter_name: str, parameter_value: Token) -> np.dtype | None:
+    """Like :func:`parse_number_type_value`, but only float types."""
+    dtype = parse_number_type_value(operation_name, parameter_name, parameter_value)
+    if dtype is None or dtype.kind != "f":
+        error_invalid_parameter_value(operation_name, parameter_name, parameter_value, "a float type")
+    return dtype
+
+
+# What Julia's ``parse`` accepts for integers (with base prefixes) and floats (decimal, hex, Inf, NaN).
+_INTEGER_REGEX = re.compile(r"[+-]?(?:0[xX][0-9a-fA-F]+|0[bB][01]+|0[oO][0-7]+|[0-9]+)")
+_FLOAT_REGEX = re.compile(r"[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|inf(?:inity)?|nan)",
+                          re.IGNORECASE)
+_HEX_FLOAT_REGEX = re.compile(r"([+-]?)(0[xX](?:[0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)(?:[pP][+-]?[0-9]+)?)")
+
+
+def _parse_integer(text: str) -> int | None:
+    if _INTEGER_REGEX.fullmatch(text) is None:
+        return None
+    sign = -1 if text.startswith("-") else 1
+    digits = text.lstrip("+-")
+    if digits[:2].lower() in ("0x", "0b", "0o"):
+        return sign * int(digits, 0)
+    return sign * int(digits, 10)
+
+
+def _parse_float(text: str) -> float | None:
+    if _FLOAT_REGEX.fullmatch(text) is not None:
+        return float(text)
+    match = _HEX_FLOAT_REGEX.fullmatch(text)
+    if match is not None:
+        body = match.group(2)
+        value = float.fromhex(body if "p" in body.lower() else body + "p0")
+        return -value if match.group(1) == "-" else value
+    return None
+
+
+def _parse_typed(text: str, dtype: np.dtype) -> Any:
+    """``text`` as a value of ``dtype`` like Julia's ``parse(T, text)``, or ``None`` if it does not parse or fit."""
+    if dtype == _BOOL:
+        return {"true": np.True_, "false": np.False_, "1": np.True_, "0": np.False_}.get(text)
+    if dtype.kind in "iu":
+        value = _parse_integer(text)
+        if value is None:
+            return None
+        info = np.iinfo(dtype)
+        return dtype.type(value) if info.min <= value <= info.max else None
+    value = _parse_float(text)
+    if value is None:
+        return None
+    with np.errstate(over="ignore"):
+        return dtype.type(value)
+
+
+def parse_number_value(operation_name: Token, parameter_name: str, parameter_value: Token, dtype: Any) -> Any:
+    """Parse a numeric parameter value as a numpy scalar of ``dtype`` (``e`` and ``pi`` are the constants).
+
+    Example:
+        >>> import re
+        >>> from pydaf.queries.tokens import tokenize
+        >>> tokens = tokenize("% Log base 2", re.compile("%"))
+        >>> parse_number_value(tokens[1], "base", tokens[3], np.float64), parse_number_value(
+        ...     tokens[1], "base", tokens[3], np.int32)
+        (np.float64(2.0), np.int32(2))
+    """
+    dtype = np.dtype(dtype)
+    text = parameter_value.value
+    value: Any = None
+    if text in ("e", "pi") and dtype.kind == "f":
+        value = dtype.type(math.e if text == "e" else math.pi)
+    else:
+        value = _parse_typed(text, dtype)
+    if value is None:
+        error_invalid_parameter_value(operation_name, parameter_name, parameter_value, f"a valid {julia_name(dtype)}")
+    return value
+
+
+def parse_parameter_value(parse_value: Callable[[Token], Any], operation_name: Token, operation_kind: str,
+                          parameters_values: dict[str, Token], parameter_name: str, default: Any) -> Any:
+    """The value of an operation parameter: ``parse_value`` of its token if given (and not ``None``), else the
+    ``default``; if the default is :data:`REQUIRED`, raise Julia's ``missing required parameter`` error.
+
+    Example:
+        >>> import re
+        >>> from pydaf.queries.tokens import tokenize
+        >>> tokens = tokenize(">> Quantile", re.compile(">>"))
+        >>> try:
+        ...     parse_parameter_value(float, tokens[1], "eltwise", {}, "p", REQUIRED)
+        ... except Exception as error:
+        ...     print(error)
+        missing required parameter: p
+        for the eltwise operation: Quantile
+        in: >> Quantile
+        at:    ▲▲▲▲▲▲▲▲
+    """
+    token = parameters_values.get(parameter_name)
+    value = None if token is None else parse_value(token)
+    if value is not None:
+        return value
+    if default is not REQUIRED:
+        return default
+    error_at_token(operation_name, f"missing required parameter: {parameter_name}\n"
+                                   f"for the {operation_kind} operation: {operation_name.value}")
+
+
+def guess_typed_value(value: str) -> Any:
+    """Guess the typed value a string represents (for ``|| value`` without a type): ``true``/``false`` are ``Bool``,
+    integers ``Int64``, floats (and ``e``, ``pi``) ``Float64``, anything else stays a string.
+
+    Example:
+        >>> guess_typed_value("true"), guess_typed_value("12"), guess_typed_value("1e-3"), guess_typed_value("pi")
+        (np.True_, np.int64(12), np.float64(0.001), np.float64(3.141592653589793))
+        >>> guess_typed_value("1.0.1")
+        '1.0.1'
+    """
+    constants = {"true": np.True_, "false": np.False_, "e": np.float64(math.e), "pi": np.float64(math.pi)}
+    if value in constants:
+        return constants[value]
+    integer = _parse_typed(value, _INT64)
+    if integer is not None:
+        return integer
+    number = _parse_typed(value, _FLOAT64)
+    if number is not None:
+        return number
+    return str(value)
+
+
+# Validating builder parameters.
+
+
+def _invalid(operation: str, parameter: str, value: Any, must_be: str) -> NoReturn:
+    from .query import julia_string
+
+    raise DafValueError(f"invalid value: {julia_string(value)}\nvalue must be: {must_be}\n"
+                        f"for the parameter: {parameter}\nfor the operation: {operation}")
+
+
+def _type_parameter(operation: str, value: Any, *, floats_only: bool = False,
+                    required: bool = False) -> np.dtype | None:
+    """A ``type`` parameter given to a builder: a numpy dtype, a Python/numpy type, or a Julia type name."""
+    if value is None or (isinstance(value, str) and value == "auto"):
+        if required:
+            _invalid(operation, "type", value, "a number type")
+        return None
+    if isinstance(value, str):
+        dtype = DTYPE_BY_NAME.get(value)
+        if dtype is None:
+            _invalid(operation, "type", value, "a number type")
+    else:
+        try:
+            dtype = np.dtype(value)
+        except TypeError:
+            _invalid(operation, "type", value, "a number type")
+        if dtype not in JULIA_NAMES:
+            _invalid(operation, "type", value, "a number type")
+    if floats_only and dtype.kind != "f":
+        _invalid(operation, "type", julia_name(dtype), "a float type")
+    return dtype
+
+
+def _number_parameter(operation: str, parameter: str, value: Any) -> float:
+    if isinstance(value, str) or not isinstance(value, int | float | np.integer | np.floating | np.bool_):
+        _invalid(operation, parameter, value, "a number")
+    return float(value)
+
+
+# Values: scalars, vectors, dense column-major matrices, 1-based sparse matrices.
+
+
+def _eltype(input: Any) -> np.dtype:
+    if isinstance(input, SparseMatrixCSC):
+        return input.nzval.dtype
+    if isinstance(input, str):
+        return STRING_DTYPE
+    return np.asarray(input).dtype
+
+
+def _is_scalar(input: Any) -> bool:
+    return not isinstance(input, SparseMatrixCSC) and np.ndim(input) == 0
+
+
+def _require_numbers(operation: Any, input: Any) -> None:
+    if _eltype(input).kind in "OUS":
+        raise DafTypeError(f"unsupported input type: String\nfor the operation: {operation.operation_name()}")
+
+
+def _cast(values: Any, dtype: np.dtype) -> Any:
+    """``values`` converted to ``dtype``, raising Julia's ``InexactError`` when a value does not fit an integer or
+    Bool type exactly (a fraction, NaN, or out of range)."""
+    values = np.asarray(values)
+    if values.dtype == dtype:
+        return values
+    if dtype.kind in "iub" and values.size:
+        if dtype == _BOOL:
+            fits = (values == 0) | (values == 1)
+        else:
+            info = np.iinfo(dtype)
+            with np.errstate(invalid="ignore"):
+                fits = (values >= info.min) & (values <= info.max)
+                if values.dtype.kind == "f":
+                    fits &= np.isfinite(values) & (np.trunc(values) == values)
+                    # float(2**63) == 2**63 rounds up past Int64's range.
+                    fits &= values < float(info.max) + 1.0
+        if not np.all(fits):
+            from .query import julia_string
+
+            bad = values[~fits].ravel()[0] if values.ndim else values[()]
+            raise DafValueError(f"InexactError: {julia_name(dtype)}({julia_string(bad)})")
+    with np.errstate(invalid="ignore", over="ignore"):
+        return values.astype(dtype)
+
+
+def _scalar(value: Any, dtype: np.dtype) -> Any:
+    return _cast(np.asarray(value), dtype)[()]
+
+
+def _map_values(input: Any, function: Callable[[np.ndarray], np.ndarray], *, zero_to_zero: bool) -> Any:
+    """Apply an element-wise ``function`` (numpy array in, array of the result type out) to a scalar, a vector or a
+    matrix. A sparse matrix stays sparse (dropping the entries that became zero, as Julia's sparse broadcast does)
+    when the function maps zero to zero; otherwise the result is dense."""
+    if _is_scalar(input):
+        return function(np.asarray(input))[()]
+    if isinstance(input, SparseMatrixCSC):
+        if not zero_to_zero:
+            return np.asfortranarray(function(kernels.dense_column_major(input)))
+        return _sparse_with_values(input, function(np.asarray(input.nzval)))
+    values = np.asarray(input)
+    result = function(values)
+    return np.asfortranarray(result) if result.ndim == 2 else result
+
+
+def _sparse_with_values(matrix: SparseMatrixCSC, nzval: np.ndarray, keep: np.ndarray | None = None) -> SparseMatrixCSC:
+    """The same sparsity structure with new values, minus the entries that are zero (or not in ``keep``). The index
+    arrays are shared (not copied) when nothing is dropped."""
+    mask = nzval != 0 if keep is None else keep
+    if np.all(mask):
+        return SparseMatrixCSC(matrix.shape, matrix.colptr, matrix.rowval, nzval)
+    counts = np.diff(matrix.colptr.astype(np.int64))
+    columns = np.repeat(np.arange(matrix.shape[1], dtype=np.int64), counts)
+    colptr = kernels.colptr_from_counts(np.bincount(columns[mask], minlength=matrix.shape[1]), matrix.colptr.dtype)
+    return SparseMatrixCSC(matrix.shape, colptr, np.asarray(matrix.rowval)[mask], nzval[mask])
+
+
+def _entry_columns(matrix: SparseMatrixCSC) -> np.ndarray:
+    return np.repeat(np.arange(matrix.shape[1], dtype=np.int64), np.diff(matrix.colptr.astype(np.int64)))
+
+
+# Element-wise operations.
+
+
+@query_operation
+class Abs(EltwiseOperation):
+    """``% Abs [type T]``: the absolute value of every element; by default of the :func:`unsigned_type_for` the
+    input type.
+
+    Example:
+        >>> Abs().compute_eltwise(np.array([-3, 2], np.int8))
+        array([3, 2], dtype=uint8)
+        >>> str(Abs(type="Float32"))
+        '% Abs type Float32'
+    """
+
+    parameters = ("type",)
+
+    def __init__(self, *, type: Any = None) -> None:
+        self.type = _type_parameter("Abs", type)
+
+    @classmethod
+    def from_tokens(cls, operation_name: Token, parameters: dict[str, Token]) -> Abs:
+        return cls(type=_parse_type(operation_name, "eltwise", parameters, parse_number_type_value))
+
+    def compute_eltwise(self, input: Any) -> Any:
+        _require_numbers(self, input)
+        dtype = unsigned_type_for(_eltype(input), self.type)
+
+        def absolute(values: np.ndarray) -> np.ndarray:
+            if values.dtype.kind in "ub":
+                return _cast(values, dtype)
+            return _cast(np.abs(values), dtype)
+
+        return _map_values(input, absolute, zero_to_zero=True)
+
+
+@query_operation
+class Round(EltwiseOperation):
+    """``% Round [type T]``: every element rounded to the nearest integer (ties to even); by default of the
+    :func:`int_type_for` the input type.
+
+    Example:
+        >>> Round().compute_eltwise(np.array([-1.5, 2.5, 2.7]))
+        array([-2,  2,  3])
+    """
+
+    parameters = ("type",)
+
+    def __init__(self, *, type: Any = None) -> None:
+        self.type = _type_parameter("Round", type)
+
+    @classmethod
+    def from_tokens(cls, operation_name: Token, parameters: dict[str, Token]) -> Round:
+        return cls(type=_parse_type(operation_name, "eltwise", parameters, parse_number_type_value))
+
+    def compute_eltwise(self, input: Any) -> Any:
+        _require_numbers(self, input)
+        dtype = int_type_for(_eltype(input), self.type)
+
+        def rounded(values: np.ndarray) -> np.ndarray:
+            return _cast(np.rint(values) if values.dtype.kind == "f" else values, dtype)
+
+        return _map_values(input, rounded, zero_to_zero=True)
+
+
+@query_operation
+class Clamp(EltwiseOperation):
+    """``% Clamp [min m] [max M] [type T]``: every element clamped into ``[min, max]``. By default the result keeps an
+    integer input type when both bounds are integers (or infinite), and is the :func:`float_type_for` it otherwise.
+
+    Example:
+        >>> Clamp(min=0, max=10).compute_eltwise(np.array([-5, 5, 50]))
+        array([ 0,  5, 10])
+        >>> str(Clamp(min=40, max=60))
+        '% Clamp min 40.0 max 60.0'
+    """
+
+    parameters = ("type", "min", "max")
+
+    def __init__(self, *, type: Any = None, min: Any = -math.inf, max: Any = math.inf) -> None:
+        self.type = _type_parameter("Clamp", type)
+        self.min = _number_parameter("Clamp", "min", min)
+        self.max = _number_parameter("Clamp", "max", max)
+        if not self.min < self.max:
+            from .query import julia_string
+
+            _invalid("Clamp", "max", self.max, f"larger than min ({julia_string(self.min)})")
+
+    @classmethod
+    def from_tokens(cls, operation_name: Token, parameters: dict[str, Token]) -> Clamp:
+        from .query import julia_string
+
+        type = _parse_type(operation_name, "eltwise", parameters, parse_number_type_value)
+        low = parse_parameter_value(lambda token: parse_number_value(operation_name, "min", token, _FLOAT64),
+                                    operation_name, "eltwise", parameters, "min", -math.inf)
+
+        def parse_max(token: Token) -> Any:
+            value = parse_number_value(operation_name, "max", token, _FLOAT64)
+            if value <= low:
+                error_invalid_parameter_value(operation_name, "max", token, f"larger than min ({julia_string(low)})")
+            return value
+
+        high = parse_parameter_value(parse_max, operation_name, "eltwise", parameters, "max", math.inf)
+        return cls(type=type, min=low, max=high)
+
+    def _result_type(self, element_type: np.dtype) -> np.dtype:
+        if self.type is not None:
+            return self.type
+        if element_type.kind in "iub" and _is_int(self.min) and _is_int(self.max):
+            return int_type_for(element_type)
+        return float_type_for(element_type)
+
+    def compute_eltwise(self, input: Any) -> Any:
+        _require_numbers(self, input)
+        dtype = self._result_type(_eltype(input))
+
+        def clamped(values: np.ndarray) -> np.ndarray:
+            if values.dtype.kind in "iu" and _is_int(self.min) and _is_int(self.max):
+                # In the integer domain: float64 would round 64-bit values.
+                info = np.iinfo(values.dtype)
+                low = info.min if self.min == -math.inf else max(int(self.min), info.min)
+                high = info.max if self.max == math.inf else min(int(self.max), info.max)
+                if low > high:
+                    return _cast(np.full(values.shape, self.max if high < info.min else self.min), dtype)
+                return _cast(np.clip(values, values.dtype.type(low), values.dtype.type(high)), dtype)
+            return _cast(np.clip(values.astype(np.float64), self.min, self.max), dtype)
+
+        return _map_values(input, clamped, zero_to_zero=self.min <= 0 <= self.max)
+
+
+def _is_int(value: float) -> bool:
+    return math.isinf(value) or float(value).is_integer()
+
+
+@query_operation
+class Convert(EltwiseOperation):
+    """``% Convert type T``: every element converted to ``T`` (required; values must fit exactly in an integer type).
+
+    Example:
+        >>> Convert(type="Float32").compute_eltwise(np.array([1, 2]))
+        array([1., 2.], dtype=float32)
+    """
+
+    parameters = ("type",)
+
+    def __init__(self, *, type: Any) -> None:
+        self.type = _type_parameter("Convert", type, required=True)
+
+    @classmethod
+    def from_tokens(cls, operation_name: Token, parameters: dict[str, Token]) -> Convert:
+        return cls(type=_parse_type(operation_name, "eltwise", parameters, parse_number_type_value, required=True))
+
+    def compute_eltwise(self, input: Any) -> Any:
+        _require_numbers(self, input)
+        dtype = self.type
+        assert dtype is not None
+        return _map_values(input, lambda values: _cast(values, dtype), zero_to_zero=True)
+
+
+@query_operation
+class Fraction(EltwiseOperation):
+    """``% Fraction [type T]``: every element divided by the total of its vector (or of its matrix column); all zeros
+    for a vector whose total is zero (a matrix column whose total is zero is kept as is). Of the
+    :func:`float_type_for` the input type; not defined for scalars.
+
+    Example:
+        >>> Fraction().compute_eltwise(np.array([1, 3], np.int64))
+        array([0.25, 0.75])
+        >>> Fraction().compute_eltwise(np.array([[1, 0], [3, 0]], np.int32, order="F")).tolist()
+        [[0.25, 0.0], [0.75, 0.0]]
+    """
+
+    parameters = ("type",)
+
+    def __init__(self, *, type: Any = None) -> None:
+        self.type = _type_parameter("Fraction", type, floats_only=True)
+
+    @classmethod
+    def from_tokens(cls, operation_name: Token, parameters: dict[str, Token]) -> Fraction:
+        return cls(type=_parse_type(operation_name, "eltwise", parameters, parse_float_type_value))
+
+    def compute_eltwise(self, input: Any) -> Any:
+        if _is_scalar(input):
+            raise DafValueError("applying Fraction eltwise operation to a scalar")
+        _require_numbers(self, input)
+        dtype = float_type_for(_eltype(input), self.type)
+        if isinstance(input, SparseMatrixCSC):
+            converted = _sparse_with_values(input, _cast(input.nzval, dtype))
+            totals = kernels.column_sums(converted).astype(dtype)
+            divisors = np.where(totals == 0, dtype.type(1), totals)
+            nzval = converted.nzval / divisors[_entry_columns(converted)]
+            return SparseMatrixCSC(converted.shape, converted.colptr, converted.rowval, nzval.astype(dtype))
+        values = np.asarray(input)
+        if values.ndim == 2:
+            converted = np.asfortranarray(_cast(values, dtype))
+            totals = kernels.column_sums(converted).astype(dtype)
+            return np.asfortranarray(converted / np.where(totals == 0, dtype.type(1), totals)[np.newaxis, :])
+        total = kernels.reduce_vector(values, "sum") if values.size else 0
+        if total == 0:
+            return np.zeros(values.shape, dtype=dtype)
+        if values.dtype == _FLOAT64 and dtype == _FLOAT32:
+            # Julia divides the Float32 values by the Float64 total in Float64, then stores Float32.
+            return (_cast(values, dtype).astype(np.float64) / total).astype(dtype)
+        return _cast(values, dtype) / dtype.type(total)
+
+
+@query_operation
+class Log(EltwiseOperation):
+    """``% Log [base b] [eps e] [type T]``: the logarithm of every element plus ``eps`` (default: natural log, eps 0);
+    of the :func:`float_type_for` the input type.
+
+    Example:
+        >>> Log(base=2, eps=1).compute_eltwise(np.array([0, 1, 3], np.uint8))
+        array([0., 1., 2.], dtype=float32)
+        >>> str(Log()), str(Log(base=10, eps=1e-5, type="Float64"))
+        ('% Log base e eps 0.0', '% Log type Float64 base 10.0 eps 1.0e-5')
+    """
+
+    parameters = ("type", "base", "eps")
+
+    def __init__(self, *, type: Any = None, base: Any = math.e, eps: Any = 0.0) -> None:
+        self.type = _type_parameter("Log", type, floats_only=True)
+        self.base = _number_parameter("Log", "base", base)
+        self.eps = _number_parameter("Log", "eps", eps)
+        if not self.base > 0:
+            _invalid("Log", "base", self.base, "positive")
+        if not self.eps >= 0:
+            _invalid("Log", "eps", self.eps, "not negative")
+
+    @classmethod
+    def from_tokens(cls, operation_name: Token, parameters: dict[str, Token]) -> Log:
+        type = _parse_type(operation_name, "eltwise", parameters, parse_float_type_value)
+        base = parse_parameter_value(_positive_parser(operation_name, "base"), operation_name, "eltwise", parameters,
+                                     "base", math.e)
+        eps = parse_parameter_value(_not_negative_parser(operation_name, "eps"), operation_name, "eltwise",
+                                    parameters, "eps", 0.0)
+        return cls(type=type, base=base, eps=eps)
+
+    def compute_eltwise(self, input: Any) -> Any:
+        _require_numbers(self, input)
+        dtype = float_type_for(_eltype(input), self.type)
+        if _is_scalar(input):
+            with np.errstate(divide="ignore", invalid="ignore"):
+                return dtype.type(math.log(float(input) + self.eps) / math.log(self.base)
+                                  if float(input) + self.eps > 0 else np.log(float(input) + self.eps))
+
+        def logarithm(values: np.ndarray) -> np.ndarray:
+            shifted = _cast(values, dtype)
+            if self.eps != 0:
+                shifted = shifted + dtype.type(self.eps)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                if self.base == 2.0:
+                    return np.log2(shifted)
+                if self.base == 10.0:
+                    return np.log10(shifted)
+                if self.base == math.e:
+                    return np.log(shifted)
+                return np.log(shifted) * dtype.type(1.0 / math.log(self.base))
+
+        return _map_values(input, logarithm, zero_to_zero=self.eps == 1.0)
+
+
+@query_operation
+class Significant(EltwiseOperation):
+    """``% Significant high h [low l]``: zero the insignificant values of each vector (or matrix column). If no value
+    reaches ``|x| >= high`` they all become zero; otherwise the values with ``|x| < low`` (default: ``high``) do. A
+    dense matrix with zeros in the result becomes sparse (as in Julia); not defined for scalars.
+
+    Example:
+        >>> Significant(high=3, low=2).compute_eltwise(np.array([-3.5, 1.0, 2.5, -0.5]))
+        array([-3.5,  0. ,  2.5,  0. ])
+        >>> str(Significant(high=3))
+        '% Significant high 3.0 low 3.0'
+    """
+
+    parameters = ("high", "low")
+
+    def __init__(self, *, high: Any, low: Any = None) -> None:
+        self.high = _number_parameter("Significant", "high", high)
+        self.low = self.high if low is None else _number_parameter("Significant", "low", low)
+        if not self.high > 0:
+            _invalid("Significant", "high", self.high, "positive")
+        if not self.low >= 0:
+            _invalid("Significant", "low", self.low, "not negative")
+        if self.low > self.high:
+            from .query import julia_string
+
+            _invalid("Significant", "low", self.low, f"at most high ({julia_string(self.high)})")
+
+    @classmethod
+    def from_tokens(cls, operation_name: Token, parameters: dict[str, Token]) -> Significant:
+        from .query import julia_string
+
+        high = parse_parameter_value(_positive_parser(operation_name, "high"), operation_name, "eltwise", parameters,
+                                     "high", REQUIRED)
+
+        def parse_low(token: Token) -> Any:
+            value = _not_negative_parser(operation_name, "low")(token)
+            if value > high:
+                error_invalid_parameter_value(operation_name, "low", token, f"at most high ({julia_string(high)})")
+            return value
+
+        low = parse_parameter_value(parse_low, operation_name, "eltwise", parameters, "low", high)
+        return cls(high=high, low=low)
+
+    def _thresholds(self, dtype: np.dtype) -> tuple[Any, Any]:
+        # Julia compares in the element type (an integer type must hold the thresholds exactly).
+        return _scalar(self.high, dtype), _scalar(self.low, dtype)
+
+    def compute_eltwise(self, input: Any) -> Any:
+        if _is_scalar(input):
+            raise DafValueError("applying Significant eltwise operation to a scalar")
+        _require_numbers(self, input)
+        dtype = _eltype(input)
+        high, low = self._thresholds(dtype)
+        if isinstance(input, SparseMatrixCSC):
+            values = np.asarray(input.nzval)
+            columns = _entry_columns(input)
+            keep = self._keep(values, columns, input.shape[1], high, low)
+            return _sparse_with_values(input, values, keep & (values != 0))
+        values = np.asarray(input)
+        if values.ndim == 1:
+            keep = self._keep(values, np.zeros(values.shape[0], dtype=np.int64), 1, high, low)
+            return np.where(keep, values, dtype.type(0))
+        flat = np.asfortranarray(values).ravel(order="F")
+        columns = np.repeat(np.arange(values.shape[1], dtype=np.int64), values.shape[0])
+        keep = self._keep(flat, columns, values.shape[1], high, low) & (flat != 0)
+        if np.all(keep):
+            return np.asfortranarray(values.copy(order="F"))
+        # Julia returns a sparse matrix when any value became zero.
+        rows = np.tile(np.arange(values.shape[0], dtype=np.int64), values.shape[1])
+        colptr = kernels.colptr_from_counts(np.bincount(columns[keep], minlength=values.shape[1]), np.int64)
+        return SparseMatrixCSC((int(values.shape[0]), int(values.shape[1])), colptr, rows[keep] + 1, flat[keep])
+
+    @staticmethod
+    def _keep(values: np.ndarray, columns: np.ndarray, n_columns: int, high: Any, low: Any) -> np.ndarray:
+        is_high = ~((-high < values) & (values < high))
+        has_high = np.bincount(columns[is_high], minlength=n_columns) > 0
+        is_low = (-low < values) & (values < low)
+        return has_high[columns] & ~is_low
+
+
+def _parse_type(operation_name: Token, kind: str, parameters: dict[str, Token],
+                parser: Callable[[Token, str, Token], np.dtype | None], *, required: bool = False) -> np.dtype | None:
+    return parse_parameter_value(lambda token: parser(operation_name, "type", token), operation_name, kind,
+                                 parameters, "type", REQUIRED if required else None)
+
+
+def _positive_parser(operation_name: Token, parameter_name: str) -> Callable[[Token], Any]:
+    def parse(token: Token) -> Any:
+        value = parse_number_value(operation_name, parameter_name, token, _FLOAT64)
+        if not value > 0:
+            error_invalid_parameter_value(operation_name, parameter_name, token, "positive")
+        return value
+
+    return parse
+
+
+def _not_negative_parser(operation_name: Token, parameter_name: str) -> Callable[[Token], Any]:
+    def parse(token: Token) -> Any:
+        value = parse_number_value(operation_name, parameter_name, token, _FLOAT64)
+        if value < 0:
+            error_invalid_parameter_value(operation_name, parameter_name, token, "not negative")
+        return value
+
+    return parse
+
+
+# Reductions.
+
+
+class _KernelReduction(ReductionOperation):
+    """A reduction computed by :mod:`pydaf.kernels.reductions`: the kernel's statistic, cast to the result type."""
+
+    #: The kernel statistic.
+    statistic: ClassVar[str] = ""
+
+    type: np.dtype | None = None
+
+    def _options(self) -> dict[str, Any]:
+        return {}
+
+    def _finish(self, values: Any, dtype: np.dtype) -> Any:
+        return _cast(values, self.reduction_result_type(dtype))
+
+    def compute_vector(self, values: np.ndarray) -> Any:
+        _require_numbers(self, values)
+        return self._finish(kernels.reduce_vector(values, self.statistic, **self._options()), values.dtype)[()]
+
+    def compute_matrix(self, matrix: Any, axis: int) -> np.ndarray:
+        _require_numbers(self, matrix)
+        reduce = kernels.reduce_columns if axis == 0 else kernels.reduce_rows
+        return self._finish(reduce(matrix, self.statistic, **self._options()), _eltype(matrix))
+
+    def compute_all(self, matrix: Any) -> Any:
+        _require_numbers(self, matrix)
+        return self._finish(kernels.reduce_all(matrix, self.statistic, **self._options()), _eltype(matrix))[()]
+
+    def compute_grouped_vector(self, values: np.ndarray, groups: np.ndarray, n_groups: int) -> np.ndarray:
+        _require_numbers(self, values)
+        with np.errstate(invalid="ignore"):
+            reduced = kernels.reduce_grouped_vector(values, self.statistic, groups, n_groups, **self._options())
+        return self._finish(_fill_empty(reduced, groups, n_groups), values.dtype)
+
+    def compute_grouped_matrix(self, matrix: Any, groups: np.ndarray, n_groups: int, axis: int) -> np.ndarray:
+        _require_numbers(self, matrix)
+        reduce = kernels.reduce_grouped_rows if axis == 0 else kernels.reduce_grouped_columns
+        reduced = reduce(matrix, self.statistic, groups, n_groups, **self._options())
+        empty = np.bincount(np.asarray(groups)[np.asarray(groups) >= 0], minlength=n_groups) == 0
+        if np.any(empty):
+            # Empty groups are replaced by the evaluator; zero them so the casts below never fail on them.
+            reduced = np.array(reduced, copy=True, order="F")
+            if axis == 0:
+                reduced[empty, :] = 0
+            else:
+                reduced[:, empty] = 0
+        return np.asfortranarray(self._finish(reduced, _eltype(matrix)))
+
+
+def _fill_empty(reduced: np.ndarray, groups: np.ndarray, n_groups: int) -> np.ndarray:
+    groups = np.asarray(groups)
+    empty = np.bincount(groups[groups >= 0], minlength=n_groups) == 0
+    if np.any(empty):
+        reduced = reduced.copy()
+        reduced[empty] = 0
+    return reduced
+
+
+def _reduction_type_init(operation: Any, name: str, type: Any, *, floats_only: bool = True) -> None:
+    operation.type = _type_parameter(name, type, floats_only=floats_only)
+
+
+@query_operation
+class Sum(_KernelReduction):
+    """``>> Sum [type T]``: the sum of the elements; by default of the :func:`sum_type_for` the input type.
+
+    Example:
+        >>> Sum().compute_matrix(np.array([[1, 2], [3, 4]], np.int8, order="F"), 0)
+        array([4, 6], dtype=int32)
+    """
+
+    parameters = ("type",)
+    statistic = "sum"
+
+    def __init__(self, *, type: Any = None) -> None:
+        _reduction_type_init(self, "Sum", type, floats_only=False)
+
+    @classmethod
+    def from_tokens(cls, operation_name: Token, parameters: dict[str, Token]) -> Sum:
+        return cls(type=_parse_type(operation_name, "reduction", parameters, parse_number_type_value))
+
+    def reduction_result_type(self, dtype: np.dtype) -> np.dtype:
+        return sum_type_for(dtype, self.type)
+
+
+@query_operation
+class Max(_KernelReduction):
+    """``>> Max``: the largest element (of the input type).
+
+    Example:
+        >>> Max().compute_vector(np.array([3, 9, 2], np.uint16))
+        np.uint16(9)
+    """
+
+    statistic = "max"
+
+    def reduction_result_type(self, dtype: np.dtype) -> np.dtype:
+        return np.dtype(dtype)
+
+
+@query_operation
+class Min(_KernelReduction):
+    """``>> Min``: the smallest element (of the input type).
+
+    Example:
+        >>> Min().compute_all(SparseMatrixCSC((2, 2), np.array([1, 2, 3]), np.array([1, 2]), np.array([4.0, 5.0])))
+        np.float64(0.0)
+    """
+
+    statistic = "min"
+
+    def reduction_result_type(self, dtype: np.dtype) -> np.dtype:
+        return np.dtype(dtype)
+
+
+class _FloatReduction(_KernelReduction):
+    parameters = ("type",)
+
+    def __init__(self, *, type: Any = None) -> None:
+        _reduction_type_init(self, _type_name(self), type)
+
+    @classmethod
+    def from_tokens(cls, operation_name: Token, parameters: dict[str, Token]) -> Any:
+        return cls(type=_parse_type(operation_name, "eltwise", parameters, parse_float_type_value))
+
+    def reduction_result_type(self, dtype: np.dtype) -> np.dtype:
+        return float_type_for(dtype, self.type)
+
+
+def _type_name(operation: Any) -> str:
+    return type(operation).__name__
+
+
+@query_operation
+class Median(_FloatReduction):
+    """``>> Median [type T]``: the median (the mean of the two middle values for an even count); of the
+    :func:`float_type_for` the input type.
+
+    Example:
+        >>> Median().compute_vector(np.array([1, 10, 2, 3], np.int64))
+        np.float64(2.5)
+    """
+
+    statistic = "median"
+
+
+@query_operation
+class Quantile(_FloatReduction):
+    """``>> Quantile p P [type T]``: the ``P`` quantile (``0``: minimum, ``0.5``: median, ``1``: maximum; linear
+    interpolation as Julia's ``Statistics.quantile``); of the :func:`float_type_for` the input type.
+
+    Example:
+        >>> Quantile(p=0.25).compute_vector(np.array([1.0, 2.0, 3.0, 4.0, 5.0]))
+        np.float64(2.0)
+        >>> str(Quantile(p=0.5))
+        '>> Quantile p 0.5'
+    """
+
+    parameters = ("type", "p")
+    statistic = "quantile"
+
+    def __init__(self, *, type: Any = None, p: Any) -> None:
+        _reduction_type_init(self, "Quantile", type)
+        self.p = _number_parameter("Quantile", "p", p)
+        if not 0 <= self.p <= 1:
+            _invalid("Quantile", "p", self.p, "at least 0" if self.p < 0 else "at most 1")
+
+    @classmethod
+    def from_tokens(cls, operation_name: Token, parameters: dict[str, Token]) -> Quantile:
+        type = _parse_type(operation_name, "eltwise", parameters, parse_float_type_value)
+
+        def parse_p(token: Token) -> Any:
+            value = parse_number_value(operation_name, "p", token, _FLOAT64)
+            if value < 0:
+                error_invalid_parameter_value(operation_name, "p", token, "at least 0")
+            if value > 1:
+                error_invalid_parameter_value(operation_name, "p", token, "at most 1")
+            return value
+
+        return cls(type=type, p=parse_parameter_value(parse_p, operation_name, "eltwise", parameters, "p", REQUIRED))
+
+    def _options(self) -> dict[str, Any]:
+        return {"p": self.p}
+
+
+@query_operation
+class Mean(_FloatReduction):
+    """``>> Mean [type T]``: the mean; of the :func:`float_type_for` the input type.
+
+    Example:
+        >>> Mean().compute_matrix(np.array([[1, 2], [3, 5]], np.uint32, order="F"), 1)
+        array([1.5, 4. ], dtype=float32)
+    """
+
+    statistic = "mean"
+
+
+class _EpsReduction(_FloatReduction):
+    parameters = ("type", "eps")
+
+    def __init__(self, *, type: Any = None, eps: Any = 0.0) -> None:
+        _reduction_type_init(self, _type_name(self), type)
+        self.eps = _number_parameter(_type_name(self), "eps", eps)
+        if not self.eps >= 0:
+            _invalid(_type_name(self), "eps", self.eps, "not negative")
+
+    @classmethod
+    def from_tokens(cls, operation_name: Token, parameters: dict[str, Token]) -> Any:
+        type = _parse_type(operation_name, "eltwise", parameters, parse_float_type_value)
+        eps = parse_parameter_value(_not_negative_parser(operation_name, "eps"), operation_name, "eltwise",
+                                    parameters, "eps", 0.0)
+        return cls(type=type, eps=eps)
+
+    def _options(self) -> dict[str, Any]:
+        return {"eps": self.eps}
+
+
+@query_operation
+class GeoMean(_EpsReduction):
+    """``>> GeoMean [eps e] [type T]``: the geometric mean of the values plus ``eps``, minus ``eps``; of the
+    :func:`float_type_for` the input type.
+
+    Example:
+        >>> GeoMean().compute_vector(np.array([1.0, 4.0]))
+        np.float64(2.0)
+        >>> str(GeoMean(eps=1))
+        '>> GeoMean eps 1.0'
+    """
+
+    statistic = "geomean"
+
+
+@query_operation
+class Var(_FloatReduction):
+    """``>> Var [type T]``: the (uncorrected) variance; of the :func:`float_type_for` the input type.
+
+    Example:
+        >>> Var().compute_vector(np.array([1.0, 3.0]))
+        np.float64(1.0)
+    """
+
+    statistic = "var"
+
+
+@query_operation
+class Std(_FloatReduction):
+    """``>> Std [type T]``: the (uncorrected) standard deviation; of the :func:`float_type_for` the input type.
+
+    Example:
+        >>> Std().compute_vector(np.array([1.0, 3.0]))
+        np.float64(1.0)
+    """
+
+    statistic = "std"
+
+
+class _NormalizedReduction(_EpsReduction):
+    """``VarN``/``StdN``: the variance (standard deviation) divided by the mean plus ``eps``, with Julia's order of
+    conversions (vectors: ``T(var) / T(mean + eps)``; matrices: ``T.(var) ./ (T.(mean) .+ eps)``)."""
+
+    statistic = "var"
+
+    def _pair(self, reduce: Callable[[str], Any]) -> tuple[Any, Any]:
+        spread = reduce(self.statistic)
+        with np.errstate(invalid="ignore"):
+            return spread, reduce("mean")
+
+    def compute_vector(self, values: np.ndarray) -> Any:
+        _require_numbers(self, values)
+        spread, mean = self._pair(lambda statistic: kernels.reduce_vector(values, statistic))
+        return self._divide_scalar(spread, mean, values.dtype)
+
+    def compute_all(self, matrix: Any) -> Any:
+        _require_numbers(self, matrix)
+        spread, mean = self._pair(lambda statistic: kernels.reduce_all(matrix, statistic))
+        return self._divide_scalar(spread, mean, _eltype(matrix))
+
+    def compute_matrix(self, matrix: Any, axis: int) -> np.ndarray:
+        _require_numbers(self, matrix)
+        reduce = kernels.reduce_columns if axis == 0 else kernels.reduce_rows
+        spread, mean = self._pair(lambda statistic: reduce(matrix, statistic))
+        return self._divide_arrays(spread, mean, _eltype(matrix))
+
+    def compute_grouped_vector(self, values: np.ndarray, groups: np.ndarray, n_groups: int) -> np.ndarray:
+        _require_numbers(self, values)
+        spread, mean = self._pair(
+            lambda statistic: kernels.reduce_grouped_vector(values, statistic, groups, n_groups))
+        dtype = self.reduction_result_type(values.dtype)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return spread.astype(dtype) / (mean + self.eps).astype(dtype)
+
+    def compute_grouped_matrix(self, matrix: Any, groups: np.ndarray, n_groups: int, axis: int) -> np.ndarray:
+        _require_numbers(self, matrix)
+        reduce = kernels.reduce_grouped_rows if axis == 0 else kernels.reduce_grouped_columns
+        spread, mean = self._pair(lambda statistic: reduce(matrix, statistic, groups, n_groups))
+        return np.asfortranarray(self._divide_arrays(spread, mean, _eltype(matrix)))
+
+    def _divide_scalar(self, spread: Any, mean: Any, dtype: np.dtype) -> Any:
+        result_type = self.reduction_result_type(dtype)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return result_type.type(spread) / result_type.type(float(mean) + self.eps)
+
+    def _divide_arrays(self, spread: np.ndarray, mean: np.ndarray, dtype: np.dtype) -> np.ndarray:
+        result_type = self.reduction_result_type(dtype)
+        means = (mean.astype(result_type).astype(np.float64) + self.eps).astype(result_type)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return spread.astype(result_type) / means
+
+
+@query_operation
+class VarN(_NormalizedReduction):
+    """``>> VarN [eps e] [type T]``: the (uncorrected) variance divided by the mean plus ``eps``; of the
+    :func:`float_type_for` the input type.
+
+    Example:
+        >>> VarN().compute_vector(np.array([1.0, 3.0]))
+        np.float64(0.5)
+    """
+
+    statistic = "var"
+
+
+@query_operation
+class StdN(_NormalizedReduction):
+    """``>> StdN [eps e] [type T]``: the (uncorrected) standard deviation divided by the mean plus ``eps``; of the
+    :func:`float_type_for` the input type.
+
+    Example:
+        >>> StdN(eps=1).compute_vector(np.array([1.0, 3.0]))
+        np.float64(0.3333333333333333)
+    """
+
+    statistic = "std"
+
+
+@query_operation
+class Count(ReductionOperation):
+    """``>> Count [type T]``: the number of elements (``UInt32`` by default); also for strings. Most useful grouped
+    (``@ cell : type / type >> Count``).
+
+    Example:
+        >>> Count().compute_grouped_vector(np.array(["a", "b", "c"], dtype=object), np.array([0, 1, 0]), 2)
+        array([2, 1], dtype=uint32)
+    """
+
+    parameters = ("type",)
+    supports_strings = True
+
+    def __init__(self, *, type: Any = None) -> None:
+        self.type = _type_parameter("Count", type)
+
+    @classmethod
+    def from_tokens(cls, operation_name: Token, parameters: dict[str, Token]) -> Count:
+        return cls(type=_parse_type(operation_name, "reduction", parameters, parse_number_type_value))
+
+    def reduction_result_type(self, dtype: np.dtype) -> np.dtype:
+        return _UINT32 if self.type is None else self.type
+
+    def compute_vector(self, values: np.ndarray) -> Any:
+        return _scalar(len(values), self.reduction_result_type(_eltype(values)))
+
+    def compute_matrix(self, matrix: Any, axis: int) -> np.ndarray:
+        n_rows, n_columns = matrix.shape
+        return _cast(np.full(n_columns if axis == 0 else n_rows, n_rows if axis == 0 else n_columns, dtype=np.int64),
+                     self.reduction_result_type(_eltype(matrix)))
+
+    def compute_all(self, matrix: Any) -> Any:
+        return _scalar(int(matrix.shape[0]) * int(matrix.shape[1]), self.reduction_result_type(_eltype(matrix)))
+
+    def compute_grouped_vector(self, values: np.ndarray, groups: np.ndarray, n_groups: int) -> np.ndarray:
+        groups = np.asarray(groups)
+        return _cast(np.bincount(groups[groups >= 0], minlength=n_groups), self.reduction_result_type(_eltype(values)))
+
+    def compute_grouped_matrix(self, matrix: Any, groups: np.ndarray, n_groups: int, axis: int) -> np.ndarray:
+        groups = np.asarray(groups)
+        sizes = _cast(np.bincount(groups[groups >= 0], minlength=n_groups), self.reduction_result_type(_eltype(matrix)))
+        n_rows, n_columns = matrix.shape
+        if axis == 0:
+            return np.asfortranarray(np.repeat(sizes[:, np.newaxis], n_columns, axis=1))
+        return np.asfortranarray(np.repeat(sizes[np.newaxis, :], n_rows, axis=0))
+
+
+@query_operation
+class Mode(ReductionOperation):
+    """``>> Mode``: the most frequent value (also for strings); of ties, the one that reached the top count first, as
+    Julia's ``StatsBase.mode``.
+
+    Example:
+        >>> Mode().compute_vector(np.array(["a", "b", "b", "a"], dtype=object))
+        'b'
+        >>> Mode().compute_matrix(SparseMatrixCSC((3, 1), np.array([1, 3]), np.array([1, 3]), np.array([5, 5])), 0)
+        array([5])
+    """
+
+    supports_strings = True
+
+    def reduction_result_type(self, dtype: np.dtype) -> np.dtype:
+        return STRING_DTYPE if np.dtype(dtype).kind in "OUS" else np.dtype(dtype)
+
+    def compute_vector(self, values: np.ndarray) -> Any:
+        return _mode(np.asarray(values))
+
+    def compute_matrix(self, matrix: Any, axis: int) -> np.ndarray:
+        dtype = self.reduction_result_type(_eltype(matrix))
+        if isinstance(matrix, SparseMatrixCSC):
+            columns = matrix if axis == 0 else kernels.transpose_csc(matrix)
+            n_rows = columns.shape[0]
+            modes = np.empty(columns.shape[1], dtype=dtype)
+            for column in range(columns.shape[1]):
+                start, stop = int(columns.colptr[column]) - 1, int(columns.colptr[column + 1]) - 1
+                modes[column] = _sparse_mode(n_rows, np.asarray(columns.rowval[start:stop]).astype(np.int64) - 1,
+                                             np.asarray(columns.nzval[start:stop]))
+            return modes
+        values = np.asarray(matrix)
+        vectors = (values[:, column] for column in range(values.shape[1])) if axis == 0 \
+            else (values[row, :] for row in range(values.shape[0]))
+        modes = np.empty(values.shape[1 - axis], dtype=dtype)
+        for index, vector in enumerate(vectors):
+            modes[index] = _mode(vector)
+        return modes
+
+    def compute_all(self, matrix: Any) -> Any:
+        if isinstance(matrix, SparseMatrixCSC):
+            n_rows, n_columns = matrix.shape
+            positions = np.asarray(matrix.rowval).astype(np.int64) - 1 + _entry_columns(matrix) * n_rows
+            return _sparse_mode(n_rows * n_columns, positions, np.asarray(matrix.nzval))
+        return _mode(np.asarray(matrix).ravel(order="F"))
+
+
+def _mode(values: np.ndarray) -> Any:
+    """Julia's ``StatsBase.mode``: the most frequent value; of ties, the one whose last counted occurrence comes
+    first (the first to reach the top count)."""
+    unique, inverse, counts = np.unique(values, return_inverse=True, return_counts=True)
+    top = int(counts.max())
+    candidates = np.flatnonzero(counts == top)
+    if candidates.shape[0] == 1:
+        return unique[candidates[0]]
+    order = np.argsort(inverse.reshape(-1), kind="stable")
+    starts = np.cumsum(counts) - counts
+    reached = order[starts[candidates] + top - 1]
+    return unique[candidates[np.argmin(reached)]]
+
+
+def _sparse_mode(n_values: int, positions: np.ndarray, values: np.ndarray) -> Any:
+    """:func:`_mode` of ``n_values`` values that are zero except at the (increasing) ``positions``, without
+    materializing the zeros."""
+    nonzero = values != 0
+    positions, values_nonzero = positions[nonzero], values[nonzero]
+    zero = values.dtype.type(0)
+    n_zeros = n_values - values_nonzero.shape[0]
+    if values_nonzero.shape[0] == 0:
+        return zero
+    unique, inverse, counts = np.unique(values_nonzero, return_inverse=True, return_counts=True)
+    top = int(counts.max())
+    candidates = np.flatnonzero(counts == top)
+    order = np.argsort(inverse.reshape(-1), kind="stable")
+    starts = np.cumsum(counts) - counts
+    reached = positions[order[starts[candidates] + top - 1]]
+    best = int(np.argmin(reached))
+    if n_zeros > top:
+        return zero
+    if n_zeros == top:
+        # The position of the top-th zero: the top-th position not taken by a stored non-zero.
+        free_before = positions - np.arange(positions.shape[0])
+        index = int(np.searchsorted(free_before, top, side="left"))
+        if top - 1 + index < reached[best]:
+            return zero
+    return unique[candidates[best]]
