@@ -787,8 +787,16 @@ def _groups(query_state: QueryState, group_state: VectorState) -> tuple[np.ndarr
     (-1: in no group)."""
     values = group_state.vector_values
     if group_state.property_axis_name is None:
-        unique_values, groups = np.unique(np.asarray(values), return_inverse=True)
-        return unique_values, groups.astype(np.int64).reshape(-1)
+        import pandas as pd
+
+        # Hash the values (in C) and sort only the distinct ones: Julia's sorted unique values, without sorting
+        # a million strings.
+        codes, uniques = pd.factorize(np.asarray(values), use_na_sentinel=False)
+        uniques = np.asarray(uniques, dtype=np.asarray(values).dtype)
+        order = np.argsort(uniques, kind="stable")
+        rank = np.empty(order.shape[0], dtype=np.int64)
+        rank[order] = np.arange(order.shape[0])
+        return uniques[order], rank[codes]
     assert query_state.daf is not None
     unique_values = query_state.daf.axis_vector(group_state.property_axis_name)
     groups = _positions_in_axis(query_state.daf, group_state.property_axis_name, _strings(values)).astype(np.int64)

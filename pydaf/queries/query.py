@@ -7,6 +7,7 @@ and ``parse_query`` turns a string back into a sequence. Builders and strings mi
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from typing import Any
@@ -152,11 +153,17 @@ def as_query_sequence(query: QueryOperation | str) -> QuerySequence:
     if isinstance(query, QuerySequence):
         return query
     if isinstance(query, str):
-        parsed = parse_query(query)
-        return parsed if isinstance(parsed, QuerySequence) else _sequence_of([parsed])
+        return _parsed_sequence(query)
     if isinstance(query, QueryOperation):
         return _sequence_of([query])
     raise DafQueryError(f"not a query: {query!r}")
+
+
+@functools.lru_cache(maxsize=4096)
+def _parsed_sequence(query: str) -> QuerySequence:
+    """Parsed query strings are reused (operations are never modified after they are built)."""
+    parsed = parse_query(query)
+    return parsed if isinstance(parsed, QuerySequence) else _sequence_of([parsed])
 
 
 def _sequence_of(operations: list[QueryOperation]) -> QuerySequence:
