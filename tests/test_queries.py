@@ -141,6 +141,8 @@ def test_builders_mix_with_strings(daf):
         "@ cell @ gene :: UMIs >| Mean"
     assert str(Axis("cell") | GroupBy("type")) == "@ cell / type"
     assert daf[Axis("cell") | Axis("gene") | LookupMatrix("UMIs") | Sum()] == 15
+    assert ("@ cell : age" | daf.get_query()).to_dict() == {"A": 10, "B": 20, "C": 30, "D": 40}
+    assert (Axis("cell") | ": age >> Sum" | daf.get_np_query(cache=False)) == 100
 
 
 @pytest.mark.parametrize("text", [

@@ -638,11 +638,12 @@ class DafReader:
 
     # Queries.
 
-    def get_query(self, query: Any, *, cache: bool = True) -> Any:
+    def get_query(self, query: Any = None, *, cache: bool = True) -> Any:
         """Apply a query (a string like ``"@ cell [ age > 60 ] : donor"`` or built with ``|``): names come back as a
         ``set``, a scalar as a numpy scalar or ``str``, a vector as a ``pandas.Series`` and a matrix as a
         ``pandas.DataFrame`` labelled by entry names (sparse stays sparse). With ``cache`` the result is kept (as
-        ``QueryData``) until any input changes; ``daf[query]`` is ``get_query(query, cache=False)``.
+        ``QueryData``) until any input changes; ``daf[query]`` is ``get_query(query, cache=False)``. Without a query,
+        returns something to pipe a query into: ``Axis("cell") | LookupVector("age") | daf.get_query()``.
 
         Example:
             >>> import pydaf
@@ -650,8 +651,10 @@ class DafReader:
             >>> daf.get_query("@ cell : age >> Sum")
             np.int64(8)
         """
-        from ..queries.results import as_pandas, query_result
+        from ..queries.results import PendingQuery, as_pandas, query_result
 
+        if query is None:
+            return PendingQuery(self, cache=cache, numpy=False)
         return as_pandas(query_result(self, query, cache=cache))
 
     get_pd_query = get_query
@@ -659,7 +662,7 @@ class DafReader:
     def __getitem__(self, query: Any) -> Any:
         return self.get_query(query, cache=False)
 
-    def get_np_query(self, query: Any, *, cache: bool = True) -> Any:
+    def get_np_query(self, query: Any = None, *, cache: bool = True) -> Any:
         """Like :meth:`get_query`, but a vector is a numpy array and a matrix a column-major numpy array or a
         ``scipy.sparse.csc_matrix`` (read-only, zero-copy where the data is stored as is).
 
@@ -669,8 +672,10 @@ class DafReader:
             >>> daf.get_np_query("@ cell : age % Abs").tolist()
             [3, 5]
         """
-        from ..queries.results import as_numpy, query_result
+        from ..queries.results import PendingQuery, as_numpy, query_result
 
+        if query is None:
+            return PendingQuery(self, cache=cache, numpy=True)
         return as_numpy(query_result(self, query, cache=cache))
 
     def has_query(self, query: Any) -> bool:

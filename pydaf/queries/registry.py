@@ -43,11 +43,15 @@ class QueryOperation:
     def __or__(self, other: Any) -> Any:
         from .query import compose
 
+        if not isinstance(other, str | QueryOperation):
+            return NotImplemented  # e.g. ``query | daf.get_np_query()``
         return compose(self, other)
 
     def __ror__(self, other: Any) -> Any:
         from .query import compose
 
+        if not isinstance(other, str | QueryOperation):
+            return NotImplemented
         return compose(other, self)
 
     def __eq__(self, other: object) -> bool:

@@ -85,6 +85,25 @@ def query_result(daf: DafReader, query: Any, *, cache: bool = True) -> QueryResu
         return result
 
 
+class PendingQuery:
+    """``query | daf.get_query()``: apply the query on the left (Julia's ``query |> get_query(daf)``).
+
+    Example:
+        >>> import pydaf
+        >>> from pydaf.queries import Axis, LookupVector
+        >>> daf = pydaf.MemoryDaf().add_axis("cell", ["A", "B"]).set_vector("cell", "age", [3, 5])
+        >>> (Axis("cell") | LookupVector("age") | daf.get_np_query()).tolist()
+        [3, 5]
+    """
+
+    def __init__(self, daf: DafReader, *, cache: bool, numpy: bool) -> None:
+        self.daf, self.cache, self.numpy = daf, cache, numpy
+
+    def __ror__(self, query: Any) -> Any:
+        result = query_result(self.daf, query, cache=self.cache)
+        return as_numpy(result) if self.numpy else as_pandas(result)
+
+
 def as_numpy(result: QueryResult) -> Any:
     """Names as a set, a scalar, a vector as a numpy array, a matrix as a column-major numpy array or a 0-based
     ``scipy.sparse.csc_matrix``."""
