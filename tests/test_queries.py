@@ -221,7 +221,7 @@ def test_queries_while_writing():
             while not stop.is_set():
                 total = daf.get_query("@ cell : age >> Sum")
                 assert total in (100, 200), total
-        except BaseException as error:  # noqa: BLE001 - reported by the main thread
+        except BaseException as error:  # reported by the main thread
             errors.append(error)
 
     threads = [threading.Thread(target=read) for _ in range(3)]

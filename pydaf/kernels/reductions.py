@@ -73,11 +73,15 @@ _COLUMNS, _ROWS, _GROUPED_ROWS, _GROUPED_COLUMNS = range(4)
 # Float statistics of the ``fstat`` kernels.
 _SQUARED_DEVIATIONS, _LOG_SUMS = 1, 2
 
+# Values per chunk when a vector is reduced in chunks (bounding the temporaries).
+_VECTOR_CHUNK = 1 << 20
+
 # Rows per block when a dense matrix is reduced per row (the block's accumulators stay in the L1 cache).
 _DENSE_ROW_BLOCK = 2048
 
-# Above this many bytes of per-thread buffers, grouped columns are reduced one group per thread instead.
-_PRIVATE_BUFFERS_LIMIT = 1 << 26
+# At most this many bytes of per-thread buffers: above it, per-row reductions use fewer threads and grouped columns are
+# reduced one group per thread (into one shared buffer) instead.
+_PRIVATE_BUFFERS_LIMIT = 1 << 30
 
 Matrix = SparseMatrixCSC | np.ndarray
 
@@ -290,15 +294,7 @@ def _kernels() -> dict[str, Any]:  # pragma: no cover - compiled code is exercis
 
     # Order statistics per column: the column's stored values sorted, with its implicit zeros between the negative
     # and the non-negative ones. ``first`` is the 0-based index of Julia's ``a = v[j]``, ``gamma`` its weight.
-
-    @numba.njit(cache=True, nogil=True)
-    def order_statistic(values, n_negative, n_zeros, index):
-        if index < n_negative:
-            return np.float64(values[index])
-        if index < n_negative + n_zeros:
-            return 0.0
-        return np.float64(values[index - n_zeros])
-
+    # (No helper njit function here: a kernel calling another closure-defined kernel is never found in the cache.)
     @numba.njit(cache=True, parallel=True, nogil=True)
     def csc_columns_quantile(colptr, nzval, n_rows, is_median, first, gamma, out):
         n_columns = colptr.shape[0] - 1
@@ -315,23 +311,34 @@ def _kernels() -> dict[str, Any]:  # pragma: no cover - compiled code is exercis
                 if values[index] != values[index]:
                     has_nan = True
             n_zeros = n_rows - (stop - start)
+            if is_median:
+                low_index = (n_rows - 1) // 2
+                high_index = n_rows // 2
+            else:
+                low_index = first
+                high_index = min(first + 1, n_rows - 1)
+            low = 0.0
+            high = 0.0
+            for which in range(2):
+                index = low_index if which == 0 else high_index
+                if index < n_negative:
+                    value = np.float64(values[index])
+                elif index < n_negative + n_zeros:
+                    value = 0.0
+                else:
+                    value = np.float64(values[index - n_zeros])
+                if which == 0:
+                    low = value
+                else:
+                    high = value
             if has_nan:
                 out[column] = np.nan
             elif is_median:
-                half = n_rows // 2
-                if n_rows % 2 == 1:
-                    out[column] = order_statistic(values, n_negative, n_zeros, half)
-                else:
-                    low = order_statistic(values, n_negative, n_zeros, half - 1)
-                    high = order_statistic(values, n_negative, n_zeros, half)
-                    out[column] = low / 2 + high / 2
+                out[column] = low if n_rows % 2 == 1 else low / 2 + high / 2
+            elif np.isfinite(low) and np.isfinite(high):
+                out[column] = low + gamma * (high - low)
             else:
-                low = order_statistic(values, n_negative, n_zeros, first)
-                high = order_statistic(values, n_negative, n_zeros, min(first + 1, n_rows - 1))
-                if np.isfinite(low) and np.isfinite(high):
-                    out[column] = low + gamma * (high - low)
-                else:
-                    out[column] = (1 - gamma) * low + gamma * high
+                out[column] = (1 - gamma) * low + gamma * high
 
     return {
         "csc_sum": csc_sum,
@@ -365,6 +372,28 @@ def _numeric_view(values: np.ndarray) -> np.ndarray:
         return values.view(np.uint8) if values.flags.c_contiguous or values.flags.f_contiguous \
             else values.astype(np.uint8)
     return values
+
+
+def _kernel_values(values: np.ndarray) -> np.ndarray:
+    """Values as a kernel takes them: numbers (Bool as ``uint8``) in a read-only view, so writable and read-only
+    (mapped) inputs share one compiled specialization."""
+    view = _numeric_view(values).view()
+    view.flags.writeable = False
+    return view
+
+
+def _kernel_indices(indices: np.ndarray) -> np.ndarray:
+    """1-based indices as a kernel takes them: a read-only view as ``uint32`` (32-bit; valid indices are positive, so
+    an ``int32`` reads the same) or ``int64`` (64-bit; no index reaches 2**63), so all index types share two compiled
+    specializations. Other sizes are rare and converted."""
+    if indices.dtype.itemsize == 4 and indices.dtype.kind in "iu":
+        view = indices.view(np.uint32)
+    elif indices.dtype.itemsize == 8 and indices.dtype.kind in "iu":
+        view = indices.view(np.int64)
+    else:
+        view = indices.astype(np.int64)
+    view.flags.writeable = False
+    return view
 
 
 def _sum_dtype(dtype: np.dtype) -> np.dtype:
@@ -452,13 +481,13 @@ class _Targets:
 
     def kernel_maps(self) -> tuple[int, np.ndarray, np.ndarray]:
         """``row_mode``, ``row_map`` and ``col_map`` of the kernels."""
-        no_map = np.zeros(0, dtype=np.int64)
+        no_map = _kernel_indices(np.zeros(0, dtype=np.int64))
         if self.direction == _COLUMNS:
             return 0, no_map, np.arange(self.n_columns, dtype=np.int64)
         if self.direction == _ROWS:
             return 1, no_map, np.zeros(self.n_columns, dtype=np.int64)
         if self.direction == _GROUPED_ROWS:
-            return 2, self.groups, np.arange(self.n_columns, dtype=np.int64) * self.n_groups
+            return 2, _kernel_indices(self.groups), np.arange(self.n_columns, dtype=np.int64) * self.n_groups
         return 1, no_map, np.where(self.groups >= 0, self.groups * self.n_rows, -1)
 
 
@@ -547,10 +576,12 @@ def _accumulate_csc(matrix: SparseMatrixCSC, targets: _Targets, kind: str, out_d
     n_columns = targets.n_columns
     col_order = np.arange(n_columns, dtype=np.int64)
     shared = targets.direction in (_COLUMNS, _GROUPED_ROWS)
+    buffer_bytes = targets.n_targets * (out_dtype.itemsize + (8 if kind != "sum" else 0))
     if shared:
         bounds = _chunk_bounds(matrix.colptr, 8 * n_threads)
-    elif targets.direction == _ROWS \
-            or n_threads * targets.n_targets * out_dtype.itemsize <= _PRIVATE_BUFFERS_LIMIT:
+    elif targets.direction == _ROWS:
+        bounds = _chunk_bounds(matrix.colptr, min(n_threads, max(1, _PRIVATE_BUFFERS_LIMIT // max(buffer_bytes, 1))))
+    elif n_threads * buffer_bytes <= _PRIVATE_BUFFERS_LIMIT:
         bounds = _chunk_bounds(matrix.colptr, n_threads)
     else:
         # Too many targets for a buffer per thread: one group of columns per chunk, all into one buffer.
@@ -564,8 +595,8 @@ def _accumulate_csc(matrix: SparseMatrixCSC, targets: _Targets, kind: str, out_d
     out = np.full((n_buffers, targets.n_targets), initial, dtype=out_dtype)
     counting = kind != "sum" and targets.direction != _COLUMNS
     counts = np.zeros((n_buffers, targets.n_targets if counting else 0), dtype=np.int64)
-    nzval = _numeric_view(matrix.nzval)
-    common = (matrix.colptr, matrix.rowval, nzval, row_mode, row_map, col_order, col_map, bounds, shared)
+    common = (_kernel_indices(matrix.colptr), _kernel_indices(matrix.rowval), _kernel_values(matrix.nzval), row_mode,
+              row_map, col_order, col_map, bounds, shared)
     if kind == "sum":
         kernels["csc_sum"](*common, out)
     elif kind in ("squares", "logs"):
@@ -594,7 +625,7 @@ def _accumulate_dense(matrix: np.ndarray, targets: _Targets, kind: str, out_dtyp
     kernels = _kernels()
     row_mode, row_map, col_map = targets.kernel_maps()
     out = np.full(targets.n_targets, initial, dtype=out_dtype)
-    values = _numeric_view(matrix)
+    values = _kernel_values(matrix)
     if kind == "sum":
         kernels["dense_sum"](values, row_mode, row_map, col_map, _DENSE_ROW_BLOCK, out)
     elif kind in ("squares", "logs"):
@@ -687,14 +718,15 @@ def _order_statistics_numba(matrix: Matrix, targets: _Targets, is_median: bool, 
     if not isinstance(matrix, SparseMatrixCSC):
         # A dense matrix is a CSC whose every entry is stored (no implicit zeros); its index arrays are implied.
         n_rows, n_columns = matrix.shape
-        colptr = np.arange(1, n_rows * n_columns + 2, n_rows, dtype=np.int64)
+        colptr = 1 + n_rows * np.arange(n_columns + 1, dtype=np.int64)
         nzval = np.asfortranarray(matrix).ravel(order="F")
     else:
         n_rows = matrix.shape[0]
         colptr, nzval = matrix.colptr, matrix.nzval
     first, gamma = _quantile_position(n_rows, p) if n_rows > 0 else (0, 0.0)
     out = np.empty(colptr.shape[0] - 1, dtype=np.float64)
-    _kernels()["csc_columns_quantile"](colptr, _numeric_view(nzval), n_rows, is_median, first, gamma, out)
+    _kernels()["csc_columns_quantile"](_kernel_indices(colptr), _kernel_values(nzval), n_rows, is_median, first, gamma,
+                                       out)
     return out
 
 
@@ -829,38 +861,35 @@ def reduce_all(matrix: Any, statistic: str, *, eps: float = 0.0, p: float | None
         (0.75, 1.6875)
     """
     matrix = _as_matrix(matrix)
+    if statistic not in STATISTICS:
+        raise ValueError(f"unknown statistic: {statistic} (expected one of: {', '.join(STATISTICS)})")
     n_rows, n_columns = matrix.shape
     size = n_rows * n_columns
     if statistic in ("median", "quantile"):
         return _order_statistics_of_all(matrix, statistic == "median", p)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        if statistic == "sum":
-            sums = reduce_columns(matrix, "sum")
-            return sums.sum(dtype=sums.dtype)
-        if statistic == "mean":
-            return np.float64(reduce_columns(matrix, "sum").sum() / size) if size else np.float64(np.nan)
+    if not isinstance(matrix, SparseMatrixCSC):
+        if size == 0 or 1 in matrix.shape:
+            return reduce_vector(matrix.reshape(-1), statistic, eps=eps, p=p)
+        # The order of the values does not matter here: a row-major matrix is reduced as its (column-major) transpose.
+        matrix = matrix.T if matrix.flags.c_contiguous and not matrix.flags.f_contiguous else np.asfortranarray(matrix)
+    elif size == 0:
+        return reduce_vector(np.zeros(0, dtype=matrix.nzval.dtype), statistic, eps=eps, p=p)
+    targets = _Targets(matrix.shape, _COLUMNS, None, 0)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        if statistic in ("sum", "mean"):
+            sums = _accumulate(matrix, targets, "sum")[0]
+            total = sums.sum(dtype=sums.dtype)
+            return total if statistic == "sum" else np.float64(float(total) / size)
         if statistic in ("max", "min"):
-            extremes = reduce_columns(matrix, statistic)
+            extremes = _statistic(matrix, targets, statistic, eps, p)
             return extremes.max() if statistic == "max" else extremes.min()
         if statistic in ("var", "std"):
             return _reduce_all_variance(matrix, statistic == "std")
-        if statistic == "geomean":
-            targets_all = _as_one_column(matrix)
-            return _statistic(targets_all[0], targets_all[1], "geomean", eps, None)[0] if size else np.float64(np.nan)
-    raise ValueError(f"unknown statistic: {statistic} (expected one of: {', '.join(STATISTICS)})")
-
-
-def _as_one_column(matrix: Matrix) -> tuple[Matrix, _Targets]:
-    """The matrix as a single column of all its values in column-major order (a zero-copy view of the stored
-    arrays), so a whole-matrix reduction is a ``columns`` reduction of one column."""
-    n_rows, n_columns = matrix.shape
-    size = n_rows * n_columns
-    if isinstance(matrix, SparseMatrixCSC):
-        # Only sums/logs/extremes use this (they do not look at the rows), so rowval is passed as is.
-        one = SparseMatrixCSC((size, 1), np.array([1, matrix.nnz + 1], dtype=np.int64), matrix.rowval, matrix.nzval)
-    else:
-        one = np.asfortranarray(matrix).reshape((size, 1), order="F")
-    return one, _Targets(one.shape, _COLUMNS, None, 0)
+        logs = _accumulate(matrix, targets, "logs", eps=eps)[0]
+        total_logs = float(logs.sum())
+        if isinstance(matrix, SparseMatrixCSC) and size > matrix.nnz:
+            total_logs += (size - matrix.nnz) * (math.log(eps) if eps > 0 else -math.inf)
+        return np.float64(np.exp(total_logs / size) - eps)
 
 
 def _reduce_all_variance(matrix: Matrix, is_std: bool) -> Any:
@@ -912,7 +941,10 @@ def _order_statistic_of_sorted(values: np.ndarray, n_zeros: int, is_median: bool
 
 
 def reduce_vector(values: np.ndarray, statistic: str, *, eps: float = 0.0, p: float | None = None) -> Any:
-    """One value for a whole vector, as a numpy scalar (same statistics and types as :func:`reduce_columns`).
+    """One value for a whole vector, as a numpy scalar (same statistics and types as :func:`reduce_columns`; an
+    empty vector sums to zero and has a NaN anything else).
+
+    A single vector is reduced by numpy (memory-bound; in chunks where a temporary would be as large as the vector).
 
     Example:
         >>> float(reduce_vector(np.array([1, 2, 3, 10]), "median"))
@@ -920,7 +952,38 @@ def reduce_vector(values: np.ndarray, statistic: str, *, eps: float = 0.0, p: fl
         >>> reduce_vector(np.array([200, 100], np.uint8), "sum")
         np.uint64(300)
     """
-    return reduce_all(np.asarray(values).reshape((-1, 1)), statistic, eps=eps, p=p)
+    values = np.asarray(values)
+    if values.ndim != 1:
+        raise ValueError(f"not a vector: an array of shape {values.shape}")
+    if statistic not in STATISTICS:
+        raise ValueError(f"unknown statistic: {statistic} (expected one of: {', '.join(STATISTICS)})")
+    numbers = _numeric_view(values)
+    size = numbers.shape[0]
+    if statistic == "sum":
+        return numbers.sum(dtype=_sum_dtype(values.dtype))
+    if size == 0:
+        return np.float64(np.nan)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        if statistic in ("max", "min"):
+            extreme = numbers.max() if statistic == "max" else numbers.min()
+            return values.dtype.type(extreme)
+        if statistic in ("median", "quantile"):
+            return _order_statistic_of_sorted(np.sort(numbers.astype(np.float64)), 0, statistic == "median", p)
+        mean = float(numbers.sum(dtype=np.float64)) / size
+        if statistic == "mean":
+            return np.float64(mean)
+        total = 0.0
+        for first in range(0, size, _VECTOR_CHUNK):
+            chunk = numbers[first:first + _VECTOR_CHUNK].astype(np.float64)
+            if statistic == "geomean":
+                total += float(np.log(chunk + eps).sum())
+            else:
+                deviations = chunk - mean
+                total += float(np.dot(deviations, deviations))
+        if statistic == "geomean":
+            return np.float64(np.exp(total / size) - eps)
+        variance = total / size
+        return np.float64(math.sqrt(variance) if statistic == "std" else variance)
 
 
 def reduce_grouped_vector(values: np.ndarray, statistic: str, groups: np.ndarray, n_groups: int, *,
@@ -1038,14 +1101,22 @@ def transpose_csc(matrix: SparseMatrixCSC) -> SparseMatrixCSC:
     from .relayout import transpose_csc_into
 
     n_rows, n_columns = matrix.shape
-    colptr = np.empty(n_rows + 1, dtype=matrix.colptr.dtype)
-    rowval = np.empty(matrix.nnz, dtype=matrix.rowval.dtype)
-    nzval = np.empty(matrix.nnz, dtype=matrix.nzval.dtype)
+    # Normalized views in, buffers of the normalized types out (viewed back): one compiled transpose for all types.
+    source = SparseMatrixCSC(matrix.shape, _kernel_indices(matrix.colptr), _kernel_indices(matrix.rowval),
+                             _kernel_values(matrix.nzval))
+    colptr = np.empty(n_rows + 1, dtype=source.colptr.dtype)
+    rowval = np.empty(matrix.nnz, dtype=source.rowval.dtype)
+    nzval = np.empty(matrix.nnz, dtype=source.nzval.dtype)
     if n_rows == 0:
         colptr[0] = 1
     else:
-        transpose_csc_into(matrix, colptr, rowval, nzval)
-    return SparseMatrixCSC((n_columns, n_rows), colptr, rowval, nzval)
+        transpose_csc_into(source, colptr, rowval, nzval)
+    return SparseMatrixCSC((n_columns, n_rows), _restore(colptr, matrix.colptr.dtype),
+                           _restore(rowval, matrix.rowval.dtype), _restore(nzval, matrix.nzval.dtype))
+
+
+def _restore(array: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    return array.view(dtype) if array.dtype.itemsize == dtype.itemsize else array.astype(dtype)
 
 
 def select_columns(matrix: Any, columns: np.ndarray) -> Matrix:

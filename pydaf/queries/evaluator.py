@@ -155,11 +155,11 @@ def error_at_state(state: QueryState, message: str) -> None:
 
 def _type_name(values: Any) -> str:
     dtype = values.dtype if hasattr(values, "dtype") else np.asarray(values).dtype
-    return "String" if dtype == object else julia_name(dtype)
+    return "String" if dtype.kind == "O" else julia_name(dtype)
 
 
 def _is_strings(values: Any) -> bool:
-    return getattr(values, "dtype", None) == object
+    return getattr(getattr(values, "dtype", None), "kind", None) == "O"
 
 
 def _exception_line(exception: BaseException) -> str:
@@ -176,7 +176,7 @@ def as_booleans(values: Any) -> Any:
     values = np.asarray(values)
     if values.dtype == bool:
         return values
-    if values.dtype == object:
+    if values.dtype.kind == "O":
         return values != ""
     return values != 0
 
@@ -184,11 +184,11 @@ def as_booleans(values: Any) -> Any:
 def cast_value(state: QueryState, what: str, value: Any, dtype: np.dtype) -> Any:
     """Convert a default or final value to the element type of the data it goes into (Julia's ``cast_value``)."""
     dtype = np.dtype(dtype)
-    if dtype == object:
+    if dtype.kind == "O":
         return value if isinstance(value, str) else julia_string(value)
     if isinstance(value, str):
         try:
-            if dtype == bool:
+            if dtype.kind == "b":
                 if value not in ("true", "false"):
                     raise ValueError(f"invalid Bool: {value!r}")
                 return np.bool_(value == "true")
@@ -201,7 +201,7 @@ def cast_value(state: QueryState, what: str, value: Any, dtype: np.dtype) -> Any
     try:
         if dtype.kind in "iub":
             number = float(value) if not isinstance(value, int | np.integer) else int(value)
-            if dtype == bool:
+            if dtype.kind == "b":
                 if number not in (0, 1):
                     raise ValueError(f"{value} is not 0 or 1")
                 return np.bool_(number == 1)
@@ -413,7 +413,9 @@ def _lookup_by_names(query_state: QueryState, state: VectorState, axis: str, val
 # Phrase implementations.
 
 
-def names_of_matrices(query_state: QueryState, rows_axis: Axis, columns_axis: Axis, _lookup: Any, _names: Names) -> None:
+def names_of_matrices(
+    query_state: QueryState, rows_axis: Axis, columns_axis: Axis, _lookup: Any, _names: Names
+) -> None:
     if not query_state.computing:
         query_state.stack.append(NamesState(None))
         return
@@ -1025,8 +1027,13 @@ def matrix_lookup(query_state: QueryState, rows_state: VectorState, columns_stat
     query_state.stack.append(matrix_state)
 
 
-def _count_prepare(query_state: QueryState, state: VectorState, count_by: CountBy, lookup: Callable[[VectorState], None],
-                   as_axis: AsAxis | None = None) -> None:
+def _count_prepare(
+    query_state: QueryState,
+    state: VectorState,
+    count_by: CountBy,
+    lookup: Callable[[VectorState], None],
+    as_axis: AsAxis | None = None,
+) -> None:
     finalize_vector_values(query_state, state)
     if as_axis is not None:
         vector_property_is_axis(query_state, state, as_axis)

@@ -439,16 +439,28 @@ def _map_values(input: Any, function: Callable[[np.ndarray], np.ndarray], *, zer
             return np.asfortranarray(function(kernels.dense_column_major(input)))
         return _sparse_with_values(input, function(np.asarray(input.nzval)))
     values = np.asarray(input)
-    result = function(values)
+    result = _fresh(function(values), values)
     return np.asfortranarray(result) if result.ndim == 2 else result
 
 
+def _fresh(result: np.ndarray, source: np.ndarray) -> np.ndarray:
+    """``result``, or a copy of it if it is ``source`` itself (a conversion to the same type): results never alias
+    their (possibly stored, writable) inputs."""
+    return result.copy(order="K") if result is source else result
+
+
+def _shared_index(indices: np.ndarray) -> np.ndarray:
+    # Read-only (e.g. mapped) index arrays are shared by a result with the same structure; writable ones are copied.
+    return indices if not indices.flags.writeable else indices.copy()
+
+
 def _sparse_with_values(matrix: SparseMatrixCSC, nzval: np.ndarray, keep: np.ndarray | None = None) -> SparseMatrixCSC:
-    """The same sparsity structure with new values, minus the entries that are zero (or not in ``keep``). The index
-    arrays are shared (not copied) when nothing is dropped."""
+    """The same sparsity structure with new values, minus the entries that are zero (or not in ``keep``). Read-only
+    index arrays are shared when nothing is dropped."""
     mask = nzval != 0 if keep is None else keep
     if np.all(mask):
-        return SparseMatrixCSC(matrix.shape, matrix.colptr, matrix.rowval, nzval)
+        return SparseMatrixCSC(matrix.shape, _shared_index(matrix.colptr), _shared_index(matrix.rowval),
+                               _fresh(nzval, matrix.nzval))
     counts = np.diff(matrix.colptr.astype(np.int64))
     columns = np.repeat(np.arange(matrix.shape[1], dtype=np.int64), counts)
     colptr = kernels.colptr_from_counts(np.bincount(columns[mask], minlength=matrix.shape[1]), matrix.colptr.dtype)
@@ -701,9 +713,9 @@ class Log(EltwiseOperation):
         _require_numbers(self, input)
         dtype = float_type_for(_eltype(input), self.type)
         if _is_scalar(input):
+            # As Julia: computed in Float64 (dividing by log(base)), then converted.
             with np.errstate(divide="ignore", invalid="ignore"):
-                return dtype.type(math.log(float(input) + self.eps) / math.log(self.base)
-                                  if float(input) + self.eps > 0 else np.log(float(input) + self.eps))
+                return dtype.type(np.log(np.float64(input) + self.eps) / np.log(self.base))
 
         def logarithm(values: np.ndarray) -> np.ndarray:
             shifted = _cast(values, dtype)

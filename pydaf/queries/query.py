@@ -71,8 +71,8 @@ def julia_string(value: Any) -> str:
     group names match Julia's.
 
     Example:
-        >>> julia_string(True), julia_string(np.float32(2)), julia_string(1e-5), julia_string(1234567.0), julia_string(3)
-        ('true', '2.0', '1.0e-5', '1.234567e6', '3')
+        >>> [julia_string(v) for v in (True, np.float32(2), 1e-5, 1234567.0, 3)]
+        ['true', '2.0', '1.0e-5', '1.234567e6', '3']
     """
     if isinstance(value, str):
         return value
@@ -104,7 +104,7 @@ def _julia_float_text(text: str) -> str:
     if not digits:
         return "-0.0" if negative else "0.0"
     # Position of the decimal point relative to the first significant digit.
-    leading_zeros = len((digits_before + digits_after)) - len((digits_before + digits_after).lstrip("0"))
+    leading_zeros = len(digits_before + digits_after) - len((digits_before + digits_after).lstrip("0"))
     point = len(digits_before) - leading_zeros + exponent
     digits = digits.rstrip("0") or "0"
     sign = "-" if negative else ""

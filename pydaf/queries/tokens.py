@@ -2,8 +2,8 @@
 
 Value tokens are maximal runs of ``[A-Za-z0-9_.+-]`` or non-ASCII characters that do not start with an operator (so
 ``M412.08`` and ``-1.5e-3`` are values, while ``. version`` starts with the ``.`` operator); any other character is an
-operator character unless escaped with ``\\``. Whitespace and ``# ...`` comments separate tokens and are squashed into one space,
-so error messages show the query on one line with ``▲`` markers under the offending token.
+operator character unless escaped with ``\\``. Whitespace and ``# ...`` comments separate tokens and are squashed into
+one space, so error messages show the query on one line with ``▲`` markers under the offending token.
 """
 
 from __future__ import annotations

@@ -1,0 +1,352 @@
+"""The reduction kernels (pydaf.kernels.reductions) against straightforward numpy, on both the numpy (small) and the
+numba (large) paths, on 1-based CSC (several index and value types, read-only) and dense (column- and row-major)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pydaf.kernels import reductions
+from pydaf.kernels.reductions import (
+    colptr_from_counts,
+    column_means,
+    column_sums,
+    dense_column_major,
+    group_members,
+    matrix_columns,
+    matrix_rows,
+    reduce_all,
+    reduce_columns,
+    reduce_grouped_columns,
+    reduce_grouped_rows,
+    reduce_grouped_vector,
+    reduce_rows,
+    reduce_vector,
+    row_means,
+    row_sums,
+    select_columns,
+    select_rows,
+    transpose_csc,
+)
+from pydaf.sparse import SparseMatrixCSC
+
+EPS = 2.0
+P = 0.3
+
+
+REFERENCES = {
+    "sum": lambda values, axis: values.sum(axis=axis),
+    "mean": lambda values, axis: values.mean(axis=axis),
+    "var": lambda values, axis: values.var(axis=axis),
+    "std": lambda values, axis: values.std(axis=axis),
+    "max": lambda values, axis: values.max(axis=axis),
+    "min": lambda values, axis: values.min(axis=axis),
+    "median": lambda values, axis: np.median(values, axis=axis),
+    "quantile": lambda values, axis: np.quantile(values, P, axis=axis),
+    "geomean": lambda values, axis: _geomean(values, axis),
+}
+
+
+def _geomean(values: np.ndarray, axis: int | None) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.exp(np.log(values + EPS).mean(axis=axis)) - EPS
+
+
+def _use_path(monkeypatch, path: str) -> str:
+    monkeypatch.setattr(reductions, "NUMBA_THRESHOLD", 1 << 30 if path == "numpy" else 0)
+    return path
+
+
+@pytest.fixture(params=["numpy", "numba"])
+def path(request, monkeypatch):
+    """Run a test on the small-input numpy path and on the numba kernels."""
+    return _use_path(monkeypatch, request.param)
+
+
+def _read_only(array: np.ndarray) -> np.ndarray:
+    array = np.array(array, copy=True, order="K")
+    array.flags.writeable = False
+    return array
+
+
+def _sparse(dense: np.ndarray, indtype=np.uint32) -> SparseMatrixCSC:
+    """A read-only 1-based CSC of a dense matrix, with an explicitly stored zero (which must count as a zero)."""
+    n_rows, n_columns = dense.shape
+    colptr = [1]
+    rowval: list[int] = []
+    nzval: list = []
+    for column in range(n_columns):
+        for row in range(n_rows):
+            if dense[row, column] != 0 or (row == 0 and column == 1):
+                rowval.append(row + 1)
+                nzval.append(dense[row, column])
+        colptr.append(len(rowval) + 1)
+    return SparseMatrixCSC(dense.shape, _read_only(np.array(colptr, dtype=indtype)),
+                           _read_only(np.array(rowval, dtype=indtype)), _read_only(np.array(nzval, dtype=dense.dtype)))
+
+
+def _dense(n_rows: int, n_columns: int, dtype, seed: int = 1, density: float = 0.3) -> np.ndarray:
+    generator = np.random.default_rng(seed)
+    if np.dtype(dtype) == np.bool_:
+        values = generator.random((n_rows, n_columns)) < density
+    elif np.dtype(dtype).kind == "u":
+        values = generator.integers(1, 20, (n_rows, n_columns)) * (generator.random((n_rows, n_columns)) < density)
+    else:
+        values = generator.integers(-10, 20, (n_rows, n_columns)) * (generator.random((n_rows, n_columns)) < density)
+        if np.dtype(dtype).kind == "f":
+            values = values + generator.random((n_rows, n_columns)) * (values != 0)
+    result = np.asfortranarray(values.astype(dtype))
+    result[:, -1] = 0  # An empty column.
+    return result
+
+
+# Small shapes with odd sizes; (13, 9) has an empty column and, for the grouped tests, an empty group.
+CASES = [
+    ("sparse uint16 / uint32", np.uint16, np.uint32),
+    ("sparse int32 / int64", np.int32, np.int64),
+    ("sparse float32 / uint64", np.float32, np.uint64),
+    ("sparse bool / int32", np.bool_, np.int32),
+    ("dense float64", np.float64, None),
+    ("dense int16", np.int16, None),
+]
+
+# Every value type compiles its own kernels: the numba path runs on a subset (the index types share kernels anyway).
+NUMBA_CASES = ("sparse uint16 / uint32", "dense float64")
+
+
+PATH_CASES = [
+    pytest.param(path, *case, id=f"{path}-{case[0]}")
+    for path in ("numpy", "numba")
+    for case in CASES
+    if path == "numpy" or case[0] in NUMBA_CASES
+]
+
+
+def _matrix(dtype, indtype, layout: str = "F"):
+    dense = _dense(13, 9, dtype)
+    if indtype is not None:
+        return _sparse(dense, indtype), dense
+    if layout == "C":
+        return _read_only(np.ascontiguousarray(dense)), dense
+    return _read_only(dense), dense
+
+
+def _assert_matches(actual: np.ndarray, expected: np.ndarray) -> None:
+    np.testing.assert_allclose(np.asarray(actual, dtype=np.float64), np.asarray(expected, dtype=np.float64),
+                               rtol=1e-10, atol=1e-10, equal_nan=True)
+
+
+@pytest.mark.parametrize("path_name,name,dtype,indtype", PATH_CASES)
+def test_columns_rows_and_all_match_numpy(monkeypatch, path_name, name, dtype, indtype):
+    _use_path(monkeypatch, path_name)
+    matrix, dense = _matrix(dtype, indtype)
+    values = dense.astype(np.float64)
+    for statistic, reference in REFERENCES.items():
+        options = {"eps": EPS, "p": P}
+        with np.errstate(invalid="ignore"):
+            _assert_matches(reduce_columns(matrix, statistic, **options), reference(values, 0))
+            _assert_matches(reduce_rows(matrix, statistic, **options), reference(values, 1))
+            _assert_matches(reduce_all(matrix, statistic, **options), reference(values.ravel(), None))
+
+
+@pytest.mark.parametrize("path_name,name,dtype,indtype", PATH_CASES)
+def test_grouped_rows_and_columns_match_numpy(monkeypatch, path_name, name, dtype, indtype):
+    _use_path(monkeypatch, path_name)
+    matrix, dense = _matrix(dtype, indtype)
+    values = dense.astype(np.float64)
+    row_groups = np.array([0, 2, -1, 0, 2, 2, 0, -1, 2, 0, 0, 2, 0])  # Group 1 is empty.
+    column_groups = np.array([1, 0, 0, -1, 1, 3, 0, 1, 3])  # Group 2 is empty.
+    for statistic, reference in REFERENCES.items():
+        options = {"eps": EPS, "p": P}
+        grouped = reduce_grouped_rows(matrix, statistic, row_groups, 3, **options)
+        assert grouped.shape == (3, 9) and grouped.flags.f_contiguous
+        for group in (0, 2):
+            with np.errstate(invalid="ignore"):
+                _assert_matches(grouped[group], reference(values[row_groups == group], 0))
+        grouped = reduce_grouped_columns(matrix, statistic, column_groups, 4, **options)
+        assert grouped.shape == (13, 4) and grouped.flags.f_contiguous
+        for group in (0, 1, 3):
+            with np.errstate(invalid="ignore"):
+                _assert_matches(grouped[:, group], reference(values[:, column_groups == group], 1))
+    # Empty groups: zero sums and counts, NaN means.
+    assert np.all(reduce_grouped_rows(matrix, "sum", row_groups, 3)[1] == 0)
+    assert np.all(np.isnan(reduce_grouped_columns(matrix, "mean", column_groups, 4)[:, 2]))
+
+
+def test_row_major_dense_is_reduced_without_copying_to_column_major(path):
+    matrix, dense = _matrix(np.float64, None, layout="C")
+    assert matrix.flags.c_contiguous and not matrix.flags.f_contiguous
+    values = dense.astype(np.float64)
+    for statistic, reference in REFERENCES.items():
+        with np.errstate(invalid="ignore"):
+            _assert_matches(reduce_columns(matrix, statistic, eps=EPS, p=P), reference(values, 0))
+            _assert_matches(reduce_rows(matrix, statistic, eps=EPS, p=P), reference(values, 1))
+    groups = np.array([0, 1, 1, 0, 1, 0, 0, 1, 0, 1, 1, 0, 0])
+    grouped = reduce_grouped_rows(matrix, "sum", groups, 2)
+    assert grouped.flags.f_contiguous
+    _assert_matches(grouped, np.stack([values[groups == group].sum(axis=0) for group in range(2)]))
+
+
+def test_result_types():
+    matrix, _ = _matrix(np.uint16, np.uint32)
+    assert reduce_columns(matrix, "sum").dtype == np.uint64
+    assert reduce_rows(matrix, "max").dtype == np.uint16
+    assert reduce_columns(matrix, "mean").dtype == np.float64
+    signed, _ = _matrix(np.int16, None)
+    assert reduce_rows(signed, "sum").dtype == np.int64
+    assert reduce_rows(signed, "min").dtype == np.int16
+    flags, _ = _matrix(np.bool_, np.int64)
+    assert reduce_columns(flags, "sum").dtype == np.int64
+    assert reduce_columns(flags, "max").dtype == np.bool_
+    floats, _ = _matrix(np.float32, None)
+    assert reduce_columns(floats, "sum").dtype == np.float64
+    assert reduce_grouped_rows(floats, "min", np.zeros(13, np.int64), 1).dtype == np.float32
+
+
+def test_integer_sums_are_exact_beyond_float_precision(path):
+    big = 2**53 + 1
+    dense = np.asfortranarray(np.array([[big, 1], [1, 0], [big, 3]], dtype=np.int64))
+    # (Dense integer kernels are the same code as the float ones; only the sparse ones run here on both paths.)
+    for matrix in (_sparse(dense, np.int64), dense) if path == "numpy" else (_sparse(dense, np.int64),):
+        assert column_sums(matrix).tolist() == [2 * big + 1, 4]
+        assert row_sums(matrix).tolist() == [big + 1, 1, big + 3]
+        assert int(reduce_all(matrix, "sum")) == 2 * big + 5
+    unsigned = np.asfortranarray(np.array([[2**64 - 2], [1]], dtype=np.uint64))
+    assert column_sums(unsigned if path == "numpy" else _sparse(unsigned, np.uint32)).tolist() == [2**64 - 1]
+
+
+def test_implicit_zeros_count(path):
+    # A column of 10 rows with 2 stored entries has 8 zeros.
+    matrix = SparseMatrixCSC((10, 1), np.array([1, 3], np.uint32), np.array([2, 7], np.uint32),
+                             np.array([5.0, 3.0]))
+    assert reduce_columns(matrix, "mean").tolist() == [0.8]
+    assert reduce_columns(matrix, "min").tolist() == [0.0]
+    assert reduce_columns(matrix, "median").tolist() == [0.0]
+    np.testing.assert_allclose(reduce_columns(matrix, "var"), [np.var([5.0, 3.0] + [0.0] * 8)])
+    negative = SparseMatrixCSC((4, 1), np.array([1, 3], np.uint32), np.array([1, 3], np.uint32),
+                               np.array([-2.0, -1.0]))
+    assert reduce_columns(negative, "max").tolist() == [0.0]
+    assert reduce_columns(negative, "median").tolist() == [-0.5]
+    assert reduce_columns(negative, "quantile", p=0.5).tolist() == [-0.5]
+    assert reduce_rows(negative, "min").tolist() == [-2.0, 0.0, -1.0, 0.0]
+
+
+def test_nan_propagates_through_max_min_and_median(path):
+    dense = np.asfortranarray(np.array([[1.0, np.nan], [3.0, 2.0]]))
+    for matrix in (dense, _sparse(dense, np.uint32)):
+        assert np.isnan(reduce_columns(matrix, "max")[1]) and reduce_columns(matrix, "max")[0] == 3.0
+        assert np.isnan(reduce_rows(matrix, "min")[0])
+        assert np.isnan(reduce_columns(matrix, "median")[1])
+        assert np.isnan(reduce_all(matrix, "max"))
+
+
+def test_quantiles_follow_julia():
+    # Statistics.quantile([1, 3, 7], 0.25) == 2.0; quantile(1:10, 0.9) == 9.1 (computed with an exact fma).
+    assert reduce_vector(np.array([1, 3, 7]), "quantile", p=0.25) == 2.0
+    assert reduce_vector(np.arange(1, 11), "quantile", p=0.9) == 9.1
+    assert reduce_vector(np.array([5.0]), "quantile", p=0.7) == 5.0
+    assert reduce_vector(np.array([1, 3, 7]), "quantile", p=0.0) == 1.0
+    assert reduce_vector(np.array([1, 3, 7]), "quantile", p=1.0) == 7.0
+    assert reduce_vector(np.array([1, 2, 3, 10]), "median") == 2.5
+
+
+def test_grouped_vectors(path):
+    values = _read_only(np.array([1.0, 2.0, 4.0, 8.0, 3.0]))
+    groups = np.array([0, 1, 0, -1, 2])
+    assert reduce_grouped_vector(values, "sum", groups, 4).tolist()[:3] == [5.0, 2.0, 3.0]
+    assert reduce_grouped_vector(values, "max", groups, 3).tolist() == [4.0, 2.0, 3.0]
+    assert reduce_grouped_vector(values, "median", groups, 3).tolist() == [2.5, 2.0, 3.0]
+    with pytest.raises(ValueError, match="groups of length"):
+        reduce_grouped_vector(values, "sum", groups[:2], 3)
+    with pytest.raises(ValueError, match="group index 2 for 2 groups"):
+        reduce_grouped_vector(values, "sum", groups, 2)
+
+
+def test_too_large_buffers_use_fewer_threads(monkeypatch):
+    # When per-thread buffers would be too large, grouped columns go one group per chunk into a shared buffer.
+    monkeypatch.setattr(reductions, "NUMBA_THRESHOLD", 0)
+    monkeypatch.setattr(reductions, "_PRIVATE_BUFFERS_LIMIT", 0)
+    matrix, dense = _matrix(np.uint16, np.uint32)
+    groups = np.array([1, 0, 0, -1, 1, 3, 0, 1, 3])
+    for statistic in ("sum", "max", "var"):
+        expected = np.stack([REFERENCES[statistic](dense[:, groups == group].astype(np.float64), 1)
+                             for group in (0, 1, 3)], axis=1)
+        _assert_matches(reduce_grouped_columns(matrix, statistic, groups, 4)[:, [0, 1, 3]], expected)
+        # Per row, on a single thread (one buffer).
+        _assert_matches(reduce_rows(matrix, statistic), REFERENCES[statistic](dense.astype(np.float64), 1))
+
+
+def test_large_sparse_matrix_on_all_threads():
+    # Above the threshold for real: the balanced chunks, per-thread row buffers and their sum.
+    generator = np.random.default_rng(7)
+    n_rows, n_columns, nnz_per_column = 5000, 40, 2000
+    colptr = np.arange(1, (n_columns + 1) * nnz_per_column + 1, nnz_per_column, dtype=np.uint32)
+    rowval = np.concatenate([np.sort(generator.choice(n_rows, nnz_per_column, replace=False)) + 1
+                             for _ in range(n_columns)]).astype(np.uint32)
+    nzval = generator.integers(1, 100, rowval.shape[0]).astype(np.uint16)
+    matrix = SparseMatrixCSC((n_rows, n_columns), _read_only(colptr), _read_only(rowval), _read_only(nzval))
+    assert matrix.nnz >= reductions.NUMBA_THRESHOLD
+    dense = matrix.to_dense().astype(np.float64)
+    _assert_matches(row_sums(matrix), dense.sum(axis=1))
+    _assert_matches(column_sums(matrix), dense.sum(axis=0))
+    _assert_matches(row_means(matrix), dense.mean(axis=1))
+    _assert_matches(column_means(matrix), dense.mean(axis=0))
+    _assert_matches(reduce_rows(matrix, "max"), dense.max(axis=1))
+    _assert_matches(reduce_columns(matrix, "median"), np.median(dense, axis=0))
+    groups = generator.integers(-1, 10, n_rows)
+    _assert_matches(reduce_grouped_rows(matrix, "mean", groups, 10),
+                    np.stack([dense[groups == group].mean(axis=0) for group in range(10)]))
+
+
+def test_inputs_are_never_written(path):
+    matrix, _ = _matrix(np.uint16, np.uint32)
+    before = (matrix.colptr.copy(), matrix.rowval.copy(), matrix.nzval.copy())
+    for statistic in REFERENCES:
+        reduce_rows(matrix, statistic, eps=EPS, p=P)
+        reduce_grouped_rows(matrix, statistic, np.zeros(13, np.int64), 1, eps=EPS, p=P)
+    assert all(np.array_equal(a, b) for a, b in zip(before, (matrix.colptr, matrix.rowval, matrix.nzval), strict=True))
+
+
+def test_scipy_input_and_errors():
+    import scipy.sparse as sp
+
+    assert column_sums(sp.csr_matrix(np.array([[1, 0], [2, 3]]))).tolist() == [3, 3]
+    with pytest.raises(ValueError, match="unknown statistic: mode"):
+        reduce_columns(np.ones((2, 2)), "mode")
+    with pytest.raises(ValueError, match="not a matrix"):
+        reduce_columns(np.ones(3), "sum")
+
+
+def test_helpers():
+    dense = np.asfortranarray(np.array([[0, 1, 0], [2, 0, 3], [0, 4, 5]], dtype=np.int32))
+    matrix = _sparse(dense, np.uint32)
+    assert np.array_equal(dense_column_major(matrix), dense) and dense_column_major(matrix).flags.f_contiguous
+    transposed = transpose_csc(matrix)
+    assert transposed.colptr.dtype == np.uint32 and np.array_equal(transposed.to_dense(), dense.T)
+    assert np.array_equal(select_rows(matrix, np.array([0, 2])).to_dense(), dense[[0, 2]])
+    assert np.array_equal(select_columns(matrix, np.array([2, 0])).to_dense(), dense[:, [2, 0]])
+    assert np.array_equal(select_rows(dense, np.array([1])), dense[[1]])
+    assert [column.tolist() for column in matrix_columns(matrix)] == dense.T.tolist()
+    assert [row.tolist() for row in matrix_rows(matrix)] == dense.tolist()
+    assert [members.tolist() for members in group_members(np.array([2, 0, -1, 2]), 3)] == [[1], [], [0, 3]]
+    assert colptr_from_counts(np.array([0, 2]), np.int64).tolist() == [1, 1, 3]
+
+
+def test_benchmark_script_kernels(tmp_path, capsys):
+    # The kernel-level part of benchmarks/bench_queries.py on a tiny file (the full run is ≥ 1 GB).
+    import importlib.util
+    import pathlib
+
+    script = pathlib.Path(__file__).resolve().parent.parent / "benchmarks" / "bench_queries.py"
+    spec = importlib.util.spec_from_file_location("bench_queries", script)
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    path = str(tmp_path / "bench.h5df")
+    assert bench.main(["--path", path, "--cells", "3000", "--genes", "40", "--repeats", "1", "--kernels-only",
+                       "--quiet"]) == 0
+    table = capsys.readouterr().out
+    assert table.splitlines()[0].split()[:4] == ["reduction", "query", "s", "kernel"]
+    assert [line.split()[0] for line in table.splitlines()[1:]] == [">|", ">-", "-/"]
+    assert all(line.endswith("yes") for line in table.splitlines()[1:])
+    assert bench._existing_shape(path) == (3000, 40)  # Reused by the next run.
