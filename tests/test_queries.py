@@ -104,6 +104,25 @@ def test_reductions_run_on_stored_sparse_data(daf):
     assert np.allclose(means.to_numpy(), [[0, 0.5, 1.5], [2, 0, 0]])
 
 
+def test_row_reductions_with_either_layout_stored(daf):
+    # UMIs has both layouts (whole-matrix row reductions use the gene x cell one), score only cell x gene; the flipped
+    # layout must not be used once the matrix is masked or transformed.
+    assert daf["@ cell @ gene :: UMIs >| Max"].to_dict() == {"A": 1, "B": 2, "C": 3, "D": 5}
+    assert daf["@ cell [ age > 15 ] @ gene :: UMIs >| Sum"].to_dict() == {"B": 2, "C": 3, "D": 9}
+    assert daf["@ cell @ gene [ ! name = Y ] :: UMIs >| Sum"].to_dict() == {"A": 0, "B": 2, "C": 3, "D": 4}
+    assert daf["@ cell @ gene :: UMIs % Clamp max 2 >| Sum"].to_dict() == {"A": 1, "B": 2, "C": 2, "D": 4}
+    assert daf["@ gene @ cell :: UMIs >| Sum"].to_dict() == {"X": 6, "Y": 6, "Z": 3}
+    assert daf["@ cell @ gene :: score >| Sum"].to_dict() == {"A": 0.5, "B": 1.0, "C": 1.5, "D": 4.5}
+    assert daf.get_np_query("@ cell @ gene :: UMIs >| Sum").tolist() == [1, 2, 3, 9]
+
+
+def test_grouping_whole_axes_and_subsets(daf):
+    assert daf["@ cell : age / type >> Max"].to_dict() == {"": 40, "T1": 30, "T2": 20}
+    assert daf["@ cell [ age < 35 ] : age / type >> Max"].to_dict() == {"T1": 30, "T2": 20}
+    assert daf["@ cell [ age > 15 ] @ gene :: UMIs -/ type >- Sum"].to_numpy().tolist() == [[4, 5, 0], [0, 0, 3],
+                                                                                             [2, 0, 0]]
+
+
 def test_masks_lookups_and_counts(daf):
     assert daf["@ cell [ age > 15 & ! type ]"].tolist() == ["D"]
     assert daf["@ cell [ type ] : type : color"].to_dict() == {"A": "red", "B": "green", "C": "red"}

@@ -101,6 +101,9 @@ class MatrixState:
     property_axis_name: str | None = None
     matrix_values: Any = None
     pending_final_values: np.ndarray | None = None
+    # The stored matrix in the other layout, while ``matrix_values`` is the whole stored matrix (reducing each row of a
+    # column-major matrix is a scatter; reducing each column of its flipped layout is a parallel streaming pass).
+    flipped: tuple[Any, Callable[[], Any]] | None = None
 
 
 @dataclass
@@ -718,11 +721,16 @@ def compute_mask_operation(query_state: QueryState, base_state: VectorState, beg
     query_state.stack.extend((base_state, begin_mask, combined))
 
 
-def extract_vector_axis(state: VectorState) -> VectorState:
+def extract_vector_axis(query_state: QueryState, state: VectorState) -> VectorState:
     """The entries of a vector, as values of its entries axis (to look up a grouping/counting property)."""
     axis_state = state.copy()
     axis_state.property_axis_name = axis_state.entries_axis_name
-    axis_state.is_complete_property_axis = False
+    # Entries that are (still) the very array of all the axis entries need no lookup by name.
+    axis_state.is_complete_property_axis = (
+        query_state.computing
+        and state.entries_axis_name is not None
+        and state.vector_entries is query_state.daf.axis_vector(state.entries_axis_name)  # type: ignore[union-attr]
+    )
     axis_state.vector_values = axis_state.vector_entries
     return axis_state
 
@@ -738,7 +746,7 @@ def _vector_group(query_state: QueryState, state: VectorState, group_by: Any) ->
     finalize_vector_values(query_state, state)
     if state.entries_axis_name is None and query_state.computing:
         error_at_state(query_state, "the vector entries are not entries of an axis")
-    return extract_vector_axis(state)
+    return extract_vector_axis(query_state, state)
 
 
 def lookup_vector_group_by_vector(query_state: QueryState, state: VectorState, group_by: GroupBy,
@@ -863,7 +871,10 @@ def _reduce_matrix_to_vector(query_state: QueryState, matrix_state: MatrixState,
         matrix = matrix_state.matrix_values
         _require_reducible(query_state, matrix, operation)
         if _matrix_size(matrix) > 0:
-            state.vector_values = np.asarray(operation.compute_matrix(matrix, axis))
+            if axis == 1 and matrix_state.flipped is not None and matrix_state.flipped[0] is matrix:
+                state.vector_values = np.asarray(operation.compute_matrix(matrix_state.flipped[1](), 0))
+            else:
+                state.vector_values = np.asarray(operation.compute_matrix(matrix, axis))
         elif if_missing is not None:
             default = np.asarray(if_missing.default_value)
             state.vector_values = np.full(len(state.vector_values), default, dtype=default.dtype)
@@ -1018,6 +1029,10 @@ def matrix_lookup(query_state: QueryState, rows_state: VectorState, columns_stat
         columns = None if columns_state.is_complete_property_axis else _entry_indices(query_state, columns_axis,
                                                                                        columns_state.vector_values)
         matrix_state.matrix_values = _take_rows_columns(matrix, rows, columns)
+        if rows is None and columns is None and daf.has_matrix(columns_axis, rows_axis, lookup.property_name,
+                                                               relayout=False):
+            matrix_state.flipped = (matrix_state.matrix_values, lambda: daf.get_stored_matrix(
+                columns_axis, rows_axis, lookup.property_name, relayout=False))
     else:
         if query_state.what_for == "has_query" and if_missing is None and rows_state.property_name == "name" \
                 and columns_state.property_name == "name" \
@@ -1042,7 +1057,7 @@ def _count_prepare(
         error_at_state(query_state, "the vector entries are not entries of an axis")
     query_state.stack.append(state)
     query_state.stack.append(count_by)
-    lookup(extract_vector_axis(state))
+    lookup(extract_vector_axis(query_state, state))
 
 
 def lookup_vector_count(query_state: QueryState, state: VectorState, as_axis: AsAxis | None, count_by: CountBy,
@@ -1116,7 +1131,7 @@ def _matrix_group(query_state: QueryState, matrix_state: MatrixState, group_by: 
     assert state is not None
     if state.entries_axis_name is None and query_state.computing:
         error_at_state(query_state, "the matrix entries are not entries of an axis")
-    return extract_vector_axis(state)
+    return extract_vector_axis(query_state, state)
 
 
 def lookup_matrix_group_by_vector(query_state: QueryState, matrix_state: MatrixState, group_by: Any,
