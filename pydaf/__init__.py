@@ -24,6 +24,7 @@ from .errors import (
     DafReadOnlyError,
     DafShapeError,
     DafTypeError,
+    DafUnsupportedError,
     DafValueError,
 )
 from .formats.base import CacheGroup
@@ -48,6 +49,7 @@ __all__ = [
     "DafReader",
     "DafShapeError",
     "DafTypeError",
+    "DafUnsupportedError",
     "DafValueError",
     "DafWriter",
     "FilesDaf",

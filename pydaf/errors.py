@@ -61,6 +61,10 @@ class DafReadOnlyError(DafModeError):
     """A write through a read-only data set."""
 
 
+class DafUnsupportedError(DafError, ValueError):
+    """Data that Daf cannot hold (e.g. AnnData's ``obsm``), reported by an ``unsupported_handler="error"``."""
+
+
 class DafQueryError(DafError, ValueError):
     """A query that does not parse, or that cannot be applied to the data (Julia's message, pointing with ``▲`` at
     the offending part of the query)."""

@@ -116,3 +116,34 @@ def live_maps(path: str) -> int:
     with _maps_lock:
         return sum(1 for entry in _maps.get(os.path.abspath(path), []) if entry.array() is not None and
                    not entry.detached)
+
+
+_MADV_DONTNEED = 4
+_libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+
+
+def release_pages(array: np.ndarray) -> bool:
+    """Drop the pages under ``array`` from this process's resident set if it lies in a live shared file map (the data
+    stays in the file and the page cache; touching it again faults it back in). Anything else is left alone (private
+    memory would be zeroed). Streaming passes over large mapped matrices call this on the parts they are done with, so
+    the process's RSS stays bounded. Returns whether pages were released.
+
+    Example:
+        >>> release_pages(np.zeros(10))  # not a file map: nothing happens
+        False
+    """
+    if not sys.platform.startswith("linux") or array.size == 0:
+        return False
+    start = array.__array_interface__["data"][0]
+    end = start + array.nbytes
+    with _maps_lock:
+        inside = any(entry.address <= start and end <= entry.address + entry.length and not entry.detached
+                     and entry.array() is not None for entries in _maps.values() for entry in entries)
+    if not inside:
+        return False
+    page = mmap.PAGESIZE
+    first = -(-start // page) * page
+    last = end // page * page
+    if last > first:
+        _libc.madvise(first, last - first, _MADV_DONTNEED)
+    return True

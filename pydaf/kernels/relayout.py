@@ -1,7 +1,10 @@
 """Relayout (transpose into the other memory layout) of dense and 1-based CSC matrices, written into given buffers.
 
-Small inputs use numpy/scipy (no compilation); large ones use numba kernels that stream through the input once and
-write the output in place, so a mapped output buffer is filled without any intermediate copy.
+Small inputs use numpy/scipy (no compilation); large ones use numba kernels that write the output in place, so a
+mapped output buffer is filled without any intermediate copy. A large sparse input is transposed in column blocks, in
+parallel: each block's entries per output column are counted, which gives every block its own write positions, then
+the blocks scatter their entries concurrently, a wave of blocks at a time; the input pages of a finished wave are
+released (:func:`~pydaf.formats.mapping.release_pages`) so a mapped input never stays resident as a whole.
 """
 
 from __future__ import annotations
@@ -21,26 +24,6 @@ def _kernels():
     import numba
 
     @numba.njit(cache=True, nogil=True)
-    def transpose_csc(n_rows, colptr, rowval, nzval, out_colptr, out_rowval, out_nzval):  # pragma: no cover - jit
-        n_cols = colptr.shape[0] - 1
-        counts = np.zeros(n_rows + 1, dtype=np.int64)
-        for k in range(rowval.shape[0]):
-            counts[rowval[k]] += 1
-        out_colptr[0] = 1
-        for row in range(n_rows):
-            out_colptr[row + 1] = out_colptr[row] + counts[row + 1]
-        position = np.empty(n_rows, dtype=np.int64)
-        for row in range(n_rows):
-            position[row] = out_colptr[row] - 1
-        for column in range(n_cols):
-            for k in range(colptr[column] - 1, colptr[column + 1] - 1):
-                row = rowval[k] - 1
-                destination = position[row]
-                out_rowval[destination] = column + 1
-                out_nzval[destination] = nzval[k]
-                position[row] = destination + 1
-
-    @numba.njit(cache=True, nogil=True)
     def transpose_dense(matrix, out):  # pragma: no cover - jit
         n_rows, n_cols = matrix.shape
         block = 64
@@ -52,7 +35,31 @@ def _kernels():
                     for column in range(column_start, column_end):
                         out[column, row] = matrix[row, column]
 
-    return transpose_csc, transpose_dense
+    @numba.njit(cache=True, parallel=True, nogil=True)
+    def count_block_rows(colptr, rowval, block_bounds, counts):  # pragma: no cover - jit
+        for block in numba.prange(block_bounds.shape[0] - 1):
+            for k in range(colptr[block_bounds[block]] - 1, colptr[block_bounds[block + 1]] - 1):
+                counts[block, rowval[k] - 1] += 1
+
+    @numba.njit(cache=True, parallel=True, nogil=True)
+    def scatter_blocks(first_block, colptr, rowval, nzval, block_bounds, positions, out_rowval,
+                       out_nzval):  # pragma: no cover - jit
+        for wave_block in numba.prange(positions.shape[0]):
+            block = first_block + wave_block
+            position = positions[wave_block]
+            for column in range(block_bounds[block], block_bounds[block + 1]):
+                for k in range(colptr[column] - 1, colptr[column + 1] - 1):
+                    row = rowval[k] - 1
+                    destination = position[row]
+                    out_rowval[destination] = column + 1
+                    out_nzval[destination] = nzval[k]
+                    position[row] = destination + 1
+
+    return transpose_dense, count_block_rows, scatter_blocks
+
+
+#: Stored entries per block of a parallel sparse transpose.
+_BLOCK_ENTRIES = 1 << 22
 
 
 def transpose_csc_into(matrix: SparseMatrixCSC, colptr: np.ndarray, rowval: np.ndarray, nzval: np.ndarray) -> None:
@@ -65,7 +72,6 @@ def transpose_csc_into(matrix: SparseMatrixCSC, colptr: np.ndarray, rowval: np.n
         >>> colptr.tolist(), rowval.tolist(), nzval.tolist()
         ([1, 2, 3], [3, 1], [6.0, 5.0])
     """
-    n_rows = matrix.shape[0]
     if matrix.nnz < NUMBA_THRESHOLD:
         csr = matrix.to_scipy().tocsr()
         csr.sort_indices()
@@ -73,8 +79,41 @@ def transpose_csc_into(matrix: SparseMatrixCSC, colptr: np.ndarray, rowval: np.n
         np.add(csr.indices, 1, out=rowval, casting="unsafe")
         nzval[...] = csr.data
         return
-    transpose_csc, _ = _kernels()
-    transpose_csc(n_rows, matrix.colptr, matrix.rowval, matrix.nzval, colptr, rowval, nzval)
+    _transpose_csc_blocks(matrix, colptr, rowval, nzval)
+
+
+def _transpose_csc_blocks(matrix: SparseMatrixCSC, out_colptr: np.ndarray, out_rowval: np.ndarray,
+                          out_nzval: np.ndarray) -> None:
+    import numba
+
+    from ..formats.mapping import release_pages
+
+    _, count_block_rows, scatter_blocks = _kernels()
+    n_rows, n_columns = matrix.shape
+    colptr = matrix.colptr
+    # Column blocks of about _BLOCK_ENTRIES entries each (at least one column per block).
+    wanted = np.arange(1, matrix.nnz + 1, _BLOCK_ENTRIES, dtype=np.int64)
+    firsts = np.searchsorted(colptr, wanted, side="right") - 1
+    block_bounds = np.unique(np.concatenate([[0], np.maximum(firsts, 0), [n_columns]])).astype(np.int64)
+    n_blocks = block_bounds.shape[0] - 1
+    counts = np.zeros((n_blocks, n_rows), dtype=np.int64)
+    count_block_rows(colptr, matrix.rowval, block_bounds, counts)
+    release_pages(matrix.rowval)
+    totals = counts.sum(axis=0)
+    out_colptr[0] = 1
+    out_colptr[1:] = np.cumsum(totals) + 1
+    # Block b writes each row's entries after those of the blocks before it.
+    starts = np.cumsum(counts, axis=0)
+    starts -= counts
+    starts += np.asarray(out_colptr[:-1], dtype=np.int64) - 1
+    wave = max(1, numba.get_num_threads())
+    for first in range(0, n_blocks, wave):
+        last = min(first + wave, n_blocks)
+        scatter_blocks(first, colptr, matrix.rowval, matrix.nzval, block_bounds, starts[first:last], out_rowval,
+                       out_nzval)
+        begin, end = int(colptr[block_bounds[first]]) - 1, int(colptr[block_bounds[last]]) - 1
+        release_pages(matrix.rowval[begin:end])
+        release_pages(matrix.nzval[begin:end])
 
 
 def transpose_dense_into(matrix: np.ndarray, out: np.ndarray) -> None:
@@ -89,5 +128,5 @@ def transpose_dense_into(matrix: np.ndarray, out: np.ndarray) -> None:
     if matrix.size < NUMBA_THRESHOLD:
         out[...] = matrix.T
         return
-    _, transpose_dense = _kernels()
+    transpose_dense = _kernels()[0]
     transpose_dense(matrix, out)

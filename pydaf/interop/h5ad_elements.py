@@ -1,0 +1,299 @@
+"""Reading the elements of an ``.h5ad`` file with h5py, by dispatch on ``encoding-type`` / ``encoding-version``.
+
+Each reader turns one HDF5 element into a plain Python value: a :class:`Column` (a vector, with a mask of missing
+entries for nullable encodings), a :class:`MatrixSource` (a dense dataset or the three arrays of a CSR/CSC matrix, read
+lazily in slices so large matrices stream), a scalar, a ``dict`` of elements, or an :class:`Unsupported` element that
+Daf cannot hold. Legacy files (anndata ≤ 0.7) without encoding attributes are recognised by their shape: plain
+datasets, ``h5sparse_format`` groups, dataframes with a ``__categories`` subgroup or ``categories`` object references,
+and groups without attributes as dicts.
+
+Example:
+    >>> READERS[("csr_matrix", "0.1.0")].__name__, READERS[("dataframe", "0.2.0")].__name__
+    ('read_csr', 'read_dataframe')
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import h5py
+import numpy as np
+
+__all__ = ["READERS", "Column", "MatrixSource", "Unsupported", "read_element", "reads"]
+
+
+@dataclass
+class Column:
+    """A vector: numbers, bools or strings (``object`` array), with ``missing`` marking the null entries (if any)."""
+
+    values: np.ndarray
+    missing: np.ndarray | None = None
+
+
+@dataclass
+class MatrixSource:
+    """A matrix as AnnData stores it: ``dense`` (a row-major dataset or array) or ``csr``/``csc`` (the three arrays,
+    0-based, datasets or arrays sliced on demand)."""
+
+    kind: str
+    shape: tuple[int, int]
+    dtype: np.dtype
+    data: Any
+    indices: Any = None
+    indptr: Any = None
+
+    @property
+    def nnz(self) -> int:
+        return int(self.data.shape[0]) if self.kind != "dense" else int(np.prod(self.shape))
+
+
+@dataclass
+class Unsupported:
+    """An element Daf cannot hold (the reason is reported to the unsupported handler)."""
+
+    reason: str
+
+
+Reader = Callable[[Any], Any]
+
+#: ``(encoding-type, encoding-version) -> reader``; ``version`` ``"*"`` matches any version.
+READERS: dict[tuple[str, str], Reader] = {}
+
+
+def reads(encoding_type: str, *versions: str) -> Callable[[Reader], Reader]:
+    """Register a reader of an encoding (for the given versions, or any version if none are given).
+
+    Example:
+        >>> @reads("my-encoding", "0.1.0")
+        ... def read_mine(element):
+        ...     return "mine"
+        >>> READERS[("my-encoding", "0.1.0")] is read_mine
+        True
+        >>> del READERS[("my-encoding", "0.1.0")]
+    """
+
+    def register(reader: Reader) -> Reader:
+        for version in versions or ("*",):
+            READERS[(encoding_type, version)] = reader
+        return reader
+
+    return register
+
+
+def _attribute(element: Any, name: str, default: Any = None) -> Any:
+    value = element.attrs.get(name, default)
+    if isinstance(value, bytes):
+        return value.decode()
+    if isinstance(value, np.ndarray) and value.dtype.kind in "OSU":
+        return [item.decode() if isinstance(item, bytes) else str(item) for item in value.tolist()]
+    return value
+
+
+def encoding_of(element: Any) -> tuple[str | None, str | None]:
+    return _attribute(element, "encoding-type"), _attribute(element, "encoding-version")
+
+
+def read_element(element: Any) -> Any:
+    """Read one element (dispatching on its encoding, or guessing a legacy one)."""
+    encoding, version = encoding_of(element)
+    if encoding is None:
+        return _read_legacy(element)
+    reader = READERS.get((encoding, version)) or READERS.get((encoding, "*"))
+    if reader is None:
+        return Unsupported(f"unsupported encoding: {encoding} {version}")
+    return reader(element)
+
+
+def _strings(dataset: h5py.Dataset) -> np.ndarray:
+    values = dataset[()]
+    if isinstance(values, bytes | str):
+        values = np.array([values], dtype=object)
+    flat = values.ravel()
+    if flat.dtype.kind in "OS":
+        return np.array([item.decode() if isinstance(item, bytes) else str(item) for item in flat.tolist()],
+                        dtype=object).reshape(values.shape)
+    return flat.astype(str).astype(object).reshape(values.shape)
+
+
+def _is_string_dataset(dataset: h5py.Dataset) -> bool:
+    return h5py.check_string_dtype(dataset.dtype) is not None or dataset.dtype.kind in "SU"
+
+
+def _numbers(dataset: h5py.Dataset) -> np.ndarray:
+    values = np.empty(dataset.shape, dtype=dataset.dtype)
+    if values.size:
+        dataset.read_direct(values)
+    return values
+
+
+# Arrays and scalars.
+
+
+@reads("array", "0.2.0")
+def read_array(dataset: Any) -> Any:
+    if not isinstance(dataset, h5py.Dataset):
+        return Unsupported("array that is not a dataset")
+    if dataset.ndim == 1:
+        return Column(_strings(dataset) if _is_string_dataset(dataset) else _numbers(dataset))
+    if dataset.ndim == 2:
+        if _is_string_dataset(dataset):
+            return Unsupported("string matrix")
+        return MatrixSource("dense", (int(dataset.shape[0]), int(dataset.shape[1])), dataset.dtype, dataset)
+    if dataset.ndim == 0:
+        return read_scalar(dataset)
+    return Unsupported(f"{dataset.ndim}-dimensional array")
+
+
+@reads("string-array", "0.2.0")
+def read_string_array(dataset: Any) -> Any:
+    if dataset.ndim != 1:
+        return Unsupported(f"{dataset.ndim}-dimensional string array")
+    return Column(_strings(dataset))
+
+
+@reads("numeric-scalar", "0.2.0")
+@reads("string", "0.2.0")
+def read_scalar(dataset: Any) -> Any:
+    value = dataset[()]
+    if isinstance(value, bytes):
+        return value.decode()
+    if isinstance(value, np.ndarray):
+        value = value.reshape(-1)[0]
+    if isinstance(value, bytes):
+        return value.decode()
+    if isinstance(value, np.generic) and value.dtype.kind == "c":
+        return Unsupported("complex scalar")
+    return value
+
+
+# Sparse matrices.
+
+
+def _sparse(group: Any, kind: str, shape: Any) -> Any:
+    if not all(name in group for name in ("data", "indices", "indptr")):
+        return Unsupported(f"{kind} matrix without data/indices/indptr")
+    data = group["data"]
+    if _is_string_dataset(data):
+        return Unsupported(f"{kind} matrix of strings")
+    shape = tuple(int(size) for size in np.asarray(shape).ravel()[:2])
+    return MatrixSource(kind, shape, data.dtype, data, group["indices"], group["indptr"])  # type: ignore[arg-type]
+
+
+@reads("csr_matrix", "0.1.0")
+def read_csr(group: Any) -> Any:
+    return _sparse(group, "csr", group.attrs["shape"])
+
+
+@reads("csc_matrix", "0.1.0")
+def read_csc(group: Any) -> Any:
+    return _sparse(group, "csc", group.attrs["shape"])
+
+
+# Categorical and nullable vectors.
+
+
+def _categorical(codes: np.ndarray, categories: np.ndarray) -> Column:
+    labels = np.append(categories.astype(object), "")  # code -1 (missing) -> ""
+    codes = np.asarray(codes).astype(np.int64)
+    missing = codes < 0
+    return Column(labels[np.where(missing, len(categories), codes)], None)
+
+
+@reads("categorical", "0.2.0")
+def read_categorical(group: Any) -> Any:
+    categories = read_element(group["categories"])
+    if isinstance(categories, Unsupported):
+        return categories
+    labels = categories.values
+    if categories.missing is not None:
+        labels = np.where(categories.missing, "", labels.astype(object))
+    return _categorical(_numbers(group["codes"]), np.asarray(labels).astype(str))
+
+
+def _nullable(group: Any, empty: Any) -> Any:
+    values = read_element(group["values"])
+    if isinstance(values, Unsupported):
+        return values
+    missing = _numbers(group["mask"]).astype(bool)
+    result = values.values.copy()
+    result[missing] = empty
+    return Column(result, missing if missing.any() else None)
+
+
+@reads("nullable-integer", "0.1.0")
+def read_nullable_integer(group: Any) -> Any:
+    return _nullable(group, 0)
+
+
+@reads("nullable-boolean", "0.1.0")
+def read_nullable_boolean(group: Any) -> Any:
+    return _nullable(group, False)
+
+
+@reads("nullable-string-array", "0.1.0")
+def read_nullable_string(group: Any) -> Any:
+    return _nullable(group, "")
+
+
+# Containers.
+
+
+@reads("dict", "0.1.0")
+def read_dict(group: Any) -> dict[str, Any]:
+    return {name: group[name] for name in group}  # read lazily, element by element
+
+
+@reads("dataframe", "0.1.0", "0.2.0")
+def read_dataframe(group: Any) -> Any:
+    """A dataframe as ``{"_index": Column, column: Column | Unsupported, ...}`` in column order."""
+    if not isinstance(group, h5py.Group):
+        return Unsupported("dataframe stored as a compound dataset (anndata < 0.7)")
+    index_name = _attribute(group, "_index") or ("_index" if "_index" in group else "index")
+    order = _attribute(group, "column-order")
+    if order is None or isinstance(order, np.ndarray | float):
+        order = [name for name in group if name not in (index_name, "__categories")]
+    elif isinstance(order, str):
+        order = [order]
+    legacy_categories = group.get("__categories")
+    columns: dict[str, Any] = {"_index": _read_column(group, group[index_name], None)}
+    for name in order:
+        columns[name] = _read_column(group, group[name], legacy_categories.get(name) if legacy_categories else None)
+    return columns
+
+
+def _read_column(group: Any, element: Any, legacy_categories: Any) -> Any:
+    reference = element.attrs.get("categories") if isinstance(element, h5py.Dataset) else None
+    if reference is not None and isinstance(reference, h5py.Reference):
+        legacy_categories = group.file[reference]
+    if legacy_categories is not None:
+        return _categorical(_numbers(element), _strings(legacy_categories).astype(str))
+    value = read_element(element)
+    if isinstance(value, Column | Unsupported):
+        return value
+    return Unsupported("column that is not a vector")
+
+
+@reads("anndata", "0.1.0")
+@reads("raw", "0.1.0")
+def read_anndata(group: Any) -> dict[str, Any]:
+    return {name: group[name] for name in group}
+
+
+@reads("awkward-array")
+def read_awkward(_group: Any) -> Any:
+    return Unsupported("awkward array")
+
+
+def _read_legacy(element: Any) -> Any:
+    if isinstance(element, h5py.Dataset):
+        if element.ndim == 0 or (element.ndim == 1 and element.shape[0] == 1 and element.parent.name.endswith("uns")):
+            return read_scalar(element)
+        return read_array(element)
+    sparse_format = _attribute(element, "h5sparse_format")
+    if sparse_format in ("csr", "csc"):
+        return _sparse(element, sparse_format, element.attrs["h5sparse_shape"])
+    if "_index" in element.attrs or "__categories" in element:
+        return read_dataframe(element)
+    return read_dict(element)
