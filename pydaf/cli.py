@@ -1,4 +1,4 @@
-"""The ``pydaf`` command: ``demo``, ``query PATH QUERY``, ``describe PATH``, ``repack SRC DST``."""
+"""The ``pydaf`` command: ``demo``, ``query PATH QUERY``, ``describe PATH``, ``repack SRC DST``, ``convert SRC DST``."""
 
 from __future__ import annotations
 
@@ -107,6 +107,46 @@ def describe(path: str, *, deep: bool) -> None:
     print(H5df(path, "r").description(deep=deep), end="")
 
 
+def _is_h5ad(path: str) -> bool:
+    return path.endswith(".h5ad")
+
+
+def convert(source: str, destination: str, *, obs_is: str | None = None, var_is: str | None = None,
+            X_is: str | None = None, relayout: bool = True, unsupported: str = "warn", progress: bool = True) -> None:
+    """Convert between ``.h5ad`` files and Daf data sets (``.h5df``, ``.h5dfs#/group``, FilesDaf directories), chosen
+    by the paths; the destination is overwritten.
+
+    Example:
+        >>> import os, tempfile, numpy as np, pydaf
+        >>> folder = tempfile.mkdtemp()
+        >>> daf = pydaf.H5df(os.path.join(folder, "a.h5df"), "w").add_axis("obs", ["A"]).add_axis("var", ["X"])
+        >>> _ = daf.set_matrix("obs", "var", "X", np.array([[7.0]]))
+        >>> convert(os.path.join(folder, "a.h5df"), os.path.join(folder, "b.h5ad"), progress=False)
+        >>> convert(os.path.join(folder, "b.h5ad"), os.path.join(folder, "c.daf"), progress=False)
+        >>> pydaf.open_daf(os.path.join(folder, "c.daf")).get_matrix("obs", "var", "X").tolist()
+        [[7.0]]
+    """
+    from .errors import DafValueError
+    from .interop.anndata import daf_as_h5ad, h5ad_as_daf
+    from .open import open_daf
+
+    names = {"obs_is": obs_is, "var_is": var_is, "X_is": X_is}
+    if _is_h5ad(source) and _is_h5ad(destination):
+        raise DafValueError(f"nothing to convert from: {source}\nto: {destination}\n(both are h5ad files)")
+    if _is_h5ad(source):
+        h5ad_as_daf(source, destination, unsupported_handler=unsupported, relayout=relayout, progress=progress,
+                    **names)
+    elif _is_h5ad(destination):
+        daf_as_h5ad(open_daf(source, "r"), destination, progress=progress, **names)
+    else:
+        from .composition.copies import copy_all
+
+        if any(value is not None for value in names.values()):
+            raise DafValueError("--obs-is, --var-is and --X-is only apply to conversions from or to h5ad")
+        source_daf = open_daf(source, "r")
+        copy_all(open_daf(destination, "w", name=source_daf.name), source_daf, progress=progress)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the ``pydaf`` command line.
 
@@ -134,6 +174,18 @@ def main(argv: list[str] | None = None) -> int:
     repack_parser.add_argument("source")
     repack_parser.add_argument("destination")
     repack_parser.add_argument("--no-progress", action="store_true")
+    convert_parser = commands.add_parser(
+        "convert", help="convert between .h5ad files and Daf data sets (.h5df, .h5dfs#/group, FilesDaf directories)")
+    convert_parser.add_argument("source")
+    convert_parser.add_argument("destination", help="overwritten if it exists")
+    convert_parser.add_argument("--obs-is", help="the Daf axis of AnnData's obs (default: uns obs_is, else obs)")
+    convert_parser.add_argument("--var-is", help="the Daf axis of AnnData's var (default: uns var_is, else var)")
+    convert_parser.add_argument("--X-is", dest="X_is", help="the Daf matrix of AnnData's X (default: uns X_is, else X)")
+    convert_parser.add_argument("--no-relayout", action="store_true",
+                                help="store only the layout the h5ad holds (as Julia's Daf does)")
+    convert_parser.add_argument("--unsupported", choices=("ignore", "warn", "error"), default="warn",
+                                help="what to do with AnnData elements Daf can't hold (default: warn)")
+    convert_parser.add_argument("--no-progress", action="store_true")
     arguments = parser.parse_args(argv)
     try:
         if arguments.command == "demo":
@@ -143,6 +195,10 @@ def main(argv: list[str] | None = None) -> int:
             query(arguments.path, arguments.query)
         elif arguments.command == "describe":
             describe(arguments.path, deep=arguments.deep)
+        elif arguments.command == "convert":
+            convert(arguments.source, arguments.destination, obs_is=arguments.obs_is, var_is=arguments.var_is,
+                    X_is=arguments.X_is, relayout=not arguments.no_relayout, unsupported=arguments.unsupported,
+                    progress=not arguments.no_progress)
         else:
             repack(arguments.source, arguments.destination, progress=not arguments.no_progress)
     except DafError as error:

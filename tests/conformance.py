@@ -444,14 +444,20 @@ class DafConformance:
         with pytest.raises(pydaf.DafValueError, match="can't relayout square matrix"):
             daf.add_axis("x", ["1"]).set_matrix("x", "x", "s", 1).relayout_matrix("x", "x", "s")
 
-    def test_large_sparse_relayout_uses_kernel(self, daf):
+    @pytest.mark.parametrize("block_entries", [1 << 22, 50_000])
+    def test_large_sparse_relayout_uses_kernel(self, daf, monkeypatch, block_entries):
         from pydaf.kernels import relayout
 
+        # One block, or ~24 blocks transposed in parallel waves (the stored input pages released after each wave).
+        monkeypatch.setattr(relayout, "_BLOCK_ENTRIES", block_entries)
         daf.add_axis("cell", [f"c{index}" for index in range(3000)]).add_axis("gene", [f"g{index}" for index in
                                                                                       range(800)])
         matrix = sp.random(3000, 800, density=0.5, format="csc", dtype=np.float32, random_state=7)
         assert matrix.nnz >= relayout.NUMBA_THRESHOLD
-        daf.set_matrix("cell", "gene", "big", matrix)
+        daf.set_matrix("cell", "gene", "big", matrix, relayout=False)
+        daf = self.reopen(daf)
+        daf.relayout_matrix("cell", "gene", "big")
+        assert (daf.get_matrix("cell", "gene", "big", relayout=False) != matrix).nnz == 0
         daf = self.reopen(daf)
         flipped = daf.get_matrix("gene", "cell", "big", relayout=False)
         assert (flipped != matrix.T.tocsc()).nnz == 0

@@ -84,3 +84,26 @@ def test_numba_kernel_runs_on_the_mapped_1_based_csc(tmp_path):
     assert stored.colptr[0] == 1 and not stored.nzval.flags.writeable and not stored.nzval.flags.owndata
     np.testing.assert_allclose(column_sums(stored.colptr, stored.nzval), np.asarray(matrix.sum(axis=0)).ravel(),
                                rtol=1e-5)
+
+
+def test_release_pages_drops_only_file_maps_and_keeps_values(tmp_path):
+    import psutil
+
+    import pydaf
+    from pydaf.formats.mapping import release_pages
+
+    path = str(tmp_path / "release.h5df")
+    values = np.arange(8 << 20, dtype=np.float64)  # 64 MB
+    daf = pydaf.H5df(path, "w").add_axis("x", [str(index) for index in range(8192)])
+    daf.add_axis("y", [str(index) for index in range(1024)]).set_matrix("x", "y", "m", values.reshape(8192, 1024),
+                                                                      relayout=False)
+    mapped = pydaf.H5df(path, "r").get_stored_matrix("x", "y", "m")
+    process = psutil.Process()
+    assert float(mapped.sum()) == float(values.sum())  # touches every page
+    touched = process.memory_full_info().rss
+    assert release_pages(mapped)
+    released = process.memory_full_info().rss
+    assert touched - released > 48 << 20
+    assert float(mapped.sum()) == float(values.sum())  # faulted back in from the file, unchanged
+    private = values.copy()
+    assert not release_pages(private) and np.array_equal(private, values)

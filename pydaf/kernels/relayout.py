@@ -97,8 +97,11 @@ def _transpose_csc_blocks(matrix: SparseMatrixCSC, out_colptr: np.ndarray, out_r
     block_bounds = np.unique(np.concatenate([[0], np.maximum(firsts, 0), [n_columns]])).astype(np.int64)
     n_blocks = block_bounds.shape[0] - 1
     counts = np.zeros((n_blocks, n_rows), dtype=np.int64)
-    count_block_rows(colptr, matrix.rowval, block_bounds, counts)
-    release_pages(matrix.rowval)
+    wave = max(1, numba.get_num_threads())
+    for first in range(0, n_blocks, wave):  # Releasing the counted input as it goes.
+        last = min(first + wave, n_blocks)
+        count_block_rows(colptr, matrix.rowval, block_bounds[first:last + 1], counts[first:last])
+        release_pages(matrix.rowval[int(colptr[block_bounds[first]]) - 1:int(colptr[block_bounds[last]]) - 1])
     totals = counts.sum(axis=0)
     out_colptr[0] = 1
     out_colptr[1:] = np.cumsum(totals) + 1
@@ -106,7 +109,6 @@ def _transpose_csc_blocks(matrix: SparseMatrixCSC, out_colptr: np.ndarray, out_r
     starts = np.cumsum(counts, axis=0)
     starts -= counts
     starts += np.asarray(out_colptr[:-1], dtype=np.int64) - 1
-    wave = max(1, numba.get_num_threads())
     for first in range(0, n_blocks, wave):
         last = min(first + wave, n_blocks)
         scatter_blocks(first, colptr, matrix.rowval, matrix.nzval, block_bounds, starts[first:last], out_rowval,
