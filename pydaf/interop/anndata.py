@@ -175,21 +175,19 @@ def _pandas_column(series: Any) -> Column | Unsupported:
         labels = np.append(np.asarray(series.cat.categories.astype(str), dtype=object), "")
         return Column(labels[np.where(codes < 0, len(labels) - 1, codes)])
     if isinstance(dtype, pd.api.extensions.ExtensionDtype) and not isinstance(dtype, np.dtype):
+        # pandas' nullable types: missing entries become Julia's "empty" values (NaN stays NaN for floats).
         missing = series.isna().to_numpy()
         if pd.api.types.is_bool_dtype(dtype):
-            values, empty = series.to_numpy(dtype=bool, na_value=False), False
+            values = series.to_numpy(dtype=bool, na_value=False)
         elif pd.api.types.is_integer_dtype(dtype):
-            values, empty = series.to_numpy(dtype=dtype.numpy_dtype, na_value=0), 0
+            values = series.to_numpy(dtype=dtype.numpy_dtype, na_value=0)
         elif pd.api.types.is_float_dtype(dtype):
-            values, empty = series.to_numpy(dtype=dtype.numpy_dtype, na_value=np.nan), np.nan
+            return Column(series.to_numpy(dtype=dtype.numpy_dtype, na_value=np.nan))
         elif pd.api.types.is_string_dtype(dtype):
-            values = np.array(["" if missing_entry else str(value) for value, missing_entry in
-                               zip(series.tolist(), missing, strict=True)], dtype=object)
-            empty = ""
+            values = np.asarray(series.fillna("").astype(object).to_numpy(), dtype=object)
         else:
             return Unsupported(f"column type: {dtype}")
-        del empty
-        return Column(values, missing if missing.any() and not pd.api.types.is_float_dtype(dtype) else None)
+        return Column(values, missing if missing.any() else None)
     values = series.to_numpy()
     if values.dtype == object:
         if not all(isinstance(value, str) for value in values.tolist()):
