@@ -41,7 +41,7 @@ import h5py
 import numpy as np
 
 from ..core.writers import DafWriter
-from ..errors import DafFormatError, DafMissingError, DafUnsupportedError, DafValueError
+from ..errors import DafFormatError, DafMissingError, DafShapeError, DafUnsupportedError, DafValueError
 from ..sparse import SparseMatrixCSC
 from ..storage_types import STRING_DTYPE
 from .h5ad_elements import Column, MatrixSource, Unsupported, read_dataframe, read_element
@@ -383,6 +383,10 @@ def _as_daf(content: _Content, destination: Any, name: str | None, obs_is: str |
     X_is = _chosen(X_is, uns, "X_is", "X")
     if axes["obs"] == axes["var"]:
         raise DafValueError(f"the same name: {axes['obs']}\nfor the obs and var axes of the AnnData: {name}")
+    for member in ("obs", "var"):
+        names = getattr(content, member)["_index"].values
+        if len(set(names.tolist())) != len(names):
+            raise DafShapeError(f"duplicate {member} names in the AnnData: {name}\n(Daf axis entries are unique)")
     _report(content.unsupported, unsupported_handler, name)
     daf = _destination(destination, name)
     _fill(daf, content, axes, X_is, relayout, progress)
