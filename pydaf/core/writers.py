@@ -14,6 +14,7 @@ import numpy as np
 
 from ..errors import DafExistsError, DafMissingError, DafNameError, DafShapeError, DafTypeError, DafValueError
 from ..formats.base import FormatWriter
+from ..formats.mapping import populate_pages
 from ..sparse import SparseMatrixCSC, SparseVector
 from ..storage_types import (
     STRING_DTYPE,
@@ -526,6 +527,11 @@ class DafWriter(DafReader):
                            else indtype_for_size(max(shape[0], shape[1], nnz)))
             colptr, rowval, nzval = self._format.format_get_empty_sparse_matrix(
                 rows_axis, columns_axis, name, dtype, nnz, index_dtype)
+            # As Julia's builders: a valid matrix (every entry in row 1 of the first column) until filled.
+            populate_pages(rowval)
+            colptr[...] = nnz + 1
+            colptr[0] = 1
+            rowval[...] = 1
             yield colptr, rowval, nzval
             if int(colptr[0]) != 1 or int(colptr[-1]) != nnz + 1 or (
                     nnz and (rowval.min() < 1 or rowval.max() > shape[0])) or np.any(

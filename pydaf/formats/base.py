@@ -192,7 +192,8 @@ class FormatWriter(FormatReader):
     @abstractmethod
     def format_get_empty_sparse_matrix(self, rows_axis: str, columns_axis: str, name: str, dtype: np.dtype,
                                        nnz: int, indtype: np.dtype) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Writable ``(colptr, rowval, nzval)`` buffers; the caller fills them (1-based) in place."""
+        """Writable ``(colptr, rowval, nzval)`` buffers (zero-filled, or untouched fresh space that reads as zeros);
+        the caller fills them (1-based) in place."""
 
     def format_filled_empty_sparse_matrix(self, rows_axis: str, columns_axis: str, name: str,
                                           filled: SparseMatrixCSC) -> None:

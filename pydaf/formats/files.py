@@ -462,7 +462,7 @@ class FilesFormat(FormatWriter):
         self._delete_files(f"vectors/{axis}/{name}", _VECTOR_SUFFIXES, for_set=for_set)
         self._rebuild_metadata()
 
-    def _empty_file(self, path: str, dtype: np.dtype, count: int, fill: int = 0) -> np.ndarray:
+    def _empty_file(self, path: str, dtype: np.dtype, count: int) -> np.ndarray:
         """A writable map of a new, zero-filled (sparse) temporary file, renamed into place when filled."""
         temporary = _temporary(path)
         with open(temporary, "wb") as handle:
@@ -470,11 +470,8 @@ class FilesFormat(FormatWriter):
         self._pending.append((temporary, path))
         if count == 0:
             return np.zeros(0, dtype=dtype)
-        array = np.frombuffer(map_region(temporary, 0, count * dtype.itemsize, writable=True), dtype=dtype,
-                              count=count)
-        if fill:
-            array[...] = fill
-        return array
+        return np.frombuffer(map_region(temporary, 0, count * dtype.itemsize, writable=True), dtype=dtype,
+                             count=count)
 
     def _start_empty(self) -> None:
         self._pending = []
@@ -574,10 +571,8 @@ class FilesFormat(FormatWriter):
                                        nnz: int, indtype: np.dtype) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         self._start_empty()
         base = self._file("matrices", rows_axis, columns_axis, name)
-        colptr = self._empty_file(base + ".colptr", indtype, self.format_axis_length(columns_axis) + 1, fill=nnz + 1)
-        colptr[0] = 1
-        return colptr, self._empty_file(base + ".rowval", indtype, nnz, fill=1), self._empty_file(base + ".nzval",
-                                                                                                 dtype, nnz)
+        colptr = self._empty_file(base + ".colptr", indtype, self.format_axis_length(columns_axis) + 1)
+        return colptr, self._empty_file(base + ".rowval", indtype, nnz), self._empty_file(base + ".nzval", dtype, nnz)
 
     def format_filled_empty_sparse_matrix(self, rows_axis: str, columns_axis: str, name: str,
                                           filled: SparseMatrixCSC) -> None:

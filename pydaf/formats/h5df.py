@@ -39,7 +39,7 @@ from .base import (
     sparse_strings_are_smaller,
     weakest_cache_group,
 )
-from .mapping import detach_region, map_region
+from .mapping import detach_region, map_region, populate_pages
 
 MAJOR_VERSION = 1
 MINOR_VERSION = 0
@@ -249,9 +249,8 @@ class H5dfFormat(FormatWriter):
         region = map_region(self.path, offset, dataset.size * dtype.itemsize, writable=writable)
         return np.frombuffer(region, dtype=dtype, count=dataset.size).reshape(dataset.shape)
 
-    def _allocate_mapped(self, group: h5py.Group, name: str, dtype: np.dtype, shape: tuple[int, ...],
-                         fill: int = 0) -> np.ndarray:
-        """Create a contiguous dataset, allocate it, and return a writable map of it filled with ``fill``."""
+    def _allocate_mapped(self, group: h5py.Group, name: str, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
+        """Create a contiguous dataset, allocate it, and return a writable, zero-filled map of it."""
         dataset = _create_dataset(group, name, dtype, shape, allocate=True)
         if dataset.size == 0:
             return np.zeros(shape, dtype=dtype)
@@ -263,8 +262,9 @@ class H5dfFormat(FormatWriter):
             os.truncate(self.path, offset + nbytes)  # fresh space at the end: the extension reads as zeros
         mapped = self._map_dataset(dataset, np.dtype(np.uint8) if dtype == np.bool_ else dtype, writable=True)
         assert mapped is not None, "an allocated contiguous dataset must be mappable"
-        if fill or offset < size:  # space that was already in the file may hold old bytes
-            mapped[...] = fill
+        if offset < size:  # space that was already in the file may hold old bytes
+            populate_pages(mapped)
+            mapped[...] = 0
         return mapped.view(dtype) if dtype == np.bool_ else mapped
 
     # Scalars.
@@ -375,8 +375,7 @@ class H5dfFormat(FormatWriter):
         elif isinstance(vector, str):
             _write_strings(vectors, name, np.full(self.format_axis_length(axis), vector, dtype=object))
         else:
-            self._allocate_mapped(vectors, name, scalar_dtype(vector), (self.format_axis_length(axis),),
-                                  fill=0)[...] = vector
+            self._allocate_mapped(vectors, name, scalar_dtype(vector), (self.format_axis_length(axis),))[...] = vector
 
     def _write_string_vector(self, vectors: h5py.Group, name: str, vector: np.ndarray) -> None:
         if not sparse_strings_are_smaller(vector, None):
@@ -485,10 +484,8 @@ class H5dfFormat(FormatWriter):
     def format_get_empty_sparse_matrix(self, rows_axis: str, columns_axis: str, name: str, dtype: np.dtype,
                                        nnz: int, indtype: np.dtype) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         group = self._matrices(rows_axis, columns_axis).create_group(name)
-        colptr = self._allocate_mapped(group, "colptr", indtype, (self.format_axis_length(columns_axis) + 1,),
-                                       fill=nnz + 1)
-        colptr[0] = 1
-        rowval = self._allocate_mapped(group, "rowval", indtype, (nnz,), fill=1)
+        colptr = self._allocate_mapped(group, "colptr", indtype, (self.format_axis_length(columns_axis) + 1,))
+        rowval = self._allocate_mapped(group, "rowval", indtype, (nnz,))
         nzval = self._allocate_mapped(group, "nzval", dtype, (nnz,))
         return colptr, rowval, nzval
 

@@ -119,6 +119,7 @@ def live_maps(path: str) -> int:
 
 
 _MADV_DONTNEED = 4
+_MADV_POPULATE_WRITE = 23  # Linux 5.14+; older kernels refuse it (EINVAL) and pages fault in one by one as usual.
 _libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
 
 
@@ -147,3 +148,20 @@ def release_pages(array: np.ndarray) -> bool:
     if last > first:
         _libc.madvise(first, last - first, _MADV_DONTNEED)
     return True
+
+
+def populate_pages(array: np.ndarray) -> None:
+    """Fault in (writable) all the pages under ``array`` in one call, before it is written. Writing a fresh map page
+    by page takes one fault per 4 KB page, which is slow (~10 µs each on a virtual machine); populating in bulk is ~10
+    times faster. Only for data that is about to be written in full (the pages become resident).
+
+    Example:
+        >>> populate_pages(np.zeros(10))  # harmless on any memory
+    """
+    if not sys.platform.startswith("linux") or array.size == 0:
+        return
+    start = array.__array_interface__["data"][0]
+    page = mmap.PAGESIZE
+    first = start // page * page
+    last = -(-(start + array.nbytes) // page) * page
+    _libc.madvise(first, last - first, _MADV_POPULATE_WRITE)

@@ -122,9 +122,8 @@ class MemoryFormat(FormatWriter):
     def format_get_empty_sparse_matrix(self, rows_axis: str, columns_axis: str, name: str, dtype: np.dtype,
                                        nnz: int, indtype: np.dtype) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         shape = (self.format_axis_length(rows_axis), self.format_axis_length(columns_axis))
-        colptr = np.full(shape[1] + 1, nnz + 1, dtype=indtype)
-        colptr[0] = 1
-        rowval, nzval = np.ones(nnz, dtype=indtype), np.zeros(nnz, dtype=dtype)
+        colptr, rowval, nzval = np.zeros(shape[1] + 1, dtype=indtype), np.zeros(nnz, dtype=indtype), np.zeros(
+            nnz, dtype=dtype)
         self.matrices[(rows_axis, columns_axis)][name] = SparseMatrixCSC(shape, colptr, rowval, nzval)
         return colptr, rowval, nzval
 

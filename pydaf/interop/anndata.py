@@ -42,6 +42,7 @@ import numpy as np
 
 from ..core.writers import DafWriter
 from ..errors import DafFormatError, DafMissingError, DafShapeError, DafUnsupportedError, DafValueError
+from ..formats.mapping import populate_pages
 from ..sparse import SparseMatrixCSC
 from ..storage_types import STRING_DTYPE
 from .h5ad_elements import Column, MatrixSource, Unsupported, read_dataframe, read_element
@@ -297,6 +298,8 @@ def _write_sparse(daf: DafWriter, rows_axis: str, columns_axis: str, name: str, 
         for start in range(0, nnz, _CHUNK):
             stop = min(start + _CHUNK, nnz)
             indices = rowval[start:stop]
+            populate_pages(indices)
+            populate_pages(nzval[start:stop])
             _read_slice(source.indices, start, stop, indices)
             indices += 1
             _read_slice(source.data, start, stop, nzval[start:stop])
@@ -314,6 +317,7 @@ def _write_dense(daf: DafWriter, rows_axis: str, columns_axis: str, name: str, s
         step = max(1, _CHUNK // max(1, row_major.shape[1]))
         for start in range(0, n_rows, step):
             stop = min(start + step, n_rows)
+            populate_pages(row_major[start:stop])
             if isinstance(source.data, h5py.Dataset):
                 source.data.read_direct(row_major, np.s_[start:stop], np.s_[start:stop])
             else:

@@ -35,27 +35,25 @@ def _kernels():
                     for column in range(column_start, column_end):
                         out[column, row] = matrix[row, column]
 
-    @numba.njit(cache=True, parallel=True, nogil=True)
-    def count_block_rows(colptr, rowval, block_bounds, counts):  # pragma: no cover - jit
-        for block in numba.prange(block_bounds.shape[0] - 1):
-            for k in range(colptr[block_bounds[block]] - 1, colptr[block_bounds[block + 1]] - 1):
-                counts[block, rowval[k] - 1] += 1
+    # Serial kernels, run on a block each by a pool of Python threads (they release the GIL): loading these from
+    # numba's cache is ~1 s faster per process than loading ``parallel=True`` ones, which dominates a conversion.
+    @numba.njit(cache=True, nogil=True)
+    def count_block_rows(colptr, rowval, first_column, last_column, counts):  # pragma: no cover - jit
+        for k in range(colptr[first_column] - 1, colptr[last_column] - 1):
+            counts[rowval[k] - 1] += 1
 
-    @numba.njit(cache=True, parallel=True, nogil=True)
-    def scatter_blocks(first_block, colptr, rowval, nzval, block_bounds, positions, out_rowval,
-                       out_nzval):  # pragma: no cover - jit
-        for wave_block in numba.prange(positions.shape[0]):
-            block = first_block + wave_block
-            position = positions[wave_block]
-            for column in range(block_bounds[block], block_bounds[block + 1]):
-                for k in range(colptr[column] - 1, colptr[column + 1] - 1):
-                    row = rowval[k] - 1
-                    destination = position[row]
-                    out_rowval[destination] = column + 1
-                    out_nzval[destination] = nzval[k]
-                    position[row] = destination + 1
+    @numba.njit(cache=True, nogil=True)
+    def scatter_block(colptr, rowval, nzval, first_column, last_column, position, out_rowval,
+                      out_nzval):  # pragma: no cover - jit
+        for column in range(first_column, last_column):
+            for k in range(colptr[column] - 1, colptr[column + 1] - 1):
+                row = rowval[k] - 1
+                destination = position[row]
+                out_rowval[destination] = column + 1
+                out_nzval[destination] = nzval[k]
+                position[row] = destination + 1
 
-    return transpose_dense, count_block_rows, scatter_blocks
+    return transpose_dense, count_block_rows, scatter_block
 
 
 #: Stored entries per block of a parallel sparse transpose.
@@ -84,38 +82,46 @@ def transpose_csc_into(matrix: SparseMatrixCSC, colptr: np.ndarray, rowval: np.n
 
 def _transpose_csc_blocks(matrix: SparseMatrixCSC, out_colptr: np.ndarray, out_rowval: np.ndarray,
                           out_nzval: np.ndarray) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
     import numba
 
-    from ..formats.mapping import release_pages
+    from ..formats.mapping import populate_pages, release_pages
 
-    _, count_block_rows, scatter_blocks = _kernels()
+    _, count_block_rows, scatter_block = _kernels()
     n_rows, n_columns = matrix.shape
-    colptr = matrix.colptr
+    colptr, rowval, nzval = matrix.colptr, matrix.rowval, matrix.nzval
     # Column blocks of about _BLOCK_ENTRIES entries each (at least one column per block).
     wanted = np.arange(1, matrix.nnz + 1, _BLOCK_ENTRIES, dtype=np.int64)
     firsts = np.searchsorted(colptr, wanted, side="right") - 1
-    block_bounds = np.unique(np.concatenate([[0], np.maximum(firsts, 0), [n_columns]])).astype(np.int64)
-    n_blocks = block_bounds.shape[0] - 1
+    bounds = np.unique(np.concatenate([[0], np.maximum(firsts, 0), [n_columns]])).astype(np.int64).tolist()
+    n_blocks = len(bounds) - 1
     counts = np.zeros((n_blocks, n_rows), dtype=np.int64)
-    wave = max(1, numba.get_num_threads())
-    for first in range(0, n_blocks, wave):  # Releasing the counted input as it goes.
-        last = min(first + wave, n_blocks)
-        count_block_rows(colptr, matrix.rowval, block_bounds[first:last + 1], counts[first:last])
-        release_pages(matrix.rowval[int(colptr[block_bounds[first]]) - 1:int(colptr[block_bounds[last]]) - 1])
-    totals = counts.sum(axis=0)
-    out_colptr[0] = 1
-    out_colptr[1:] = np.cumsum(totals) + 1
-    # Block b writes each row's entries after those of the blocks before it.
-    starts = np.cumsum(counts, axis=0)
-    starts -= counts
-    starts += np.asarray(out_colptr[:-1], dtype=np.int64) - 1
-    for first in range(0, n_blocks, wave):
-        last = min(first + wave, n_blocks)
-        scatter_blocks(first, colptr, matrix.rowval, matrix.nzval, block_bounds, starts[first:last], out_rowval,
-                       out_nzval)
-        begin, end = int(colptr[block_bounds[first]]) - 1, int(colptr[block_bounds[last]]) - 1
-        release_pages(matrix.rowval[begin:end])
-        release_pages(matrix.nzval[begin:end])
+    n_threads = max(1, numba.config.NUMBA_NUM_THREADS)  # (get_num_threads would start numba's thread pool)
+
+    def entries(first: int, last: int) -> slice:
+        return slice(int(colptr[bounds[first]]) - 1, int(colptr[bounds[last]]) - 1)
+
+    with ThreadPoolExecutor(n_threads) as pool:
+        for first in range(0, n_blocks, n_threads):  # A wave of blocks at a time, releasing the input it read.
+            last = min(first + n_threads, n_blocks)
+            list(pool.map(lambda block: count_block_rows(colptr, rowval, bounds[block], bounds[block + 1],
+                                                         counts[block]), range(first, last)))
+            release_pages(rowval[entries(first, last)])
+        out_colptr[0] = 1
+        out_colptr[1:] = np.cumsum(counts.sum(axis=0)) + 1
+        # Block b writes each row's entries after those of the blocks before it.
+        starts = np.cumsum(counts, axis=0)
+        starts -= counts
+        starts += np.asarray(out_colptr[:-1], dtype=np.int64) - 1
+        populate_pages(out_rowval)
+        populate_pages(out_nzval)
+        for first in range(0, n_blocks, n_threads):
+            last = min(first + n_threads, n_blocks)
+            list(pool.map(lambda block: scatter_block(colptr, rowval, nzval, bounds[block], bounds[block + 1],
+                                                      starts[block], out_rowval, out_nzval), range(first, last)))
+            release_pages(rowval[entries(first, last)])
+            release_pages(nzval[entries(first, last)])
 
 
 def transpose_dense_into(matrix: np.ndarray, out: np.ndarray) -> None:
@@ -130,5 +136,8 @@ def transpose_dense_into(matrix: np.ndarray, out: np.ndarray) -> None:
     if matrix.size < NUMBA_THRESHOLD:
         out[...] = matrix.T
         return
+    from ..formats.mapping import populate_pages
+
+    populate_pages(out)
     transpose_dense = _kernels()[0]
     transpose_dense(matrix, out)
