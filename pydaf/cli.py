@@ -112,7 +112,7 @@ def _is_h5ad(path: str) -> bool:
 
 
 def convert(source: str, destination: str, *, obs_is: str | None = None, var_is: str | None = None,
-            X_is: str | None = None, relayout: bool = True, unsupported: str = "warn", progress: bool = True) -> None:
+            X_is: str | None = None, relayout: bool = False, unsupported: str = "warn", progress: bool = True) -> None:
     """Convert between ``.h5ad`` files and Daf data sets (``.h5df``, ``.h5dfs#/group``, FilesDaf directories), chosen
     by the paths; the destination is overwritten.
 
@@ -181,8 +181,9 @@ def main(argv: list[str] | None = None) -> int:
     convert_parser.add_argument("--obs-is", help="the Daf axis of AnnData's obs (default: uns obs_is, else obs)")
     convert_parser.add_argument("--var-is", help="the Daf axis of AnnData's var (default: uns var_is, else var)")
     convert_parser.add_argument("--X-is", dest="X_is", help="the Daf matrix of AnnData's X (default: uns X_is, else X)")
-    convert_parser.add_argument("--no-relayout", action="store_true",
-                                help="store only the layout the h5ad holds (as Julia's Daf does)")
+    convert_parser.add_argument("--relayout", action="store_true",
+                                help="also store the other layout of X and the layers (default: only the layout "
+                                     "the h5ad holds, as Julia's Daf does)")
     convert_parser.add_argument("--unsupported", choices=("ignore", "warn", "error"), default="warn",
                                 help="what to do with AnnData elements Daf can't hold (default: warn)")
     convert_parser.add_argument("--no-progress", action="store_true")
@@ -197,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
             describe(arguments.path, deep=arguments.deep)
         elif arguments.command == "convert":
             convert(arguments.source, arguments.destination, obs_is=arguments.obs_is, var_is=arguments.var_is,
-                    X_is=arguments.X_is, relayout=not arguments.no_relayout, unsupported=arguments.unsupported,
+                    X_is=arguments.X_is, relayout=arguments.relayout, unsupported=arguments.unsupported,
                     progress=not arguments.no_progress)
         else:
             repack(arguments.source, arguments.destination, progress=not arguments.no_progress)

@@ -9,8 +9,9 @@ nested ``uns``, awkward arrays, string matrices) goes to the ``unsupported_handl
 default: one warning per element) or ``"error"`` (raised before anything is written).
 
 Orientation: AnnData matrices are row-major ``obs x var``; Daf's are column-major. A CSR ``X`` is, as it is stored,
-the column-major ``var x obs`` matrix, so it is copied as is (indices shifted to 1-based) and its ``obs x var`` layout
-is then computed by a parallel numba transpose straight into the destination (``relayout=True``). As in Julia, square
+the column-major ``var x obs`` matrix, so it is copied as is (indices shifted to 1-based), as Julia's Daf does; with
+``relayout=True`` its ``obs x var`` layout is also computed, by a parallel numba transpose straight into the
+destination (otherwise Daf computes it when first asked for, like Julia's ``relayout!``). As in Julia, square
 ``obsp``/``varp`` matrices are the **transpose** of AnnData's (no data is moved to make them column-major).
 
 Example:
@@ -399,12 +400,13 @@ def _as_daf(content: _Content, destination: Any, name: str | None, obs_is: str |
 
 def h5ad_as_daf(path: str | os.PathLike, destination: DafWriter | str | os.PathLike | None = None, *,
                 name: str | None = None, obs_is: str | None = None, var_is: str | None = None,
-                X_is: str | None = None, unsupported_handler: str = "warn", relayout: bool = True,
+                X_is: str | None = None, unsupported_handler: str = "warn", relayout: bool = False,
                 progress: bool = True) -> DafWriter:
     """Read an ``.h5ad`` file (with h5py; anndata is not needed) into a Daf data set: ``destination`` (a
     :class:`~pydaf.DafWriter`, a path for :func:`~pydaf.open_daf` in mode ``w``, or ``None`` for a new
     :class:`~pydaf.MemoryDaf`), which is returned. Large sparse matrices stream into the destination with bounded
-    buffers; with ``relayout`` both layouts of ``X`` and the layers are stored (else only the file's).
+    buffers. ``X`` and the layers are stored in the layout the file holds (CSR and dense as ``(var_is, obs_is)``, CSC
+    as ``(obs_is, var_is)``), as Julia's Daf does; with ``relayout`` the other layout is stored too.
 
     Example:
         >>> import os, tempfile, numpy as np, pydaf
@@ -427,7 +429,7 @@ def h5ad_as_daf(path: str | os.PathLike, destination: DafWriter | str | os.PathL
 
 def anndata_as_daf(adata: anndata.AnnData, destination: DafWriter | str | os.PathLike | None = None, *,
                    name: str | None = None, obs_is: str | None = None, var_is: str | None = None,
-                   X_is: str | None = None, unsupported_handler: str = "warn", relayout: bool = True,
+                   X_is: str | None = None, unsupported_handler: str = "warn", relayout: bool = False,
                    progress: bool = False) -> DafWriter:
     """Copy an in-memory ``anndata.AnnData`` into a Daf data set (the same mapping as :func:`h5ad_as_daf`).
 
