@@ -46,7 +46,7 @@ from ..errors import DafFormatError, DafMissingError, DafShapeError, DafUnsuppor
 from ..formats.mapping import populate_pages
 from ..sparse import SparseMatrixCSC
 from ..storage_types import STRING_DTYPE
-from .h5ad_elements import Column, MatrixSource, Unsupported, read_dataframe, read_element
+from .h5ad_elements import Column, MatrixSource, Unsupported, categorical_column, read_dataframe, read_element
 
 if TYPE_CHECKING:
     import anndata
@@ -173,9 +173,7 @@ def _pandas_column(series: Any) -> Column | Unsupported:
 
     dtype = series.dtype
     if isinstance(dtype, pd.CategoricalDtype):
-        codes = series.cat.codes.to_numpy()
-        labels = np.append(np.asarray(series.cat.categories.astype(str), dtype=object), "")
-        return Column(labels[np.where(codes < 0, len(labels) - 1, codes)])
+        return categorical_column(series.cat.codes.to_numpy(), np.asarray(series.cat.categories.astype(str)))
     if isinstance(dtype, pd.api.extensions.ExtensionDtype) and not isinstance(dtype, np.dtype):
         # pandas' nullable types: missing entries become Julia's "empty" values (NaN stays NaN for floats).
         missing = series.isna().to_numpy()

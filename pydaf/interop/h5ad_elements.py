@@ -21,7 +21,7 @@ from typing import Any
 import h5py
 import numpy as np
 
-__all__ = ["READERS", "Column", "MatrixSource", "Unsupported", "read_element", "reads"]
+__all__ = ["READERS", "Column", "MatrixSource", "Unsupported", "categorical_column", "read_element", "reads"]
 
 
 @dataclass
@@ -96,7 +96,16 @@ def encoding_of(element: Any) -> tuple[str | None, str | None]:
 
 
 def read_element(element: Any) -> Any:
-    """Read one element (dispatching on its encoding, or guessing a legacy one)."""
+    """Read one element (dispatching on its encoding, or guessing a legacy one).
+
+    Example:
+        >>> import tempfile, os
+        >>> with h5py.File(os.path.join(tempfile.mkdtemp(), "x.h5"), "w") as file:
+        ...     dataset = file.create_dataset("n", data=np.array([1, 2]))
+        ...     dataset.attrs["encoding-type"], dataset.attrs["encoding-version"] = "array", "0.2.0"
+        ...     read_element(dataset).values.tolist()
+        [1, 2]
+    """
     encoding, version = encoding_of(element)
     if encoding is None:
         return _read_legacy(element)
@@ -194,22 +203,27 @@ def read_csc(group: Any) -> Any:
 # Categorical and nullable vectors.
 
 
-def _categorical(codes: np.ndarray, categories: np.ndarray) -> Column:
-    labels = np.append(categories.astype(object), "")  # code -1 (missing) -> ""
+def categorical_column(codes: np.ndarray, categories: np.ndarray) -> Column:
+    """Category labels of codes; code -1 (missing) is the empty string, Daf's empty value.
+
+    Example:
+        >>> categorical_column(np.array([1, -1, 0]), np.array(["a", "b"])).values.tolist()
+        ['b', '', 'a']
+    """
+    labels = np.append(np.asarray(categories).astype(object), "")
     codes = np.asarray(codes).astype(np.int64)
-    missing = codes < 0
-    return Column(labels[np.where(missing, len(categories), codes)], None)
+    return Column(labels[np.where(codes < 0, len(labels) - 1, codes)])
 
 
 @reads("categorical", "0.2.0")
-def read_categorical(group: Any) -> Any:
+def readcategorical_column(group: Any) -> Any:
     categories = read_element(group["categories"])
     if isinstance(categories, Unsupported):
         return categories
     labels = categories.values
     if categories.missing is not None:
         labels = np.where(categories.missing, "", labels.astype(object))
-    return _categorical(_numbers(group["codes"]), np.asarray(labels).astype(str))
+    return categorical_column(_numbers(group["codes"]), np.asarray(labels).astype(str))
 
 
 def _nullable(group: Any, empty: Any) -> Any:
@@ -268,7 +282,7 @@ def _read_column(group: Any, element: Any, legacy_categories: Any) -> Any:
     if reference is not None and isinstance(reference, h5py.Reference):
         legacy_categories = group.file[reference]
     if legacy_categories is not None:
-        return _categorical(_numbers(element), _strings(legacy_categories).astype(str))
+        return categorical_column(_numbers(element), _strings(legacy_categories).astype(str))
     value = read_element(element)
     if isinstance(value, Column | Unsupported):
         return value
