@@ -3,20 +3,15 @@ own process, the table has a row per operation, and the converted file matches t
 
 from __future__ import annotations
 
-import importlib.util
-import pathlib
-
 import pytest
+
+from .benchmark_scripts import load_benchmark
 
 pytest.importorskip("anndata")
 
 
 def test_benchmark_script_end_to_end(tmp_path, capsys):
-    script = pathlib.Path(__file__).resolve().parent.parent / "benchmarks" / "bench_h5ad_convert.py"
-    spec = importlib.util.spec_from_file_location("bench_h5ad_convert", script)
-    assert spec is not None and spec.loader is not None
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load_benchmark("bench_h5ad_convert")
     path = str(tmp_path / "small.h5ad")
     assert bench.main(["--path", path, "--cells", "2000", "--genes", "300", "--repeats", "1", "--quiet"]) == 0
     lines = capsys.readouterr().out.splitlines()

@@ -334,14 +334,9 @@ def test_helpers():
 
 def test_benchmark_script_kernels(tmp_path, capsys):
     # benchmarks/bench_queries.py on a tiny file (the full run is ≥ 1 GB): every column agrees with scipy.
-    import importlib.util
-    import pathlib
+    from .benchmark_scripts import load_benchmark
 
-    script = pathlib.Path(__file__).resolve().parent.parent / "benchmarks" / "bench_queries.py"
-    spec = importlib.util.spec_from_file_location("bench_queries", script)
-    assert spec is not None and spec.loader is not None
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load_benchmark("bench_queries")
     path = str(tmp_path / "bench.h5df")
     assert bench.main(["--path", path, "--cells", "3000", "--genes", "40", "--repeats", "1", "--quiet"]) == 0
     lines = capsys.readouterr().out.splitlines()

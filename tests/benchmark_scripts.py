@@ -1,0 +1,17 @@
+"""Loading the scripts under ``benchmarks/`` as modules, to run them end to end on small data in tests."""
+
+from __future__ import annotations
+
+import importlib.util
+import pathlib
+from types import ModuleType
+
+
+def load_benchmark(name: str) -> ModuleType:
+    """The module of ``benchmarks/<name>.py``."""
+    script = pathlib.Path(__file__).resolve().parent.parent / "benchmarks" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, script)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
