@@ -140,6 +140,21 @@ def test_large_sparse_x_streams_through_the_kernels(tmp_path, monkeypatch):
     assert (by_genes != X.T).nnz == 0 and by_genes.has_sorted_indices
 
 
+@pytest.mark.parametrize("x_kind", ["csr", "csc", "dense"])
+def test_empty_and_all_zero_matrices(tmp_path, destination, x_kind):
+    zeros = np.zeros((3, 2), dtype=np.float32)
+    adata = anndata.AnnData(X={"csr": sp.csr_matrix, "csc": sp.csc_matrix, "dense": np.asarray}[x_kind](zeros))
+    adata.obs_names, adata.var_names = ["a", "b", "c"], ["x", "y"]
+    path = tmp_path / "zeros.h5ad"
+    adata.write_h5ad(path)
+    daf = h5ad_as_daf(path, destination, relayout=True, progress=False)
+    assert sp.issparse(daf.get_matrix("obs", "var", "X")) == (x_kind != "dense")
+    np.testing.assert_array_equal(_dense(daf.get_matrix("obs", "var", "X")), zeros)
+    np.testing.assert_array_equal(_dense(daf.get_matrix("var", "obs", "X", relayout=False)), zeros.T)
+    daf_as_h5ad(daf, tmp_path / "back.h5ad", progress=False)
+    np.testing.assert_array_equal(_dense(anndata.read_h5ad(tmp_path / "back.h5ad").X), zeros)
+
+
 def test_nullable_columns_and_the_unsupported_handler(tmp_path):
     adata = _make_adata()
     adata.obs["count"] = pd.array([1, None, 3, 4, 5, 6, 7], dtype="Int64")

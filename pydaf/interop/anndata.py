@@ -296,14 +296,13 @@ def _write_sparse(daf: DafWriter, rows_axis: str, columns_axis: str, name: str, 
         np.add(indptr, 1, out=colptr, casting="unsafe")
         for start in range(0, nnz, _CHUNK):
             stop = min(start + _CHUNK, nnz)
-            indices = rowval[start:stop]
-            populate_pages(indices)
+            populate_pages(rowval[start:stop])
             populate_pages(nzval[start:stop])
-            _read_slice(source.indices, start, stop, indices)
-            indices += 1
+            _read_slice(source.indices, start, stop, rowval[start:stop])
+            rowval[start:stop] += 1
             _read_slice(source.data, start, stop, nzval[start:stop])
             bar.update(stop - start)
-        del colptr, rowval, nzval, indices  # drop the maps of the file now (they count in this process's RSS)
+        del colptr, rowval, nzval  # drop the maps of the file now (they count in this process's RSS)
 
 
 def _write_dense(daf: DafWriter, rows_axis: str, columns_axis: str, name: str, source: MatrixSource,
