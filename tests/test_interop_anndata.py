@@ -224,6 +224,10 @@ def test_daf_written_as_h5ad_read_by_anndata_and_back(tmp_path, kind):
     path = tmp_path / "cells.h5ad"
     daf_as_h5ad(daf, path, obs_is="cell", var_is="gene", X_is="UMIs", progress=False)
 
+    with h5py.File(path, "r") as file:  # Stored only as cell x gene: written as CSC (not relaid out); fraction CSR.
+        assert file["X"].attrs["encoding-type"] == "csc_matrix"
+        assert file["layers/fraction"].attrs["encoding-type"] == "array"
+        assert file["obsp/edges"].attrs["encoding-type"] == "csr_matrix"
     adata = anndata.read_h5ad(path)
     assert adata.obs_names.tolist() == daf.axis_vector("cell").tolist()
     assert adata.var_names.tolist() == daf.axis_vector("gene").tolist()

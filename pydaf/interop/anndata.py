@@ -482,20 +482,30 @@ def _export_names(daf: DafReader, obs_is: str | None, var_is: str | None, X_is: 
     return export
 
 
-def _flipped(daf: DafReader, rows_axis: str, columns_axis: str, name: str) -> Any:
-    """The AnnData ``(rows_axis, columns_axis)`` matrix as Daf's ``(columns_axis, rows_axis)`` one (whose CSC
-    arrays are the AnnData CSR arrays, and whose column-major values are the row-major ones)."""
-    return daf.get_stored_matrix(columns_axis, rows_axis, name)
+def _anndata_matrix(daf: DafReader, rows_axis: str, columns_axis: str, name: str, *, allow_csc: bool) -> Any:
+    """The AnnData ``(rows_axis, columns_axis)`` matrix and its AnnData encoding: Daf's ``(columns_axis, rows_axis)``
+    matrix as ``csr`` (its CSC arrays are the AnnData CSR arrays) or ``dense`` (its column-major values are the
+    row-major ones); or, if ``allow_csc`` and only the sparse ``(rows_axis, columns_axis)`` layout is stored, that one
+    as ``csc``, so nothing is relaid out."""
+    if not daf.has_matrix(columns_axis, rows_axis, name, relayout=False) and allow_csc:
+        stored = daf.get_stored_matrix(rows_axis, columns_axis, name, relayout=False)
+        if isinstance(stored, SparseMatrixCSC):
+            return stored, "csc"
+    flipped = daf.get_stored_matrix(columns_axis, rows_axis, name)
+    return flipped, "csr" if isinstance(flipped, SparseMatrixCSC) else "dense"
 
 
-def _matrices(daf: DafReader, export: _Export) -> Iterator[tuple[str, str, Any]]:
-    yield "X", "X", _flipped(daf, export.obs_is, export.var_is, export.X_is)
-    for name in sorted(daf.matrices_set(export.obs_is, export.var_is)):
+def _matrices(daf: DafReader, export: _Export, *, allow_csc: bool) -> Iterator[tuple[str, str, Any, str]]:
+    """``(member, key, matrix, encoding)`` of X, the layers, obsp and varp."""
+    obs, var = export.obs_is, export.var_is
+    yield "X", "X", *_anndata_matrix(daf, obs, var, export.X_is, allow_csc=allow_csc)
+    for name in sorted(daf.matrices_set(obs, var)):
         if name != export.X_is:
-            yield "layers", name, _flipped(daf, export.obs_is, export.var_is, name)
-    for member, axis in (("obsp", export.obs_is), ("varp", export.var_is)):
-        for name in sorted(daf.matrices_set(axis, axis)):
-            yield member, name, daf.get_stored_matrix(axis, axis, name)
+            yield "layers", name, *_anndata_matrix(daf, obs, var, name, allow_csc=allow_csc)
+    for member, axis in (("obsp", obs), ("varp", var)):
+        for name in sorted(daf.matrices_set(axis, axis)):  # Daf's square matrices are AnnData's, transposed.
+            square = daf.get_stored_matrix(axis, axis, name)
+            yield member, name, square, "csr" if isinstance(square, SparseMatrixCSC) else "dense"
 
 
 def _index_dtype(limit: int) -> np.dtype:
@@ -530,15 +540,15 @@ def _h5_dataframe(group: h5py.Group, member: str, daf: DafReader, axis: str) -> 
             _h5_attributes(frame.create_dataset(name, data=values), "array", "0.2.0")
 
 
-def _h5_matrix(group: h5py.Group, name: str, matrix: Any, bar: Any) -> None:
-    """Write Daf's column-major ``(n_var, n_obs)`` matrix as AnnData's row-major ``(n_obs, n_var)`` one."""
-    if isinstance(matrix, SparseMatrixCSC):
-        n_obs, n_var = matrix.shape[1], matrix.shape[0]
+def _h5_matrix(group: h5py.Group, name: str, matrix: Any, encoding: str, bar: Any) -> None:
+    """Write a matrix of :func:`_anndata_matrix` as an AnnData element, streaming slices."""
+    if encoding in ("csr", "csc"):
+        shape = matrix.shape if encoding == "csc" else (matrix.shape[1], matrix.shape[0])
         element = group.create_group(name)
-        _h5_attributes(element, "csr_matrix", "0.1.0", shape=np.array([n_obs, n_var], dtype=np.int64))
+        _h5_attributes(element, f"{encoding}_matrix", "0.1.0", shape=np.array(shape, dtype=np.int64))
         nnz = matrix.nnz
         element.create_dataset("indptr", data=np.asarray(matrix.colptr, dtype=np.int64).astype(_index_dtype(nnz)) - 1)
-        indices = element.create_dataset("indices", shape=(nnz,), dtype=_index_dtype(n_var))
+        indices = element.create_dataset("indices", shape=(nnz,), dtype=_index_dtype(matrix.shape[0]))
         data = element.create_dataset("data", shape=(nnz,), dtype=matrix.nzval.dtype)
         for start in range(0, nnz, _CHUNK):
             stop = min(start + _CHUNK, nnz)
@@ -570,6 +580,8 @@ def daf_as_h5ad(daf: DafReader, path: str | os.PathLike, *, obs_is: str | None =
     and ``var_is`` (by default the scalars of those names, else ``obs``/``var``) with their vectors, the matrix
     ``X_is`` as ``X``, the other matrices of the two axes as layers, their square matrices as ``obsp``/``varp``
     (transposed back), and every scalar in ``uns`` (plus ``obs_is``/``var_is``/``X_is`` when not the defaults).
+    Sparse matrices are written as ``csr_matrix`` from the stored ``(var_is, obs_is)`` layout, or as ``csc_matrix``
+    when only ``(obs_is, var_is)`` is stored, streaming slices of the stored arrays (nothing is relaid out).
 
     Example:
         >>> import os, tempfile, numpy as np, pydaf, anndata
@@ -583,7 +595,7 @@ def daf_as_h5ad(daf: DafReader, path: str | os.PathLike, *, obs_is: str | None =
     """
     with daf._state.lock.read():
         export = _export_names(daf, obs_is, var_is, X_is)
-        matrices = list(_matrices(daf, export))
+        matrices = list(_matrices(daf, export, allow_csc=True))
         text = os.fspath(path)
         with h5py.File(text, "w") as file:
             _h5_attributes(file, "anndata", "0.1.0")
@@ -596,10 +608,10 @@ def daf_as_h5ad(daf: DafReader, path: str | os.PathLike, *, obs_is: str | None =
             for key, value in export.uns.items():
                 _h5_scalar(groups["uns"], key, value)
             total = sum(matrix.nnz if isinstance(matrix, SparseMatrixCSC) else int(np.prod(matrix.shape))
-                        for _, _, matrix in matrices)
+                        for _, _, matrix, _ in matrices)
             with _progress_bar(total, progress, "Daf -> AnnData") as bar:
-                for member, key, matrix in matrices:
-                    _h5_matrix(file if member == "X" else groups[member], key, matrix, bar)
+                for member, key, matrix, encoding in matrices:
+                    _h5_matrix(file if member == "X" else groups[member], key, matrix, encoding, bar)
 
 
 def daf_as_anndata(daf: DafReader, *, obs_is: str | None = None, var_is: str | None = None,
@@ -638,7 +650,7 @@ def daf_as_anndata(daf: DafReader, *, obs_is: str | None = None, var_is: str | N
         export = _export_names(daf, obs_is, var_is, X_is)
         members: dict[str, dict[str, Any]] = {"layers": {}, "obsp": {}, "varp": {}}
         X = None
-        for member, key, matrix in _matrices(daf, export):
+        for member, key, matrix, _ in _matrices(daf, export, allow_csc=False):
             if member == "X":
                 X = row_major(matrix)
                 if X_eltype is not None:
