@@ -363,7 +363,7 @@ def _write_matrix(daf: DafWriter, member: str, key: str, source: MatrixSource, a
 
 def _fill(daf: DafWriter, content: _Content, axes: dict[str, str], X_is: str, relayout: bool, progress: bool) -> None:
     for key, value in content.uns.items():
-        daf.set_scalar(key, value.item() if isinstance(value, np.generic) else value, overwrite=True)
+        daf.set_scalar(key, value, overwrite=True)  # numpy scalars keep their width (Int32 stays Int32)
     # Recorded, as daf_as_h5ad records them in uns, so converting back restores AnnData's obs/var/X.
     for key, value, default in (("obs_is", axes["obs"], "obs"), ("var_is", axes["var"], "var"), ("X_is", X_is, "X")):
         if value != default:
