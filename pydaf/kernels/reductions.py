@@ -89,17 +89,19 @@ Matrix = SparseMatrixCSC | np.ndarray
 @cache
 def _kernels() -> dict[str, Any]:  # pragma: no cover - compiled code is exercised through the public functions
     import numba
-    from numba import prange
 
     # ``row_mode``: 0 = the target is the column's (accumulate in a register), 1 = target + row, 2 = target +
     # row_map[row] (skipping rows mapped to -1). ``col_map[column]`` is the column's base target (-1: skip it).
     # Chunks of ``col_order[bounds[c]:bounds[c + 1]]`` run in parallel, each into its own buffer ``out[c]``, or all
     # into ``out[0]`` when their targets are disjoint (``shared``).
+    # Every kernel is serial over its parallel index range ``[first, last)``; :func:`_parallel` runs ranges of it on
+    # a pool of Python threads (the kernels release the GIL). Loading ``parallel=True`` kernels from numba's cache costs
+    # ~0.6-0.9 s each per process, which made the first query of a process take over a second.
 
-    @numba.njit(cache=True, parallel=True, nogil=True)
-    def csc_sum(colptr, rowval, nzval, row_mode, row_map, col_order, col_map, bounds, shared, out):
-        n_chunks = bounds.shape[0] - 1
-        for chunk in prange(n_chunks):
+    @numba.njit(cache=True, nogil=True)
+    def csc_sum(first_chunk, last_chunk, colptr, rowval, nzval, row_mode, row_map, col_order, col_map, bounds, shared,
+                out):
+        for chunk in range(first_chunk, last_chunk):
             buffer = out[0] if shared else out[chunk]
             for position in range(bounds[chunk], bounds[chunk + 1]):
                 column = col_order[position]
@@ -122,12 +124,11 @@ def _kernels() -> dict[str, Any]:  # pragma: no cover - compiled code is exercis
                         if group >= 0:
                             buffer[target + group] += nzval[index]
 
-    @numba.njit(cache=True, parallel=True, nogil=True)
-    def csc_fstat(colptr, rowval, nzval, row_mode, row_map, col_order, col_map, bounds, shared, stat, eps, center,
-                  out, counts):
-        n_chunks = bounds.shape[0] - 1
+    @numba.njit(cache=True, nogil=True)
+    def csc_fstat(first_chunk, last_chunk, colptr, rowval, nzval, row_mode, row_map, col_order, col_map, bounds,
+                  shared, stat, eps, center, out, counts):
         counting = counts.shape[1] > 0
-        for chunk in prange(n_chunks):
+        for chunk in range(first_chunk, last_chunk):
             buffer = out[0] if shared else out[chunk]
             counts_buffer = counts[0] if shared else counts[chunk]
             for position in range(bounds[chunk], bounds[chunk + 1]):
@@ -154,12 +155,11 @@ def _kernels() -> dict[str, Any]:  # pragma: no cover - compiled code is exercis
                     if counting:
                         counts_buffer[target] += 1
 
-    @numba.njit(cache=True, parallel=True, nogil=True)
-    def csc_extreme(colptr, rowval, nzval, row_mode, row_map, col_order, col_map, bounds, shared, is_max, out,
-                    counts):
-        n_chunks = bounds.shape[0] - 1
+    @numba.njit(cache=True, nogil=True)
+    def csc_extreme(first_chunk, last_chunk, colptr, rowval, nzval, row_mode, row_map, col_order, col_map, bounds,
+                    shared, is_max, out, counts):
         counting = counts.shape[1] > 0
-        for chunk in prange(n_chunks):
+        for chunk in range(first_chunk, last_chunk):
             buffer = out[0] if shared else out[chunk]
             counts_buffer = counts[0] if shared else counts[chunk]
             for position in range(bounds[chunk], bounds[chunk + 1]):
@@ -188,12 +188,11 @@ def _kernels() -> dict[str, Any]:  # pragma: no cover - compiled code is exercis
     # Dense column-major kernels: ``row_mode`` 0 (per column) and 2 (grouped rows) run in parallel over the columns;
     # 1 (per row, or grouped columns) over blocks of rows, so each block's targets are disjoint.
 
-    @numba.njit(cache=True, parallel=True, nogil=True)
-    def dense_sum(matrix, row_mode, row_map, col_map, block, out):
+    @numba.njit(cache=True, nogil=True)
+    def dense_sum(first_index, last_index, matrix, row_mode, row_map, col_map, block, out):
         n_rows, n_columns = matrix.shape
         if row_mode == 1:
-            n_blocks = (n_rows + block - 1) // block
-            for block_index in prange(n_blocks):
+            for block_index in range(first_index, last_index):
                 first = block_index * block
                 last = min(first + block, n_rows)
                 for column in range(n_columns):
@@ -203,7 +202,7 @@ def _kernels() -> dict[str, Any]:  # pragma: no cover - compiled code is exercis
                     for row in range(first, last):
                         out[base + row] += matrix[row, column]
         else:
-            for column in prange(n_columns):
+            for column in range(first_index, last_index):
                 base = col_map[column]
                 if base < 0:
                     continue
@@ -218,12 +217,11 @@ def _kernels() -> dict[str, Any]:  # pragma: no cover - compiled code is exercis
                         if group >= 0:
                             out[base + group] += matrix[row, column]
 
-    @numba.njit(cache=True, parallel=True, nogil=True)
-    def dense_fstat(matrix, row_mode, row_map, col_map, block, stat, eps, center, out):
+    @numba.njit(cache=True, nogil=True)
+    def dense_fstat(first_index, last_index, matrix, row_mode, row_map, col_map, block, stat, eps, center, out):
         n_rows, n_columns = matrix.shape
         if row_mode == 1:
-            n_blocks = (n_rows + block - 1) // block
-            for block_index in prange(n_blocks):
+            for block_index in range(first_index, last_index):
                 first = block_index * block
                 last = min(first + block, n_rows)
                 for column in range(n_columns):
@@ -238,7 +236,7 @@ def _kernels() -> dict[str, Any]:  # pragma: no cover - compiled code is exercis
                         else:
                             out[base + row] += np.log(value + eps)
         else:
-            for column in prange(n_columns):
+            for column in range(first_index, last_index):
                 base = col_map[column]
                 if base < 0:
                     continue
@@ -257,12 +255,11 @@ def _kernels() -> dict[str, Any]:  # pragma: no cover - compiled code is exercis
                     else:
                         out[target] += np.log(value + eps)
 
-    @numba.njit(cache=True, parallel=True, nogil=True)
-    def dense_extreme(matrix, row_mode, row_map, col_map, block, is_max, out):
+    @numba.njit(cache=True, nogil=True)
+    def dense_extreme(first_index, last_index, matrix, row_mode, row_map, col_map, block, is_max, out):
         n_rows, n_columns = matrix.shape
         if row_mode == 1:
-            n_blocks = (n_rows + block - 1) // block
-            for block_index in prange(n_blocks):
+            for block_index in range(first_index, last_index):
                 first = block_index * block
                 last = min(first + block, n_rows)
                 for column in range(n_columns):
@@ -275,7 +272,7 @@ def _kernels() -> dict[str, Any]:  # pragma: no cover - compiled code is exercis
                         if (value > current if is_max else value < current) or value != value:
                             out[base + row] = value
         else:
-            for column in prange(n_columns):
+            for column in range(first_index, last_index):
                 base = col_map[column]
                 if base < 0:
                     continue
@@ -295,10 +292,9 @@ def _kernels() -> dict[str, Any]:  # pragma: no cover - compiled code is exercis
     # Order statistics per column: the column's stored values sorted, with its implicit zeros between the negative
     # and the non-negative ones. ``first`` is the 0-based index of Julia's ``a = v[j]``, ``gamma`` its weight.
     # (No helper njit function here: a kernel calling another closure-defined kernel is never found in the cache.)
-    @numba.njit(cache=True, parallel=True, nogil=True)
-    def csc_columns_quantile(colptr, nzval, n_rows, is_median, first, gamma, out):
-        n_columns = colptr.shape[0] - 1
-        for column in prange(n_columns):
+    @numba.njit(cache=True, nogil=True)
+    def csc_columns_quantile(first_column, last_column, colptr, nzval, n_rows, is_median, first, gamma, out):
+        for column in range(first_column, last_column):
             start = np.int64(colptr[column]) - 1
             stop = np.int64(colptr[column + 1]) - 1
             values = nzval[start:stop].copy()
@@ -340,15 +336,50 @@ def _kernels() -> dict[str, Any]:  # pragma: no cover - compiled code is exercis
             else:
                 out[column] = (1 - gamma) * low + gamma * high
 
+    def csc_chunks(colptr, rowval, nzval, row_mode, row_map, col_order, col_map, bounds, *_):
+        return bounds.shape[0] - 1
+
+    def dense_indices(matrix, row_mode, row_map, col_map, block, *_):
+        return (matrix.shape[0] + block - 1) // block if row_mode == 1 else matrix.shape[1]
+
+    def quantile_columns(colptr, *_):
+        return colptr.shape[0] - 1
+
     return {
-        "csc_sum": csc_sum,
-        "csc_fstat": csc_fstat,
-        "csc_extreme": csc_extreme,
-        "dense_sum": dense_sum,
-        "dense_fstat": dense_fstat,
-        "dense_extreme": dense_extreme,
-        "csc_columns_quantile": csc_columns_quantile,
+        "csc_sum": _parallel(csc_sum, csc_chunks),
+        "csc_fstat": _parallel(csc_fstat, csc_chunks),
+        "csc_extreme": _parallel(csc_extreme, csc_chunks),
+        "dense_sum": _parallel(dense_sum, dense_indices),
+        "dense_fstat": _parallel(dense_fstat, dense_indices),
+        "dense_extreme": _parallel(dense_extreme, dense_indices),
+        "csc_columns_quantile": _parallel(csc_columns_quantile, quantile_columns),
     }
+
+
+@cache
+def _thread_pool() -> Any:
+    from concurrent.futures import ThreadPoolExecutor
+
+    return ThreadPoolExecutor(max_workers=max(1, _number_of_threads()), thread_name_prefix="pydaf-kernels")
+
+
+def _parallel(kernel: Any, count: Any) -> Any:
+    """Run ``kernel(first, last, *arguments)`` over ``[0, count(*arguments))`` split in one contiguous range per
+    thread, concurrently."""
+
+    def run(*arguments: Any) -> None:
+        total = int(count(*arguments))
+        n_threads = min(_number_of_threads(), total)
+        if n_threads <= 1:
+            kernel(0, total, *arguments)
+            return
+        edges = np.linspace(0, total, n_threads + 1).astype(np.int64).tolist()
+        futures = [_thread_pool().submit(kernel, edges[index], edges[index + 1], *arguments)
+                   for index in range(n_threads)]
+        for future in futures:
+            future.result()
+
+    return run
 
 
 # Input normalization.
@@ -414,9 +445,11 @@ def _extreme_identity(dtype: np.dtype, is_max: bool) -> Any:
 
 
 def _number_of_threads() -> int:
+    """Threads for the kernels: numba's setting (``NUMBA_NUM_THREADS``, the number of cores by default), read
+    without starting numba's own thread pool."""
     import numba
 
-    return int(numba.get_num_threads())
+    return max(1, int(numba.config.NUMBA_NUM_THREADS))
 
 
 def _is_small(matrix: Matrix) -> bool:
