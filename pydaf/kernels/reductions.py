@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from ..sparse import SparseMatrixCSC
+from .threads import number_of_threads, thread_pool
 
 __all__ = [
     "NUMBA_THRESHOLD",
@@ -356,25 +357,18 @@ def _kernels() -> dict[str, Any]:  # pragma: no cover - compiled code is exercis
     }
 
 
-@cache
-def _thread_pool() -> Any:
-    from concurrent.futures import ThreadPoolExecutor
-
-    return ThreadPoolExecutor(max_workers=max(1, _number_of_threads()), thread_name_prefix="pydaf-kernels")
-
-
 def _parallel(kernel: Any, count: Any) -> Any:
     """Run ``kernel(first, last, *arguments)`` over ``[0, count(*arguments))`` split in one contiguous range per
     thread, concurrently."""
 
     def run(*arguments: Any) -> None:
         total = int(count(*arguments))
-        n_threads = min(_number_of_threads(), total)
+        n_threads = min(number_of_threads(), total)
         if n_threads <= 1:
             kernel(0, total, *arguments)
             return
         edges = np.linspace(0, total, n_threads + 1).astype(np.int64).tolist()
-        futures = [_thread_pool().submit(kernel, edges[index], edges[index + 1], *arguments)
+        futures = [thread_pool().submit(kernel, edges[index], edges[index + 1], *arguments)
                    for index in range(n_threads)]
         for future in futures:
             future.result()
@@ -442,14 +436,6 @@ def _extreme_identity(dtype: np.dtype, is_max: bool) -> Any:
         return -np.inf if is_max else np.inf
     info = np.iinfo(dtype)
     return info.min if is_max else info.max
-
-
-def _number_of_threads() -> int:
-    """Threads for the kernels: numba's setting (``NUMBA_NUM_THREADS``, the number of cores by default), read
-    without starting numba's own thread pool."""
-    import numba
-
-    return max(1, int(numba.config.NUMBA_NUM_THREADS))
 
 
 def _is_small(matrix: Matrix) -> bool:
@@ -604,7 +590,7 @@ def _chunk_bounds(colptr: np.ndarray, n_chunks: int) -> np.ndarray:
 def _accumulate_csc(matrix: SparseMatrixCSC, targets: _Targets, kind: str, out_dtype: np.dtype, initial: Any,
                     eps: float, center: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
     kernels = _kernels()
-    n_threads = _number_of_threads()
+    n_threads = number_of_threads()
     row_mode, row_map, col_map = targets.kernel_maps()
     n_columns = targets.n_columns
     col_order = np.arange(n_columns, dtype=np.int64)

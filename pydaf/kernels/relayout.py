@@ -82,11 +82,8 @@ def transpose_csc_into(matrix: SparseMatrixCSC, colptr: np.ndarray, rowval: np.n
 
 def _transpose_csc_blocks(matrix: SparseMatrixCSC, out_colptr: np.ndarray, out_rowval: np.ndarray,
                           out_nzval: np.ndarray) -> None:
-    from concurrent.futures import ThreadPoolExecutor
-
-    import numba
-
     from ..formats.mapping import populate_pages, release_pages
+    from .threads import number_of_threads, thread_pool
 
     _, count_block_rows, scatter_block = _kernels()
     n_rows, n_columns = matrix.shape
@@ -97,31 +94,31 @@ def _transpose_csc_blocks(matrix: SparseMatrixCSC, out_colptr: np.ndarray, out_r
     bounds = np.unique(np.concatenate([[0], np.maximum(firsts, 0), [n_columns]])).astype(np.int64).tolist()
     n_blocks = len(bounds) - 1
     counts = np.zeros((n_blocks, n_rows), dtype=np.int64)
-    n_threads = max(1, numba.config.NUMBA_NUM_THREADS)  # (get_num_threads would start numba's thread pool)
+    n_threads = number_of_threads()
 
     def entries(first: int, last: int) -> slice:
         return slice(int(colptr[bounds[first]]) - 1, int(colptr[bounds[last]]) - 1)
 
-    with ThreadPoolExecutor(n_threads) as pool:
-        for first in range(0, n_blocks, n_threads):  # A wave of blocks at a time, releasing the input it read.
-            last = min(first + n_threads, n_blocks)
-            list(pool.map(lambda block: count_block_rows(colptr, rowval, bounds[block], bounds[block + 1],
-                                                         counts[block]), range(first, last)))
-            release_pages(rowval[entries(first, last)])
-        out_colptr[0] = 1
-        out_colptr[1:] = np.cumsum(counts.sum(axis=0)) + 1
-        # Block b writes each row's entries after those of the blocks before it.
-        starts = np.cumsum(counts, axis=0)
-        starts -= counts
-        starts += np.asarray(out_colptr[:-1], dtype=np.int64) - 1
-        populate_pages(out_rowval)
-        populate_pages(out_nzval)
-        for first in range(0, n_blocks, n_threads):
-            last = min(first + n_threads, n_blocks)
-            list(pool.map(lambda block: scatter_block(colptr, rowval, nzval, bounds[block], bounds[block + 1],
-                                                      starts[block], out_rowval, out_nzval), range(first, last)))
-            release_pages(rowval[entries(first, last)])
-            release_pages(nzval[entries(first, last)])
+    pool = thread_pool()
+    for first in range(0, n_blocks, n_threads):  # A wave of blocks at a time, releasing the input it read.
+        last = min(first + n_threads, n_blocks)
+        list(pool.map(lambda block: count_block_rows(colptr, rowval, bounds[block], bounds[block + 1],
+                                                     counts[block]), range(first, last)))
+        release_pages(rowval[entries(first, last)])
+    out_colptr[0] = 1
+    out_colptr[1:] = np.cumsum(counts.sum(axis=0)) + 1
+    # Block b writes each row's entries after those of the blocks before it.
+    starts = np.cumsum(counts, axis=0)
+    starts -= counts
+    starts += np.asarray(out_colptr[:-1], dtype=np.int64) - 1
+    populate_pages(out_rowval)
+    populate_pages(out_nzval)
+    for first in range(0, n_blocks, n_threads):
+        last = min(first + n_threads, n_blocks)
+        list(pool.map(lambda block: scatter_block(colptr, rowval, nzval, bounds[block], bounds[block + 1],
+                                                  starts[block], out_rowval, out_nzval), range(first, last)))
+        release_pages(rowval[entries(first, last)])
+        release_pages(nzval[entries(first, last)])
 
 
 def transpose_dense_into(matrix: np.ndarray, out: np.ndarray) -> None:
