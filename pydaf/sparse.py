@@ -1,9 +1,10 @@
-"""Julia's sparse layouts, exactly as stored: 1-based indices, the stored index type, zero-copy where mapped.
+"""Julia's sparse layouts, exactly as stored: 1-based indices, the stored index type, zero-copy where mapped; and the
+one home of the operations on them (columns, rows, selections, transposes, entry columns, read-only views).
 
 :class:`SparseMatrixCSC` and :class:`SparseVector` hold the components Daf keeps on disk (``colptr``/``rowval``/
 ``nzval``, ``nzind``/``nzval``). They are what the storage layer returns and what numba kernels consume directly;
 :meth:`SparseMatrixCSC.to_scipy` gives the 0-based ``scipy.sparse.csc_matrix`` that readers hand out (copying only the
-index arrays).
+index arrays). Readers, queries and kernels all use the methods here rather than their own index arithmetic.
 """
 
 from __future__ import annotations
@@ -17,6 +18,33 @@ if TYPE_CHECKING:
     import scipy.sparse as sp
 
 
+def read_only_array(array: np.ndarray) -> np.ndarray:
+    """A read-only view of an array (the array itself when it is already read-only).
+
+    Example:
+        >>> read_only_array(np.arange(3)).flags.writeable
+        False
+    """
+    if not array.flags.writeable:
+        return array
+    view = array.view()
+    view.flags.writeable = False
+    return view
+
+
+def colptr_from_counts(counts: np.ndarray, dtype: Any) -> np.ndarray:
+    """The 1-based ``colptr`` (of ``dtype``) of columns holding ``counts`` stored entries.
+
+    Example:
+        >>> colptr_from_counts(np.array([2, 0, 1]), np.uint32).tolist()
+        [1, 3, 3, 4]
+    """
+    colptr = np.empty(np.shape(counts)[0] + 1, dtype=dtype)
+    colptr[0] = 1
+    colptr[1:] = np.cumsum(counts, dtype=np.int64) + 1
+    return colptr
+
+
 def _scipy_indices(one_based: np.ndarray) -> np.ndarray:
     """0-based indices in a dtype scipy accepts (int32 when it fits, else int64)."""
     limit = np.iinfo(np.int32).max
@@ -24,6 +52,18 @@ def _scipy_indices(one_based: np.ndarray) -> np.ndarray:
     result = np.empty(one_based.shape, dtype=dtype)
     np.subtract(one_based, 1, out=result, casting="unsafe")
     return result
+
+
+def dense_column_major(matrix: np.ndarray | SparseMatrixCSC) -> np.ndarray:
+    """A column-major dense numpy matrix (the matrix itself when it already is one; sparse is densified).
+
+    Example:
+        >>> dense_column_major(np.array([[1, 2], [3, 4]])).flags.f_contiguous
+        True
+    """
+    if isinstance(matrix, SparseMatrixCSC):
+        return matrix.to_dense()
+    return np.asfortranarray(matrix)
 
 
 @dataclass(frozen=True, eq=False)
@@ -57,6 +97,10 @@ class SparseVector:
         dense = np.zeros(self.length, dtype=self.nzval.dtype)
         dense[self.nzind.astype(np.intp) - 1] = self.nzval
         return dense
+
+    def read_only(self) -> SparseVector:
+        """The same vector with read-only arrays (zero-copy)."""
+        return SparseVector(self.length, read_only_array(self.nzind), read_only_array(self.nzval))
 
     @staticmethod
     def from_dense(dense: np.ndarray, *, indtype: Any = np.int64) -> SparseVector:
@@ -103,8 +147,133 @@ class SparseMatrixCSC:
         return matrix
 
     def to_dense(self) -> np.ndarray:
-        """A new dense, column-major matrix."""
-        return np.asfortranarray(self.to_scipy().toarray())
+        """A new dense, column-major matrix.
+
+        Example:
+            >>> SparseMatrixCSC((2, 2), np.array([1, 2, 2]), np.array([2]), np.array([7])).to_dense().tolist()
+            [[0, 0], [7, 0]]
+        """
+        n_rows, n_columns = self.shape
+        dense = np.zeros((n_rows, n_columns), dtype=self.nzval.dtype, order="F")
+        positions = self.rowval.astype(np.int64) - 1 + self.entry_columns() * n_rows
+        dense.reshape(-1, order="F")[positions] = self.nzval
+        return dense
+
+    def read_only(self) -> SparseMatrixCSC:
+        """The same matrix with read-only arrays (zero-copy)."""
+        return SparseMatrixCSC(self.shape, read_only_array(self.colptr), read_only_array(self.rowval),
+                               read_only_array(self.nzval))
+
+    def column_range(self, column: int) -> slice:
+        """The positions (in ``rowval``/``nzval``) of the stored entries of a 0-based column."""
+        return slice(int(self.colptr[column]) - 1, int(self.colptr[column + 1]) - 1)
+
+    def column(self, column: int) -> np.ndarray:
+        """A 0-based column as a new dense vector.
+
+        Example:
+            >>> SparseMatrixCSC((3, 2), np.array([1, 3, 4]), np.array([1, 3, 2]), np.array([1, 2, 3])).column(0)
+            array([1, 0, 2])
+        """
+        dense = np.zeros(self.shape[0], dtype=self.nzval.dtype)
+        entries = self.column_range(column)
+        dense[self.rowval[entries].astype(np.intp) - 1] = self.nzval[entries]
+        return dense
+
+    def row(self, row: int) -> np.ndarray:
+        """A 0-based row as a new dense vector (a pass over ``rowval``: use the other layout for many rows).
+
+        Example:
+            >>> SparseMatrixCSC((3, 2), np.array([1, 3, 4]), np.array([1, 3, 2]), np.array([1, 2, 3])).row(1)
+            array([0, 3])
+        """
+        dense = np.zeros(self.shape[1], dtype=self.nzval.dtype)
+        positions = np.flatnonzero(self.rowval == row + 1)
+        dense[self.entry_columns()[positions]] = self.nzval[positions]
+        return dense
+
+    def entry_columns(self) -> np.ndarray:
+        """The 0-based column of each stored entry (``int64``).
+
+        Example:
+            >>> SparseMatrixCSC((3, 2), np.array([1, 3, 4]), np.array([1, 3, 2]), np.array([1, 2, 3])).entry_columns()
+            array([0, 0, 1])
+        """
+        return np.repeat(np.arange(self.shape[1], dtype=np.int64), np.diff(self.colptr.astype(np.int64)))
+
+    def with_values(self, nzval: np.ndarray, *, keep: np.ndarray | None = None) -> SparseMatrixCSC:
+        """The same structure with other values (sharing the index arrays); with a ``keep`` mask of the stored
+        entries, only those are kept (new index arrays).
+
+        Example:
+            >>> m = SparseMatrixCSC((3, 2), np.array([1, 3, 4]), np.array([1, 3, 2]), np.array([1, 2, 3]))
+            >>> m.with_values(np.array([1.5, 0.0, 3.0]), keep=np.array([True, False, True])).to_dense().tolist()
+            [[1.5, 0.0], [0.0, 3.0], [0.0, 0.0]]
+        """
+        if keep is None:
+            return SparseMatrixCSC(self.shape, self.colptr, self.rowval, nzval)
+        counts = np.bincount(self.entry_columns()[keep], minlength=self.shape[1])
+        return SparseMatrixCSC(self.shape, colptr_from_counts(counts, self.colptr.dtype), self.rowval[keep],
+                               nzval[keep])
+
+    def select(self, *, rows: np.ndarray | None = None, columns: np.ndarray | None = None) -> SparseMatrixCSC:
+        """The sub-matrix of the given 0-based rows and columns, in the given orders (a new matrix with the same
+        index and value types).
+
+        Example:
+            >>> m = SparseMatrixCSC((3, 2), np.array([1, 3, 4]), np.array([1, 3, 2]), np.array([1, 2, 3]))
+            >>> m.select(rows=np.array([2, 1]), columns=np.array([1, 0])).to_dense().tolist()
+            [[0, 2], [3, 0]]
+        """
+        matrix = self
+        if columns is not None:
+            matrix = matrix._select_columns(np.asarray(columns, dtype=np.int64))
+        if rows is not None:
+            matrix = matrix._select_rows(np.asarray(rows, dtype=np.int64))
+        return matrix
+
+    def _select_columns(self, columns: np.ndarray) -> SparseMatrixCSC:
+        starts = self.colptr[columns].astype(np.int64) - 1
+        lengths = self.colptr[columns + 1].astype(np.int64) - 1 - starts
+        positions = np.repeat(starts - np.cumsum(lengths) + lengths, lengths) + np.arange(int(lengths.sum()))
+        return SparseMatrixCSC((self.shape[0], int(columns.shape[0])), colptr_from_counts(lengths, self.colptr.dtype),
+                               self.rowval[positions], self.nzval[positions])
+
+    def _select_rows(self, rows: np.ndarray) -> SparseMatrixCSC:
+        if np.unique(rows).shape[0] != rows.shape[0]:
+            # A repeated row repeats its entries: a selection matrix product does that (rare; copies).
+            return SparseMatrixCSC.from_scipy(self.to_scipy()[rows, :], indtype=self.colptr.dtype)
+        new_row = np.full(self.shape[0], -1, dtype=np.int64)
+        new_row[rows] = np.arange(rows.shape[0])
+        entry_rows = new_row[self.rowval.astype(np.int64) - 1]
+        kept = np.flatnonzero(entry_rows >= 0)
+        entry_columns = self.entry_columns()[kept]
+        if rows.shape[0] > 1 and np.any(np.diff(rows) < 0):
+            kept = kept[np.lexsort((entry_rows[kept], entry_columns))]  # rows out of order: sort each column again
+        counts = np.bincount(entry_columns, minlength=self.shape[1])
+        return SparseMatrixCSC((int(rows.shape[0]), self.shape[1]), colptr_from_counts(counts, self.colptr.dtype),
+                               (entry_rows[kept] + 1).astype(self.rowval.dtype), self.nzval[kept])
+
+    def transpose(self) -> SparseMatrixCSC:
+        """The transpose, as a new 1-based CSC with the same index and value types.
+
+        Example:
+            >>> m = SparseMatrixCSC((2, 3), np.array([1, 2, 2, 3]), np.array([2, 1]), np.array([5.0, 6.0]))
+            >>> m.transpose().to_dense().tolist()
+            [[0.0, 5.0], [0.0, 0.0], [6.0, 0.0]]
+        """
+        # The kernels compile with numba, which is imported only when a large transpose first needs it.
+        from .kernels.relayout import transpose_csc_into
+
+        n_rows, n_columns = self.shape
+        colptr = np.empty(n_rows + 1, dtype=self.colptr.dtype)
+        rowval = np.empty(self.nnz, dtype=self.rowval.dtype)
+        nzval = np.empty(self.nnz, dtype=self.nzval.dtype)
+        if n_rows == 0:
+            colptr[0] = 1
+        else:
+            transpose_csc_into(self, colptr, rowval, nzval)
+        return SparseMatrixCSC((n_columns, n_rows), colptr, rowval, nzval)
 
     @staticmethod
     def from_scipy(matrix: Any, *, indtype: Any = None) -> SparseMatrixCSC:

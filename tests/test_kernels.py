@@ -8,10 +8,8 @@ import pytest
 
 from pydaf.kernels import reductions
 from pydaf.kernels.reductions import (
-    colptr_from_counts,
     column_means,
     column_sums,
-    dense_column_major,
     group_members,
     matrix_columns,
     matrix_rows,
@@ -24,11 +22,8 @@ from pydaf.kernels.reductions import (
     reduce_vector,
     row_means,
     row_sums,
-    select_columns,
-    select_rows,
-    transpose_csc,
 )
-from pydaf.sparse import SparseMatrixCSC
+from pydaf.sparse import SparseMatrixCSC, colptr_from_counts, dense_column_major
 
 EPS = 2.0
 P = 0.3
@@ -321,11 +316,10 @@ def test_helpers():
     dense = np.asfortranarray(np.array([[0, 1, 0], [2, 0, 3], [0, 4, 5]], dtype=np.int32))
     matrix = _sparse(dense, np.uint32)
     assert np.array_equal(dense_column_major(matrix), dense) and dense_column_major(matrix).flags.f_contiguous
-    transposed = transpose_csc(matrix)
+    transposed = matrix.transpose()
     assert transposed.colptr.dtype == np.uint32 and np.array_equal(transposed.to_dense(), dense.T)
-    assert np.array_equal(select_rows(matrix, np.array([0, 2])).to_dense(), dense[[0, 2]])
-    assert np.array_equal(select_columns(matrix, np.array([2, 0])).to_dense(), dense[:, [2, 0]])
-    assert np.array_equal(select_rows(dense, np.array([1])), dense[[1]])
+    assert np.array_equal(matrix.select(rows=np.array([0, 2])).to_dense(), dense[[0, 2]])
+    assert np.array_equal(matrix.select(columns=np.array([2, 0])).to_dense(), dense[:, [2, 0]])
     assert [column.tolist() for column in matrix_columns(matrix)] == dense.T.tolist()
     assert [row.tolist() for row in matrix_rows(matrix)] == dense.tolist()
     assert [members.tolist() for members in group_members(np.array([2, 0, -1, 2]), 3)] == [[1], [], [0, 3]]

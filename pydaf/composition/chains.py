@@ -8,6 +8,8 @@ share an axis must agree on its entries.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from typing import Any
 
 import numpy as np
 
@@ -26,6 +28,7 @@ class ChainFormat(FormatWriter):
         if not members:
             raise DafValueError("empty chain")
         self.members = list(members)
+        self._builders: dict[tuple, AbstractContextManager[Any]] = {}
         self.is_writable = writable
         self.type_name = "Write Chain" if writable else "ReadOnly Chain"
         if writable and not isinstance(self.members[-1], DafWriter):
@@ -57,7 +60,9 @@ class ChainFormat(FormatWriter):
         if deep:
             lines.append(f"{indent}chain:")
             for member in self.members:
-                member._describe(f"{indent}- ", lines, cache=cache, deep=deep, tensors=tensors)
+                member_lines = member.description(cache=cache, deep=deep, tensors=tensors).rstrip("\n").split("\n")
+                lines.append(f"{indent}- {member_lines[0]}")
+                lines.extend(f"{indent}  {line}" for line in member_lines[1:])
 
     # Reading: the last member that has it.
 
@@ -148,23 +153,34 @@ class ChainFormat(FormatWriter):
         if self._has_vector(self.last, axis, name):
             self.last.delete_vector(axis, name)
 
+    # The ``empty_*`` builders of the chain are the last member's own builders, held open until the chain's buffers
+    # are filled (so the member validates, caches and counts versions as for any write; a sparse matrix is checked
+    # twice, once by each writer).
+
+    def _open_builder(self, key: tuple, builder: AbstractContextManager[Any]) -> Any:
+        buffers = builder.__enter__()
+        self._builders[key] = builder
+        return buffers
+
+    def _close_builder(self, key: tuple) -> None:
+        self._builders.pop(key).__exit__(None, None, None)
+
     def format_get_empty_dense_vector(self, axis: str, name: str, dtype: np.dtype) -> np.ndarray:
         self._ensure_axes(axis)
-        # The member's storage is filled directly (under the chain's write lock); its counters are bumped when filled.
-        return self.last._format.format_get_empty_dense_vector(axis, name, dtype)
+        return self._open_builder(("vector", axis, name),
+                                  self.last.empty_dense_vector(axis, name, dtype, overwrite=True))
 
     def format_filled_empty_dense_vector(self, axis: str, name: str, filled: np.ndarray) -> None:
-        self.last._format.format_filled_empty_dense_vector(axis, name, filled)
-        self.last._bump_vector(axis, name)
+        self._close_builder(("vector", axis, name))
 
     def format_get_empty_sparse_vector(self, axis: str, name: str, dtype: np.dtype, nnz: int,
                                        indtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
         self._ensure_axes(axis)
-        return self.last._format.format_get_empty_sparse_vector(axis, name, dtype, nnz, indtype)
+        return self._open_builder(("vector", axis, name),
+                                  self.last.empty_sparse_vector(axis, name, dtype, nnz, indtype, overwrite=True))
 
     def format_filled_empty_sparse_vector(self, axis: str, name: str, filled: SparseVector) -> None:
-        self.last._format.format_filled_empty_sparse_vector(axis, name, filled)
-        self.last._bump_vector(axis, name)
+        self._close_builder(("vector", axis, name))
 
     def format_set_matrix(self, rows_axis: str, columns_axis: str, name: str,
                           matrix: StoredMatrix | StorageScalar) -> None:
@@ -181,25 +197,28 @@ class ChainFormat(FormatWriter):
     def format_get_empty_dense_matrix(self, rows_axis: str, columns_axis: str, name: str,
                                       dtype: np.dtype) -> np.ndarray:
         self._ensure_axes(rows_axis, columns_axis)
-        return self.last._format.format_get_empty_dense_matrix(rows_axis, columns_axis, name, dtype)
+        return self._open_builder(("matrix", rows_axis, columns_axis, name), self.last.empty_dense_matrix(
+            rows_axis, columns_axis, name, dtype, overwrite=True))
 
     def format_filled_empty_dense_matrix(self, rows_axis: str, columns_axis: str, name: str,
                                          filled: np.ndarray) -> None:
-        self.last._format.format_filled_empty_dense_matrix(rows_axis, columns_axis, name, filled)
-        self.last._bump_matrix(rows_axis, columns_axis, name)
+        self._close_builder(("matrix", rows_axis, columns_axis, name))
 
     def format_get_empty_sparse_matrix(self, rows_axis: str, columns_axis: str, name: str, dtype: np.dtype,
                                        nnz: int, indtype: np.dtype) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         self._ensure_axes(rows_axis, columns_axis)
-        return self.last._format.format_get_empty_sparse_matrix(rows_axis, columns_axis, name, dtype, nnz, indtype)
+        return self._open_builder(("matrix", rows_axis, columns_axis, name), self.last.empty_sparse_matrix(
+            rows_axis, columns_axis, name, dtype, nnz, indtype, overwrite=True))
 
     def format_filled_empty_sparse_matrix(self, rows_axis: str, columns_axis: str, name: str,
                                           filled: SparseMatrixCSC) -> None:
-        self.last._format.format_filled_empty_sparse_matrix(rows_axis, columns_axis, name, filled)
-        self.last._bump_matrix(rows_axis, columns_axis, name)
+        self._close_builder(("matrix", rows_axis, columns_axis, name))
 
     def format_discard_empty(self) -> None:
-        self.last._format.format_discard_empty()
+        # A failed fill: the member's builders remove what they started (the innermost first).
+        while self._builders:
+            _, builder = self._builders.popitem()
+            builder.__exit__(DafValueError, DafValueError("the filling of an empty property failed"), None)
 
 
 def chain_reader(members: Sequence[DafReader], *, name: str | None = None) -> DafReader:

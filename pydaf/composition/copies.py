@@ -30,7 +30,7 @@ def copy_all(destination: DafWriter, source: DafReader, *, overwrite: bool = Fal
     """
     from tqdm.auto import tqdm
 
-    with source._state.lock.read():
+    with source.read_lock():
         axes = sorted(source.axes_set())
         matrices = [(rows, columns, name) for rows in axes for columns in axes
                     for name in sorted(source.matrices_set(rows, columns, relayout=False))]

@@ -6,62 +6,47 @@ converted sparse matrices, axis dictionaries); mapped data is cached as :attr:`C
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..errors import DafMissingError, DafShapeError, DafValueError
 from ..formats.base import CacheGroup, FormatReader, StoredMatrix, StoredVector
-from ..sparse import SparseMatrixCSC, SparseVector
-from ..storage_types import STRING_DTYPE, StorageScalar, as_string_array, is_string_dtype, scalar_dtype, scalar_value
+from ..sparse import SparseMatrixCSC, SparseVector, read_only_array
+from ..storage_types import StorageScalar, scalar_dtype, scalar_value
 from .brief import brief_array, brief_scalar
+from .cache import (
+    AxisForm,
+    AxisKey,
+    CacheKey,
+    DataCache,
+    DataForm,
+    MatrixKey,
+    QueryKey,
+    VectorKey,
+    VersionCounters,
+    is_current,
+    stamp_of,
+)
 from .locks import ReadWriteLock
 from .names import RESERVED_VECTORS, unique_name
+from .undef import Undef, UndefType
+from .values import as_storable_array, is_scipy_sparse, plain_values
 
 if TYPE_CHECKING:
     import pandas as pd
     import scipy.sparse as sp
 
 
-class _Undef:
-    """The ``default`` of getters that must find their property (Julia's ``undef``)."""
-
-    _instance: _Undef | None = None
-
-    def __new__(cls) -> _Undef:
-        if cls._instance is None:
-            cls._instance = super().__new__(cls)
-        return cls._instance
-
-    def __repr__(self) -> str:
-        return "Undef"
-
-
-#: Pass as ``default=`` to require the property to exist (the default of every getter).
-Undef = _Undef()
-
-
-def read_only_array(array: np.ndarray) -> np.ndarray:
-    """A read-only view of an array (the array itself when it is already read-only)."""
-    if not array.flags.writeable:
-        return array
-    view = array.view()
-    view.flags.writeable = False
-    return view
-
-
 class _State:
-    """What a data set shares with every wrapper of it: locks, cache and version counters."""
+    """What a data set shares with every wrapper of it: the data lock, the cache and the version counters."""
 
     def __init__(self) -> None:
         self.lock = ReadWriteLock()
-        self.cache_lock = threading.RLock()
-        self.cache: dict[tuple, tuple[Any, CacheGroup]] = {}
-        self.axis_versions: dict[str, int] = {}
-        self.vector_versions: dict[tuple[str, str], int] = {}
-        self.matrix_versions: dict[tuple[str, str, str], int] = {}
+        self.cache = DataCache()
+        self.versions = VersionCounters()
 
 
 class DafReader:
@@ -107,6 +92,79 @@ class DafReader:
     def _message(self, text: str, preposition: str = "in") -> str:
         return f"{text}\n{preposition} the daf data: {self._name}"
 
+    # Locks and cache (for code that composes several calls: copies, chains, views, interop, queries).
+
+    @contextmanager
+    def read_lock(self) -> Iterator[None]:
+        """Hold the data set's read lock for a ``with`` block, so several reads see one state (no write can happen in
+        between). Reentrant; every public read method also takes it by itself.
+
+        Example:
+            >>> import pydaf
+            >>> daf = pydaf.MemoryDaf().add_axis("cell", ["A", "B"])
+            >>> with daf.read_lock():
+            ...     daf.axis_length("cell"), daf.axis_vector("cell").tolist()
+            (2, ['A', 'B'])
+        """
+        with self._state.lock.read():
+            yield
+
+    def write_count(self) -> int:
+        """How many times the write lock was released: a cheap "anything may have changed" stamp.
+
+        Example:
+            >>> import pydaf
+            >>> daf = pydaf.MemoryDaf()
+            >>> before = daf.write_count()
+            >>> daf.set_scalar("x", 1).write_count() - before
+            1
+        """
+        return self._state.lock.write_count
+
+    @property
+    def cache(self) -> DataCache:
+        """The data set's cache (:class:`~pydaf.core.cache.DataCache`), shared with its read-only wrappers. Derived
+        data kept here must be keyed by the typed keys of :mod:`pydaf.core.cache`, so writes invalidate it.
+
+        Example:
+            >>> import pydaf
+            >>> daf = pydaf.MemoryDaf().add_axis("cell", ["A"])
+            >>> _ = daf.axis_dict("cell")
+            >>> [key.text() for key, _ in daf.cache.entries()]
+            ['axis_dict[axis: cell]']
+        """
+        return self._state.cache
+
+    def cached_computation(self, key: QueryKey, compute: Callable[[], tuple[Any, Iterable[Any]]], *,
+                           store: bool = True) -> Any:
+        """A value computed from the data set (a query result): the cached one if it is still current (nothing it
+        read changed since, :func:`~pydaf.core.cache.is_current`), else ``compute()``, which returns the value and
+        the keys of what it read (:class:`~pydaf.core.cache.VectorKey`, …). With ``store`` the new value is cached
+        (as ``QueryData``). Runs under the read lock.
+
+        Example:
+            >>> import pydaf
+            >>> from pydaf.core.cache import QueryKey, VectorKey
+            >>> daf = pydaf.MemoryDaf().add_axis("cell", ["A"]).set_vector("cell", "age", [3])
+            >>> total = lambda: (int(daf.get_vector("cell", "age").sum()), [VectorKey("cell", "age")])
+            >>> daf.cached_computation(QueryKey("total age"), total)
+            3
+            >>> daf.set_vector("cell", "age", [4], overwrite=True).cached_computation(QueryKey("total age"), total)
+            4
+        """
+        with self._state.lock.read():
+            entry = self._state.cache.entry(key)
+            if entry is not None and entry.stamp is not None and is_current(self, entry.stamp):
+                return entry.value
+            if entry is not None:
+                self._state.cache.discard(key)
+            write_count = self.write_count()
+            value, dependencies = compute()
+            if store:
+                self._state.cache.put(key, value, CacheGroup.QueryData,
+                                      stamp=stamp_of(self, dependencies, write_count))
+            return value
+
     # Scalars.
 
     def has_scalar(self, name: str) -> bool:
@@ -131,7 +189,7 @@ class DafReader:
         with self._state.lock.read():
             return set(self._format.format_scalars_set())
 
-    def get_scalar(self, name: str, *, default: StorageScalar | _Undef | None = Undef) -> StorageScalar | None:
+    def get_scalar(self, name: str, *, default: StorageScalar | UndefType | None = Undef) -> StorageScalar | None:
         """The value of a scalar property: a ``str``, a Python ``bool``/``int``/``float`` as stored from Python, or a
         numpy scalar keeping the stored width. If missing, ``default`` is returned (``Undef``, the default, raises).
 
@@ -188,26 +246,17 @@ class DafReader:
             self._require_axis(axis, "for: axis_length")
             return self._format.format_axis_length(axis)
 
-    def _cached(self, key: tuple, compute: Any) -> Any:
-        """A cached value, computing (and caching, if the computation says how) when missing."""
-        with self._state.cache_lock:
-            entry = self._state.cache.get(key)
-        if entry is not None:
-            return entry[0]
-        value, group = compute()
-        if group is not None:
-            with self._state.cache_lock:
-                self._state.cache.setdefault(key, (value, group))
-        return value
+    def _cached(self, key: CacheKey, compute: Callable[[], tuple[Any, CacheGroup | None]]) -> Any:
+        return self._state.cache.get_or_compute(key, compute)
 
     def _axis_entries(self, axis: str) -> np.ndarray:
         def compute() -> tuple[np.ndarray, CacheGroup | None]:
             entries, group = self._format.format_axis_vector(axis)
             return read_only_array(entries), group
 
-        return self._cached(("axis_vector", axis), compute)
+        return self._cached(AxisKey(axis), compute)
 
-    def axis_vector(self, axis: str, *, default: _Undef | None = Undef) -> np.ndarray | None:
+    def axis_vector(self, axis: str, *, default: UndefType | None = Undef) -> np.ndarray | None:
         """The entries of an axis, as a read-only ``object`` array of ``str`` (``None`` if missing and
         ``default=None``).
 
@@ -241,7 +290,7 @@ class DafReader:
             entries = self._axis_entries(axis)
             return {entry: position for position, entry in enumerate(entries.tolist())}, CacheGroup.MemoryData
 
-        return self._cached(("axis_dict", axis), compute)
+        return self._cached(AxisKey(axis, AxisForm.DICT), compute)
 
     def axis_indices(self, axis: str, entries: Iterable[str], *, allow_empty: bool = False,
                      allow_missing: bool = False) -> np.ndarray:
@@ -335,7 +384,7 @@ class DafReader:
         """Validate a non-scalar ``default`` (its length, and its index if it is a pandas Series)."""
         if default is None or default is Undef or isinstance(default, str | int | float | np.generic):
             return None
-        values = _plain_values(default)
+        values = plain_values(default)
         if values.ndim != 1:
             raise DafShapeError(self._message(f"the default for the vector: {name}\nis not a vector"))
         length = self._format.format_axis_length(axis)
@@ -385,10 +434,10 @@ class DafReader:
         def compute() -> tuple[StoredVector, CacheGroup | None]:
             vector, group = self._format.format_get_vector(axis, name)
             if isinstance(vector, SparseVector):
-                return SparseVector(vector.length, read_only_array(vector.nzind), read_only_array(vector.nzval)), group
+                return vector.read_only(), group
             return read_only_array(vector), group
 
-        return self._cached(("vector", axis, name), compute)
+        return self._cached(VectorKey(axis, name), compute)
 
     def _vector_default(self, axis: str, name: str, default: Any, values: np.ndarray | None) -> Any:
         if default is Undef:
@@ -396,7 +445,7 @@ class DafReader:
         if default is None:
             return None
         if values is not None:
-            return read_only_array(_as_storable_array(values, what=f"default for the vector: {name}"))
+            return read_only_array(as_storable_array(values, what=f"default for the vector: {name}"))
         value = scalar_value(default, what=f"default for the vector: {name}")
         return read_only_array(np.full(self._format.format_axis_length(axis), value, dtype=scalar_dtype(value)))
 
@@ -417,7 +466,7 @@ class DafReader:
                 def compute() -> tuple[np.ndarray, CacheGroup]:
                     return read_only_array(stored.to_dense()), CacheGroup.MemoryData
 
-                return self._cached(("dense_vector", axis, name), compute)
+                return self._cached(VectorKey(axis, name, DataForm.DENSE), compute)
             return stored
 
     def get_pd_vector(self, axis: str, name: str, *, default: Any = Undef) -> pd.Series | None:
@@ -503,10 +552,10 @@ class DafReader:
         if default is None or default is Undef or isinstance(default, str | int | float | np.generic):
             return None
         shape = (self._format.format_axis_length(rows_axis), self._format.format_axis_length(columns_axis))
-        if _is_scipy_sparse(default):
+        if is_scipy_sparse(default):
             matrix = SparseMatrixCSC.from_scipy(default)
         else:
-            matrix = np.asfortranarray(_plain_values(default))
+            matrix = np.asfortranarray(plain_values(default))
             if matrix.ndim != 2:
                 raise DafShapeError(self._message(f"the default for the matrix: {name}\nis not a matrix"))
         for index, (axis, what) in enumerate(((rows_axis, "rows"), (columns_axis, "columns"))):
@@ -551,7 +600,7 @@ class DafReader:
             if default_matrix is not None:
                 if isinstance(default_matrix, SparseMatrixCSC):
                     return default_matrix
-                return read_only_array(_as_storable_array(default_matrix, what=f"default for the matrix: {name}"))
+                return read_only_array(as_storable_array(default_matrix, what=f"default for the matrix: {name}"))
             value = scalar_value(default, what=f"default for the matrix: {name}")
             shape = (self._format.format_axis_length(rows_axis), self._format.format_axis_length(columns_axis))
             if not isinstance(value, str) and value == 0:
@@ -564,28 +613,19 @@ class DafReader:
         def compute() -> tuple[StoredMatrix, CacheGroup | None]:
             matrix, group = self._format.format_get_matrix(rows_axis, columns_axis, name)
             if isinstance(matrix, SparseMatrixCSC):
-                return SparseMatrixCSC(matrix.shape, read_only_array(matrix.colptr), read_only_array(matrix.rowval),
-                                       read_only_array(matrix.nzval)), group
+                return matrix.read_only(), group
             return read_only_array(matrix), group
 
-        return self._cached(("matrix", rows_axis, columns_axis, name), compute)
+        return self._cached(MatrixKey(rows_axis, columns_axis, name), compute)
 
     def _relayout_matrix(self, rows_axis: str, columns_axis: str, name: str) -> StoredMatrix:
-        from ..kernels.relayout import transpose_csc_into
-
         def compute() -> tuple[StoredMatrix, CacheGroup]:
             source = self._stored_matrix(columns_axis, rows_axis, name)
             if isinstance(source, SparseMatrixCSC):
-                colptr = np.empty(source.shape[0] + 1, dtype=source.colptr.dtype)
-                rowval = np.empty(source.nnz, dtype=source.rowval.dtype)
-                nzval = np.empty(source.nnz, dtype=source.nzval.dtype)
-                transpose_csc_into(source, colptr, rowval, nzval)
-                result = SparseMatrixCSC((source.shape[1], source.shape[0]), read_only_array(colptr),
-                                         read_only_array(rowval), read_only_array(nzval))
-                return result, CacheGroup.MemoryData
+                return source.transpose().read_only(), CacheGroup.MemoryData
             return read_only_array(np.asfortranarray(source.T)), CacheGroup.MemoryData
 
-        return self._cached(("relayout", rows_axis, columns_axis, name), compute)
+        return self._cached(MatrixKey(rows_axis, columns_axis, name, DataForm.RELAYOUT), compute)
 
     def get_matrix(self, rows_axis: str, columns_axis: str, name: str, *, default: Any = Undef,
                    relayout: bool = True) -> np.ndarray | sp.csc_matrix | None:
@@ -609,7 +649,7 @@ class DafReader:
                 return stored
             if default is not Undef and not self._has_matrix(rows_axis, columns_axis, name, relayout=relayout):
                 return stored.to_scipy()
-            return self._cached(("scipy", rows_axis, columns_axis, name),
+            return self._cached(MatrixKey(rows_axis, columns_axis, name, DataForm.SCIPY),
                                 lambda: (stored.to_scipy(), CacheGroup.MemoryData))
 
     def get_pd_matrix(self, rows_axis: str, columns_axis: str, name: str, *, default: Any = Undef,
@@ -733,7 +773,7 @@ class DafReader:
             >>> pydaf.MemoryDaf().add_axis("cell", ["A"]).axis_version_counter("cell")
             0
         """
-        return self._state.axis_versions.get(axis, 0)
+        return self._state.versions[AxisKey(axis)]
 
     def vector_version_counter(self, axis: str, name: str) -> int:
         """A counter that changes whenever the vector is set (safe cache keys for copies of it).
@@ -744,7 +784,7 @@ class DafReader:
             >>> daf.vector_version_counter("cell", "age")
             1
         """
-        return self._state.vector_versions.get((axis, name), 0)
+        return self._state.versions[VectorKey(axis, name)]
 
     def matrix_version_counter(self, rows_axis: str, columns_axis: str, name: str) -> int:
         """A counter that changes whenever the matrix is set, in either layout (the axes order is irrelevant).
@@ -755,7 +795,7 @@ class DafReader:
             >>> daf.set_matrix("cell", "gene", "UMIs", np.array([[1]])).matrix_version_counter("gene", "cell", "UMIs")
             1
         """
-        return self._state.matrix_versions.get(_matrix_key(rows_axis, columns_axis, name), 0)
+        return self._state.versions[MatrixKey(rows_axis, columns_axis, name).either_layout()]
 
     # Cache.
 
@@ -768,12 +808,7 @@ class DafReader:
         """
         if clear is not None and keep is not None:
             raise DafValueError(self._message("can't specify both clear and keep for empty_cache"))
-        with self._state.cache_lock:
-            cache = self._state.cache
-            for key in list(cache):
-                group = cache[key][1]
-                if (clear is None and keep is None) or group == clear or (keep is not None and group != keep):
-                    del cache[key]
+        self._state.cache.empty(clear=clear, keep=keep)
 
     # Description.
 
@@ -858,21 +893,13 @@ class DafReader:
         return found
 
     def _describe_cache(self, indent: str, lines: list[str]) -> None:
-        with self._state.cache_lock:
-            entries = sorted(self._state.cache.items(), key=lambda item: tuple(map(str, item[0])))
+        entries = self._state.cache.entries()
         if not entries:
             return
         lines.append(f"{indent}cache:")
-        for key, (value, group) in entries:
-            kind, *parts = key
-            text = _cache_key_text(kind, parts).replace("'", "''")
-            if isinstance(value, np.ndarray | SparseVector | SparseMatrixCSC):
-                value_text = brief_array(value)
-            elif hasattr(value, "tocsc"):
-                value_text = brief_array(SparseMatrixCSC.from_scipy(value))
-            else:
-                value_text = f"{len(value)} entries" if isinstance(value, dict) else str(value)
-            lines.append(f"{indent}  '{text}': ({group}) {value_text}")
+        for key, entry in entries:
+            text = key.text().replace("'", "''")
+            lines.append(f"{indent}  '{text}': ({entry.group}) {_brief_cached(entry.value)}")
 
     def _describe_tensors(self, indent: str, lines: list[str],
                           found: dict[tuple[str, str], list[tuple[str, str, set[str]]]]) -> None:
@@ -910,41 +937,58 @@ class DafReader:
             >>> pydaf.MemoryDaf(name="example!").read_only().name
             'example!.read_only'
         """
-        from .read_only import DafReadOnly
-
         if isinstance(self, DafReadOnly) and name is None:
             return self
         return DafReadOnly(self, name=name)
 
 
-def _cache_key_text(kind: str, parts: list[str]) -> str:
-    if kind in ("axis_vector", "axis_dict"):
-        return f"{kind}[axis: {parts[0]}]:value"
-    if kind in ("vector", "dense_vector"):
-        return f"vector[axis: {parts[0]} name: {parts[1]}]:value"
-    return f"matrix[rows_axis: {parts[0]} columns_axis: {parts[1]} name: {parts[2]}]:value"
+class DafReadOnly(DafReader):
+    """A read-only view of a data set (Julia's ``ReadOnly``). It shares the wrapped data set's storage, lock, cache
+    and version counters, so it sees every change made through the writer.
+
+    Example:
+        >>> import pydaf
+        >>> daf = pydaf.MemoryDaf(name="example!").add_axis("cell", ["A"])
+        >>> view = daf.read_only()
+        >>> hasattr(view, "set_scalar"), view.axis_length("cell")
+        (False, 1)
+    """
+
+    def __init__(self, daf: DafReader, *, name: str | None = None) -> None:
+        self._base = daf
+        super().__init__(daf.format, name=name or f"{daf.name}.read_only", state=daf._state)
+
+    @property
+    def base(self) -> DafReader:
+        """The wrapped data set."""
+        return self._base
+
+    def _type_text(self) -> str:
+        return f"ReadOnly {self._base._type_text()}"
+
+    def __repr__(self) -> str:
+        return f"ReadOnly {self._base!r}"
+
+    def _description_header(self, indent: str, lines: list[str], deep: bool) -> None:
+        lines.append(f"{indent}type: ReadOnly")
+        if not deep:
+            lines.append(f"{indent}base: {self._base!r}")
+
+    def _description_footer(self, indent: str, lines: list[str], *, cache: bool, deep: bool, tensors: bool) -> None:
+        if deep:
+            lines.append(f"{indent}base:")
+            self._base._describe(f"{indent}  ", lines, cache=cache, deep=deep, tensors=tensors)
 
 
-def _matrix_key(rows_axis: str, columns_axis: str, name: str) -> tuple[str, str, str]:
-    return (rows_axis, columns_axis, name) if rows_axis <= columns_axis else (columns_axis, rows_axis, name)
-
-
-def _is_scipy_sparse(value: Any) -> bool:
-    return hasattr(value, "tocsc") and hasattr(value, "nnz")
-
-
-def _plain_values(value: Any) -> np.ndarray:
-    """The numpy values of an array-like (pandas objects unwrapped, zero-copy when possible)."""
-    if hasattr(value, "to_numpy") and not isinstance(value, np.ndarray):
-        return value.to_numpy()
-    return np.asarray(value)
-
-
-def _as_storable_array(values: np.ndarray, *, what: str) -> np.ndarray:
-    """Validate an array's element type: numbers keep their dtype, strings become ``object`` arrays of ``str``."""
-    from ..storage_types import storage_dtype
-
-    if is_string_dtype(values.dtype) or values.dtype == STRING_DTYPE:
-        return as_string_array(values, what=what)
-    dtype = storage_dtype(values.dtype, what=f"element type of the {what}")
-    return values if values.dtype == dtype else values.astype(dtype)
+def _brief_cached(value: Any) -> str:
+    """Julia's ``brief`` of a cached value (arrays, dictionaries and indices of axes, query results)."""
+    if isinstance(value, np.ndarray | SparseVector | SparseMatrixCSC):
+        return brief_array(value)
+    if is_scipy_sparse(value):
+        return brief_array(SparseMatrixCSC.from_scipy(value))
+    brief = getattr(value, "brief", None)
+    if callable(brief):
+        return brief()
+    if isinstance(value, dict) or hasattr(value, "get_indexer"):
+        return f"{len(value)} entries"
+    return brief_scalar(value)

@@ -27,8 +27,10 @@ from ..storage_types import (
     scalar_value,
     storage_dtype,
 )
+from .cache import AxisKey, MatrixKey, VectorKey
 from .names import RESERVED_VECTORS, require_valid_name
-from .readers import DafReader, _as_storable_array, _is_scipy_sparse, _matrix_key, _plain_values
+from .readers import DafReader
+from .values import as_storable_array, is_scipy_sparse, plain_values
 
 
 class DafWriter(DafReader):
@@ -43,31 +45,33 @@ class DafWriter(DafReader):
 
     _format: FormatWriter
 
+    @contextmanager
+    def write_lock(self) -> Iterator[None]:
+        """Hold the data set's write lock for a ``with`` block, so several writes (and reads) happen with no other
+        thread reading or writing in between. Reentrant; every public write method also takes it by itself.
+
+        Example:
+            >>> import pydaf
+            >>> daf = pydaf.MemoryDaf()
+            >>> with daf.write_lock():
+            ...     _ = daf.set_scalar("a", 1).set_scalar("b", daf.get_scalar("a") + 1)
+            >>> int(daf.get_scalar("b"))
+            2
+        """
+        with self._state.lock.write():
+            yield
+
     # Helpers.
 
-    def _invalidate(self, *prefixes: tuple) -> None:
-        """Drop every cached item whose key starts with one of the prefixes."""
-        with self._state.cache_lock:
-            for key in list(self._state.cache):
-                if any(key[1:1 + len(prefix)] == prefix for prefix in prefixes):
-                    del self._state.cache[key]
-
-    def _invalidate_axis(self, axis: str) -> None:
-        with self._state.cache_lock:
-            for key in list(self._state.cache):
-                if axis in key[1:3]:
-                    del self._state.cache[key]
-
-    def _invalidate_matrix(self, rows_axis: str, columns_axis: str, name: str) -> None:
-        self._invalidate((rows_axis, columns_axis, name), (columns_axis, rows_axis, name))
+    def _invalidate(self, change: AxisKey | VectorKey | MatrixKey) -> None:
+        """Drop every cached item made stale by a change (see :meth:`pydaf.core.cache.DataCache.invalidate`)."""
+        self._state.cache.invalidate(change)
 
     def _bump_vector(self, axis: str, name: str) -> None:
-        versions = self._state.vector_versions
-        versions[(axis, name)] = versions.get((axis, name), 0) + 1
+        self._state.versions.bump(VectorKey(axis, name))
 
     def _bump_matrix(self, rows_axis: str, columns_axis: str, name: str) -> None:
-        key = _matrix_key(rows_axis, columns_axis, name)
-        self._state.matrix_versions[key] = self._state.matrix_versions.get(key, 0) + 1
+        self._state.versions.bump(MatrixKey(rows_axis, columns_axis, name).either_layout())
 
     def _require_not_reserved(self, axis: str, name: str) -> None:
         if name in RESERVED_VECTORS:
@@ -83,13 +87,13 @@ class DafWriter(DafReader):
                 f"existing matrix: {name}\nfor the rows axis: {rows_axis}\nand the columns axis: {columns_axis}"))
 
     def _before_set_vector(self, axis: str, name: str) -> None:
-        self._invalidate((axis, name))
+        self._invalidate(VectorKey(axis, name))
         if self._format.format_has_vector(axis, name):
             self._format.format_delete_vector(axis, name, for_set=True)
         self._bump_vector(axis, name)
 
     def _before_set_matrix(self, rows_axis: str, columns_axis: str, name: str) -> None:
-        self._invalidate_matrix(rows_axis, columns_axis, name)
+        self._invalidate(MatrixKey(rows_axis, columns_axis, name))
         if self._format.format_has_matrix(rows_axis, columns_axis, name):
             self._format.format_delete_matrix(rows_axis, columns_axis, name, for_set=True)
 
@@ -149,7 +153,7 @@ class DafWriter(DafReader):
             2
         """
         require_valid_name(axis, what="axis", daf_name=self._name)
-        values = _plain_values(entries if not isinstance(entries, str) else [entries])
+        values = plain_values(entries if not isinstance(entries, str) else [entries])
         if values.ndim != 1:
             raise DafShapeError(self._message(f"the entries of the new axis: {axis}\nare not a vector"))
         values = as_string_array(values, what=f"entries of the axis: {axis}")
@@ -180,9 +184,9 @@ class DafWriter(DafReader):
         return self
 
     def _delete_axis(self, axis: str) -> None:
-        self._invalidate_axis(axis)
+        self._invalidate(AxisKey(axis))
         self._format.format_delete_axis(axis)
-        self._state.axis_versions[axis] = self._state.axis_versions.get(axis, 0) + 1
+        self._state.versions.bump(AxisKey(axis))
 
     def _prepare_fill(self, value: Any, eltype: EltypeLike | None, what: str) -> StorageScalar:
         """Validate (and convert to ``eltype``) a scalar that fills a whole vector or matrix."""
@@ -202,7 +206,7 @@ class DafWriter(DafReader):
             return self._prepare_fill(value, eltype, f"vector: {name}")
         if isinstance(value, SparseVector):
             vector: Any = value
-        elif _is_scipy_sparse(value):
+        elif is_scipy_sparse(value):
             if 1 not in value.shape:
                 raise DafShapeError(self._message(f"the sparse matrix given for the vector: {name}\nis not 1 x N or "
                                                   "N x 1"))
@@ -211,11 +215,11 @@ class DafWriter(DafReader):
             order = np.argsort(positions, kind="stable")
             vector = SparseVector(int(max(value.shape)), (positions[order] + 1).astype(np.int64), coo.data[order])
         else:
-            values = _plain_values(value)
+            values = plain_values(value)
             if values.ndim != 1:
                 raise DafShapeError(self._message(f"the value given for the vector: {name}\nis not 1-dimensional "
                                                   f"(shape: {values.shape})"))
-            vector = _as_storable_array(values, what=f"vector: {name}")
+            vector = as_storable_array(values, what=f"vector: {name}")
         self._check_length(axis, vector.shape[0], f"vector: {name}")
         self._check_names(axis, value, "entry names of the: vector", index=True)
         if isinstance(vector, SparseVector):
@@ -270,7 +274,7 @@ class DafWriter(DafReader):
                 if must_exist:
                     raise DafMissingError(self._message(f"missing vector: {name}\nfor the axis: {axis}"))
                 return self
-            self._invalidate((axis, name))
+            self._invalidate(VectorKey(axis, name))
             self._format.format_delete_vector(axis, name, for_set=False)
         return self
 
@@ -287,7 +291,7 @@ class DafWriter(DafReader):
                 yield
             except BaseException:
                 self._format.format_discard_empty()
-                self._invalidate((axis, name))
+                self._invalidate(VectorKey(axis, name))
                 if self._format.format_has_vector(axis, name):
                     self._format.format_delete_vector(axis, name, for_set=False)
                 raise
@@ -351,14 +355,14 @@ class DafWriter(DafReader):
             return self._prepare_fill(value, eltype, f"matrix: {name}")
         if isinstance(value, SparseMatrixCSC):
             matrix: Any = value
-        elif _is_scipy_sparse(value):
+        elif is_scipy_sparse(value):
             matrix = SparseMatrixCSC.from_scipy(value)
         else:
-            values = _plain_values(value)
+            values = plain_values(value)
             if values.ndim != 2:
                 raise DafShapeError(self._message(f"the value given for the matrix: {name}\nis not 2-dimensional "
                                                   f"(shape: {values.shape})"))
-            matrix = np.asfortranarray(_as_storable_array(values, what=f"matrix: {name}"))
+            matrix = np.asfortranarray(as_storable_array(values, what=f"matrix: {name}"))
         for index, (axis, what) in enumerate(((rows_axis, "rows"), (columns_axis, "columns"))):
             self._check_length(axis, matrix.shape[index], f"{what} of the matrix: {name}")
         self._check_names(rows_axis, value, "row names of the: matrix", index=True)
@@ -457,7 +461,7 @@ class DafWriter(DafReader):
                         f"missing matrix: {name}\nfor the rows axis: {rows_axis}\nand the columns axis: "
                         f"{columns_axis}{other}"))
                 return self
-            self._invalidate_matrix(rows_axis, columns_axis, name)
+            self._invalidate(MatrixKey(rows_axis, columns_axis, name))
             for rows, columns in ((rows_axis, columns_axis), (columns_axis, rows_axis))[:2 if relayout else 1]:
                 if self._format.format_has_matrix(rows, columns, name):
                     self._format.format_delete_matrix(rows, columns, name, for_set=False)
@@ -475,7 +479,7 @@ class DafWriter(DafReader):
                 yield
             except BaseException:
                 self._format.format_discard_empty()
-                self._invalidate_matrix(rows_axis, columns_axis, name)
+                self._invalidate(MatrixKey(rows_axis, columns_axis, name))
                 if self._format.format_has_matrix(rows_axis, columns_axis, name):
                     self._format.format_delete_matrix(rows_axis, columns_axis, name, for_set=False)
                 raise

@@ -251,18 +251,21 @@ class H5dfFormat(FormatWriter):
 
     def _allocate_mapped(self, group: h5py.Group, name: str, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
         """Create a contiguous dataset, allocate it, and return a writable, zero-filled map of it."""
+        # The file's size before the dataset exists: HDF5 extends the file when it allocates the dataset, so only
+        # space below this size can hold old bytes (and needs zeroing); space above it is fresh.
+        self.file.flush()
+        size = os.path.getsize(self.path)
         dataset = _create_dataset(group, name, dtype, shape, allocate=True)
         if dataset.size == 0:
             return np.zeros(shape, dtype=dtype)
         self.file.flush()
         offset = dataset.id.get_offset()
         nbytes = dataset.size * dtype.itemsize
-        size = os.path.getsize(self.path)
         if offset + nbytes > size:
             os.truncate(self.path, offset + nbytes)  # fresh space at the end: the extension reads as zeros
         mapped = self._map_dataset(dataset, np.dtype(np.uint8) if dtype == np.bool_ else dtype, writable=True)
         assert mapped is not None, "an allocated contiguous dataset must be mappable"
-        if offset < size:  # space that was already in the file may hold old bytes
+        if offset < size:  # reused space may hold old bytes
             populate_pages(mapped)
             mapped[...] = 0
         return mapped.view(dtype) if dtype == np.bool_ else mapped
@@ -651,7 +654,7 @@ def repack(source: str | os.PathLike, destination: str | os.PathLike, *, progres
     reader = H5df(source, "r")
     source_root = reader.format.root  # type: ignore[attr-defined]
     writer = H5df(destination, "w")
-    destination_root = writer._format.root
+    destination_root = writer.format.root
     total = _count_objects(source_root)
     with tqdm(total=total, desc=f"repack {os.path.basename(source_path)}", unit="dataset",
               disable=not progress) as bar:

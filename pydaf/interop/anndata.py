@@ -593,7 +593,7 @@ def daf_as_h5ad(daf: DafReader, path: str | os.PathLike, *, obs_is: str | None =
         >>> adata.X.tolist(), adata.uns["X_is"]
         ([[1], [2]], 'UMIs')
     """
-    with daf._state.lock.read():
+    with daf.read_lock():
         export = _export_names(daf, obs_is, var_is, X_is)
         matrices = list(_matrices(daf, export, allow_csc=True))
         text = os.fspath(path)
@@ -646,7 +646,7 @@ def daf_as_anndata(daf: DafReader, *, obs_is: str | None = None, var_is: str | N
             columns[name] = np.asarray(vector.to_dense() if hasattr(vector, "to_dense") else vector)
         return pd.DataFrame(columns, index=index)
 
-    with daf._state.lock.read():
+    with daf.read_lock():
         export = _export_names(daf, obs_is, var_is, X_is)
         members: dict[str, dict[str, Any]] = {"layers": {}, "obsp": {}, "varp": {}}
         X = None

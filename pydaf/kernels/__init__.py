@@ -1,13 +1,15 @@
 """numba kernels that run directly on stored data (1-based Julia CSC, column-major dense), mapped or in memory.
 
 Kernels compile lazily on first use and cache their machine code on disk, so importing pydaf stays fast and a second
-process does not recompile.
+process does not recompile. The package itself imports nothing until one of its names is used (so
+:mod:`pydaf.sparse` can use the relayout kernels while the reductions use :mod:`pydaf.sparse`).
 
 The reductions (:mod:`pydaf.kernels.reductions`) can be called on the matrices of a data set directly, e.g. on the
 memory-mapped ``get_stored_matrix`` of an H5df file:
 
 Example:
     >>> import numpy as np
+    >>> from pydaf.kernels import column_means, reduce_grouped_rows, row_sums
     >>> from pydaf.sparse import SparseMatrixCSC
     >>> umis = SparseMatrixCSC((3, 2), np.array([1, 3, 4], np.uint32), np.array([1, 3, 2], np.uint32),
     ...                        np.array([5, 1, 2], np.uint16))
@@ -17,39 +19,28 @@ Example:
     [[5, 0], [0, 2]]
 """
 
-from .reductions import (
-    NUMBA_THRESHOLD,
-    STATISTICS,
-    column_means,
-    column_sums,
-    reduce_all,
-    reduce_columns,
-    reduce_grouped_columns,
-    reduce_grouped_rows,
-    reduce_grouped_vector,
-    reduce_rows,
-    reduce_vector,
-    row_means,
-    row_sums,
-    transpose_csc,
-)
-from .relayout import transpose_csc_into, transpose_dense_into
+from __future__ import annotations
 
-__all__ = [
-    "NUMBA_THRESHOLD",
-    "STATISTICS",
-    "column_means",
-    "column_sums",
-    "reduce_all",
-    "reduce_columns",
-    "reduce_grouped_columns",
-    "reduce_grouped_rows",
-    "reduce_grouped_vector",
-    "reduce_rows",
-    "reduce_vector",
-    "row_means",
-    "row_sums",
-    "transpose_csc",
-    "transpose_csc_into",
-    "transpose_dense_into",
-]
+import importlib
+from typing import Any
+
+#: Each public name and the module that defines it.
+_EXPORTS = {
+    **dict.fromkeys(
+        ("NUMBA_THRESHOLD", "STATISTICS", "column_means", "column_sums", "reduce_all", "reduce_columns",
+         "reduce_grouped_columns", "reduce_grouped_rows", "reduce_grouped_vector", "reduce_rows", "reduce_vector",
+         "row_means", "row_sums"), "reductions"),
+    **dict.fromkeys(("transpose_csc_into", "transpose_dense_into"), "relayout"),
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

@@ -41,10 +41,8 @@ from .threads import number_of_threads, thread_pool
 __all__ = [
     "NUMBA_THRESHOLD",
     "STATISTICS",
-    "colptr_from_counts",
     "column_means",
     "column_sums",
-    "dense_column_major",
     "group_members",
     "matrix_columns",
     "matrix_rows",
@@ -57,9 +55,6 @@ __all__ = [
     "reduce_vector",
     "row_means",
     "row_sums",
-    "select_columns",
-    "select_rows",
-    "transpose_csc",
 ]
 
 #: Below this many values (dense) or stored entries (sparse), numpy is used instead of the numba kernels.
@@ -517,10 +512,7 @@ def _entries(matrix: Matrix) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The 0-based rows, columns and values of the stored entries of a small matrix (every entry of a dense one)."""
     n_rows, n_columns = matrix.shape
     if isinstance(matrix, SparseMatrixCSC):
-        counts = np.diff(matrix.colptr.astype(np.int64))
-        columns = np.repeat(np.arange(n_columns, dtype=np.int64), counts)
-        rows = matrix.rowval.astype(np.int64) - 1
-        return rows, columns, np.asarray(matrix.nzval)
+        return matrix.rowval.astype(np.int64) - 1, matrix.entry_columns(), np.asarray(matrix.nzval)
     rows = np.tile(np.arange(n_rows, dtype=np.int64), n_columns)
     columns = np.repeat(np.arange(n_columns, dtype=np.int64), n_rows)
     return rows, columns, np.asarray(matrix).ravel(order="F")
@@ -733,7 +725,12 @@ def _order_statistics(matrix: Matrix, targets: _Targets, is_median: bool, p: flo
 
 def _order_statistics_numba(matrix: Matrix, targets: _Targets, is_median: bool, p: float) -> np.ndarray:
     if targets.direction == _ROWS:
-        matrix = transpose_csc(matrix) if isinstance(matrix, SparseMatrixCSC) else np.ascontiguousarray(matrix).T
+        if isinstance(matrix, SparseMatrixCSC):
+            # Kernel-typed inputs, so every index and value type shares one compiled transpose.
+            matrix = SparseMatrixCSC(matrix.shape, _kernel_indices(matrix.colptr), _kernel_indices(matrix.rowval),
+                                     _kernel_values(matrix.nzval)).transpose()
+        else:
+            matrix = np.ascontiguousarray(matrix).T
     if not isinstance(matrix, SparseMatrixCSC):
         # A dense matrix is a CSC whose every entry is stored (no implicit zeros); its index arrays are implied.
         n_rows, n_columns = matrix.shape
@@ -1076,13 +1073,6 @@ def group_members(groups: np.ndarray, n_groups: int) -> list[np.ndarray]:
     return [order[bounds[group]:bounds[group + 1]] for group in range(n_groups)]
 
 
-def _csc_column(matrix: SparseMatrixCSC, column: int) -> np.ndarray:
-    dense = np.zeros(matrix.shape[0], dtype=matrix.nzval.dtype)
-    start, stop = int(matrix.colptr[column]) - 1, int(matrix.colptr[column + 1]) - 1
-    dense[matrix.rowval[start:stop].astype(np.intp) - 1] = matrix.nzval[start:stop]
-    return dense
-
-
 def matrix_columns(matrix: Any) -> Iterator[np.ndarray]:
     """Each column of a matrix as a dense vector (sparse columns are densified one at a time).
 
@@ -1092,7 +1082,7 @@ def matrix_columns(matrix: Any) -> Iterator[np.ndarray]:
     """
     matrix = _as_matrix(matrix)
     if isinstance(matrix, SparseMatrixCSC):
-        return (_csc_column(matrix, column) for column in range(matrix.shape[1]))
+        return (matrix.column(column) for column in range(matrix.shape[1]))
     return (matrix[:, column] for column in range(matrix.shape[1]))
 
 
@@ -1105,111 +1095,5 @@ def matrix_rows(matrix: Any) -> Iterator[np.ndarray]:
     """
     matrix = _as_matrix(matrix)
     if isinstance(matrix, SparseMatrixCSC):
-        return matrix_columns(transpose_csc(matrix))
+        return matrix_columns(matrix.transpose())
     return (matrix[row, :] for row in range(matrix.shape[0]))
-
-
-def transpose_csc(matrix: SparseMatrixCSC) -> SparseMatrixCSC:
-    """The transpose of a 1-based CSC matrix, as a new 1-based CSC with the same index and value types.
-
-    Example:
-        >>> m = SparseMatrixCSC((2, 3), np.array([1, 2, 2, 3]), np.array([2, 1]), np.array([5.0, 6.0]))
-        >>> transpose_csc(m).to_dense().tolist()
-        [[0.0, 5.0], [0.0, 0.0], [6.0, 0.0]]
-    """
-    from .relayout import transpose_csc_into
-
-    n_rows, n_columns = matrix.shape
-    # Normalized views in, buffers of the normalized types out (viewed back): one compiled transpose for all types.
-    source = SparseMatrixCSC(matrix.shape, _kernel_indices(matrix.colptr), _kernel_indices(matrix.rowval),
-                             _kernel_values(matrix.nzval))
-    colptr = np.empty(n_rows + 1, dtype=source.colptr.dtype)
-    rowval = np.empty(matrix.nnz, dtype=source.rowval.dtype)
-    nzval = np.empty(matrix.nnz, dtype=source.nzval.dtype)
-    if n_rows == 0:
-        colptr[0] = 1
-    else:
-        transpose_csc_into(source, colptr, rowval, nzval)
-    return SparseMatrixCSC((n_columns, n_rows), _restore(colptr, matrix.colptr.dtype),
-                           _restore(rowval, matrix.rowval.dtype), _restore(nzval, matrix.nzval.dtype))
-
-
-def _restore(array: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    return array.view(dtype) if array.dtype.itemsize == dtype.itemsize else array.astype(dtype)
-
-
-def select_columns(matrix: Any, columns: np.ndarray) -> Matrix:
-    """The given 0-based columns of a matrix (a new matrix of the same kind; CSC keeps its index types).
-
-    Example:
-        >>> m = SparseMatrixCSC((2, 3), np.array([1, 2, 2, 3]), np.array([2, 1]), np.array([5.0, 6.0]))
-        >>> select_columns(m, np.array([2, 0])).to_dense().tolist()
-        [[6.0, 0.0], [0.0, 5.0]]
-    """
-    matrix = _as_matrix(matrix)
-    columns = np.asarray(columns, dtype=np.int64)
-    if not isinstance(matrix, SparseMatrixCSC):
-        return np.asfortranarray(matrix[:, columns])
-    starts = matrix.colptr[columns].astype(np.int64) - 1
-    stops = matrix.colptr[columns + 1].astype(np.int64) - 1
-    lengths = stops - starts
-    colptr = colptr_from_counts(lengths, matrix.colptr.dtype)
-    positions = np.repeat(starts - np.cumsum(lengths) + lengths, lengths) + np.arange(int(lengths.sum()))
-    return SparseMatrixCSC((matrix.shape[0], int(columns.shape[0])), colptr, matrix.rowval[positions],
-                           matrix.nzval[positions])
-
-
-def select_rows(matrix: Any, rows: np.ndarray) -> Matrix:
-    """The given 0-based rows (in increasing order) of a matrix (a new matrix of the same kind).
-
-    Example:
-        >>> m = SparseMatrixCSC((3, 2), np.array([1, 3, 4]), np.array([1, 3, 2]), np.array([1, 2, 3]))
-        >>> select_rows(m, np.array([1, 2])).to_dense().tolist()
-        [[0, 3], [2, 0]]
-    """
-    matrix = _as_matrix(matrix)
-    rows = np.asarray(rows, dtype=np.int64)
-    if not isinstance(matrix, SparseMatrixCSC):
-        return np.asfortranarray(matrix[rows, :])
-    new_index = np.full(matrix.shape[0], -1, dtype=np.int64)
-    new_index[rows] = np.arange(rows.shape[0])
-    entry_rows = new_index[matrix.rowval.astype(np.int64) - 1]
-    kept = entry_rows >= 0
-    counts = np.diff(matrix.colptr.astype(np.int64))
-    entry_columns = np.repeat(np.arange(matrix.shape[1]), counts)
-    colptr = colptr_from_counts(np.bincount(entry_columns[kept], minlength=matrix.shape[1]), matrix.colptr.dtype)
-    return SparseMatrixCSC((int(rows.shape[0]), matrix.shape[1]), colptr,
-                           (entry_rows[kept] + 1).astype(matrix.rowval.dtype), matrix.nzval[kept])
-
-
-def colptr_from_counts(counts: np.ndarray, dtype: Any) -> np.ndarray:
-    """The 1-based ``colptr`` (of ``dtype``) of columns holding ``counts`` stored entries.
-
-    Example:
-        >>> colptr_from_counts(np.array([2, 0, 1]), np.uint32).tolist()
-        [1, 3, 3, 4]
-    """
-    colptr = np.empty(np.shape(counts)[0] + 1, dtype=dtype)
-    colptr[0] = 1
-    colptr[1:] = np.cumsum(counts, dtype=np.int64) + 1
-    return colptr
-
-
-def dense_column_major(matrix: Any) -> np.ndarray:
-    """A column-major dense numpy matrix (the matrix itself when it already is one; sparse is densified).
-
-    Example:
-        >>> m = SparseMatrixCSC((2, 2), np.array([1, 2, 2]), np.array([2]), np.array([7]))
-        >>> dense_column_major(m).tolist()
-        [[0, 0], [7, 0]]
-    """
-    matrix = _as_matrix(matrix)
-    if not isinstance(matrix, SparseMatrixCSC):
-        return np.asfortranarray(matrix)
-    n_rows, n_columns = matrix.shape
-    dense = np.zeros((n_rows, n_columns), dtype=matrix.nzval.dtype, order="F")
-    flat = dense.reshape(-1, order="F")
-    counts = np.diff(matrix.colptr.astype(np.int64))
-    positions = matrix.rowval.astype(np.int64) - 1 + np.repeat(np.arange(n_columns, dtype=np.int64) * n_rows, counts)
-    flat[positions] = matrix.nzval
-    return dense

@@ -10,10 +10,15 @@ released (:func:`~pydaf.formats.mapping.release_pages`) so a mapped input never 
 from __future__ import annotations
 
 from functools import cache
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..sparse import SparseMatrixCSC
+from ..formats.mapping import populate_pages, release_pages
+from .threads import number_of_threads, thread_pool
+
+if TYPE_CHECKING:
+    from ..sparse import SparseMatrixCSC
 
 #: Below this many elements (dense) or stored entries (sparse), numpy is faster than compiling a kernel.
 NUMBA_THRESHOLD = 1 << 20
@@ -64,6 +69,7 @@ def transpose_csc_into(matrix: SparseMatrixCSC, colptr: np.ndarray, rowval: np.n
     """Write the transpose of a 1-based CSC matrix, as 1-based CSC, into the given buffers.
 
     Example:
+        >>> from pydaf.sparse import SparseMatrixCSC
         >>> m = SparseMatrixCSC((2, 3), np.array([1, 2, 2, 3]), np.array([2, 1]), np.array([5.0, 6.0]))
         >>> colptr, rowval, nzval = np.empty(3, np.int64), np.empty(2, np.int64), np.empty(2)
         >>> transpose_csc_into(m, colptr, rowval, nzval)
@@ -82,9 +88,6 @@ def transpose_csc_into(matrix: SparseMatrixCSC, colptr: np.ndarray, rowval: np.n
 
 def _transpose_csc_blocks(matrix: SparseMatrixCSC, out_colptr: np.ndarray, out_rowval: np.ndarray,
                           out_nzval: np.ndarray) -> None:
-    from ..formats.mapping import populate_pages, release_pages
-    from .threads import number_of_threads, thread_pool
-
     _, count_block_rows, scatter_block = _kernels()
     n_rows, n_columns = matrix.shape
     colptr, rowval, nzval = matrix.colptr, matrix.rowval, matrix.nzval
@@ -133,8 +136,6 @@ def transpose_dense_into(matrix: np.ndarray, out: np.ndarray) -> None:
     if matrix.size < NUMBA_THRESHOLD:
         out[...] = matrix.T
         return
-    from ..formats.mapping import populate_pages
-
     populate_pages(out)
     transpose_dense = _kernels()[0]
     transpose_dense(matrix, out)

@@ -19,6 +19,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..core.brief import brief_array, brief_scalar
+from ..core.cache import AxisForm, AxisKey, MatrixKey, NamesKey, ScalarKey, VectorKey
+from ..core.undef import Undef
 from ..errors import DafError, DafQueryError
 from ..formats.base import CacheGroup
 from ..sparse import SparseMatrixCSC
@@ -113,7 +116,7 @@ class QueryState:
     what_for: str
     first_operation_index: int = 0
     next_operation_index: int = 0
-    dependencies: set[tuple] = field(default_factory=set)
+    dependencies: set[Any] = field(default_factory=set)
     requires_relayout: bool = False
     stack: list[Any] = field(default_factory=list)
 
@@ -234,8 +237,8 @@ def _axis_index(daf: DafReader, axis: str) -> Any:
     """A hashed ``pandas.Index`` of the axis entries (cached with the data set's axis data)."""
     import pandas as pd
 
-    return daf._cached(("query_index", axis), lambda: (pd.Index(daf.axis_vector(axis), dtype=object),
-                                                       CacheGroup.MemoryData))
+    return daf.cache.get_or_compute(AxisKey(axis, AxisForm.INDEX),
+                                    lambda: (pd.Index(daf.axis_vector(axis), dtype=object), CacheGroup.MemoryData))
 
 
 def _positions_in_axis(daf: DafReader, axis: str, names: np.ndarray) -> np.ndarray:
@@ -255,8 +258,6 @@ def _entry_indices(state: QueryState, axis: str, names: Any) -> np.ndarray:
 
 
 def _default(if_missing: IfMissing | None) -> Any:
-    from ..core.readers import Undef
-
     return Undef if if_missing is None else if_missing.default_value
 
 
@@ -306,14 +307,14 @@ def _matrix_size(matrix: Any) -> int:
 
 def _get_vector(state: QueryState, axis: str, name: str, if_missing: IfMissing | None) -> np.ndarray:
     assert state.daf is not None
-    state.dependencies.add(("vector", axis, name))
+    state.dependencies.add(VectorKey(axis, name))
     return state.daf.get_vector(axis, name, default=_default(if_missing))
 
 
 def _get_matrix(state: QueryState, rows_axis: str, columns_axis: str, name: str,
                 if_missing: IfMissing | None) -> Any:
     assert state.daf is not None
-    state.dependencies.add(("matrix", rows_axis, columns_axis, name))
+    state.dependencies.add(MatrixKey(rows_axis, columns_axis, name))
     return state.daf.get_stored_matrix(rows_axis, columns_axis, name, default=_default(if_missing))
 
 
@@ -322,7 +323,7 @@ def _get_matrix_slice(state: QueryState, rows_axis: str, columns_axis: str, name
     """One column (or row) of a matrix, read from whichever layout is stored, so no relayout is needed."""
     assert state.daf is not None
     daf = state.daf
-    state.dependencies.add(("matrix", rows_axis, columns_axis, name))
+    state.dependencies.add(MatrixKey(rows_axis, columns_axis, name))
     entry_axis = columns_axis if is_column else rows_axis
     position = int(_entry_indices(state, entry_axis, np.array([entry], dtype=object))[0])
     if daf.has_matrix(rows_axis, columns_axis, name, relayout=False):
@@ -423,7 +424,7 @@ def names_of_matrices(
         query_state.stack.append(NamesState(None))
         return
     assert query_state.daf is not None
-    query_state.dependencies.add(("other",))
+    query_state.dependencies.add(NamesKey("matrices", (rows_axis.axis_name, columns_axis.axis_name)))
     query_state.stack.append(NamesState(query_state.daf.matrices_set(rows_axis.axis_name, columns_axis.axis_name)))
 
 
@@ -432,7 +433,7 @@ def names_of_vectors(query_state: QueryState, axis: Axis, _lookup: Any, _names: 
         query_state.stack.append(NamesState(None))
         return
     assert query_state.daf is not None
-    query_state.dependencies.add(("other",))
+    query_state.dependencies.add(NamesKey("vectors", (axis.axis_name,)))
     query_state.stack.append(NamesState(query_state.daf.vectors_set(axis.axis_name)))
 
 
@@ -441,7 +442,7 @@ def names_of_axes(query_state: QueryState, _axis: Axis, _names: Names) -> None:
         query_state.stack.append(NamesState(None))
         return
     assert query_state.daf is not None
-    query_state.dependencies.add(("other",))
+    query_state.dependencies.add(NamesKey("axes"))
     query_state.stack.append(NamesState(query_state.daf.axes_set()))
 
 
@@ -450,7 +451,7 @@ def names_of_scalars(query_state: QueryState, *_operations: Any) -> None:
         query_state.stack.append(NamesState(None))
         return
     assert query_state.daf is not None
-    query_state.dependencies.add(("other",))
+    query_state.dependencies.add(NamesKey("scalars"))
     query_state.stack.append(NamesState(query_state.daf.scalars_set()))
 
 
@@ -462,7 +463,7 @@ def scalar_lookup(query_state: QueryState, lookup: LookupScalar, if_missing: IfM
         query_state.stack.append(ScalarState(None))
         return
     assert query_state.daf is not None
-    query_state.dependencies.add(("other",))
+    query_state.dependencies.add(ScalarKey(lookup.property_name))
     default = None if if_missing is None else if_missing.default_value
     if if_missing is None:
         value = query_state.daf.get_scalar(lookup.property_name)
@@ -513,7 +514,7 @@ def axis_lookup(query_state: QueryState, axis: Axis) -> None:
         state.vector_entries = _NO_STRINGS
     else:
         assert query_state.daf is not None
-        query_state.dependencies.add(("axis", axis.axis_name))
+        query_state.dependencies.add(AxisKey(axis.axis_name))
         state.vector_entries = query_state.daf.axis_vector(axis.axis_name)
     state.entries_axis_name = axis.axis_name
     state.property_name = "name"
@@ -1533,7 +1534,15 @@ class QueryResult:
     value: Any = None
     entries: tuple[np.ndarray, ...] = ()
     dimension_names: tuple[str | None, ...] = ()
-    dependencies: frozenset[tuple] = frozenset()
+    dependencies: frozenset[Any] = frozenset()
+
+    def brief(self) -> str:
+        """Julia's ``brief`` of the value (as ``description(cache=True)`` lists a cached query)."""
+        if self.dimensions < 0:
+            return f"{len(self.value)} x String (Set)"
+        if self.dimensions == 0:
+            return brief_scalar(self.value)
+        return brief_array(self.value)
 
 
 def compute_query(daf: DafReader, query: Any) -> QueryResult:

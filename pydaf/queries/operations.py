@@ -29,7 +29,7 @@ import numpy as np
 
 from ..errors import DafTypeError, DafValueError
 from ..kernels import reductions as kernels
-from ..sparse import SparseMatrixCSC
+from ..sparse import SparseMatrixCSC, colptr_from_counts, dense_column_major
 from ..storage_types import JULIA_NAMES, STRING_DTYPE, julia_name
 from .registry import EltwiseOperation, ReductionOperation, query_operation
 from .tokens import Token, error_at_token
@@ -436,7 +436,7 @@ def _map_values(input: Any, function: Callable[[np.ndarray], np.ndarray], *, zer
         return function(np.asarray(input))[()]
     if isinstance(input, SparseMatrixCSC):
         if not zero_to_zero:
-            return np.asfortranarray(function(kernels.dense_column_major(input)))
+            return np.asfortranarray(function(dense_column_major(input)))
         return _sparse_with_values(input, function(np.asarray(input.nzval)))
     values = np.asarray(input)
     result = _fresh(function(values), values)
@@ -461,14 +461,7 @@ def _sparse_with_values(matrix: SparseMatrixCSC, nzval: np.ndarray, keep: np.nda
     if np.all(mask):
         return SparseMatrixCSC(matrix.shape, _shared_index(matrix.colptr), _shared_index(matrix.rowval),
                                _fresh(nzval, matrix.nzval))
-    counts = np.diff(matrix.colptr.astype(np.int64))
-    columns = np.repeat(np.arange(matrix.shape[1], dtype=np.int64), counts)
-    colptr = kernels.colptr_from_counts(np.bincount(columns[mask], minlength=matrix.shape[1]), matrix.colptr.dtype)
-    return SparseMatrixCSC(matrix.shape, colptr, np.asarray(matrix.rowval)[mask], nzval[mask])
-
-
-def _entry_columns(matrix: SparseMatrixCSC) -> np.ndarray:
-    return np.repeat(np.arange(matrix.shape[1], dtype=np.int64), np.diff(matrix.colptr.astype(np.int64)))
+    return matrix.with_values(nzval, keep=mask)
 
 
 # Element-wise operations.
@@ -661,7 +654,7 @@ class Fraction(EltwiseOperation):
             converted = _sparse_with_values(input, _cast(input.nzval, dtype))
             totals = kernels.column_sums(converted).astype(dtype)
             divisors = np.where(totals == 0, dtype.type(1), totals)
-            nzval = converted.nzval / divisors[_entry_columns(converted)]
+            nzval = converted.nzval / divisors[converted.entry_columns()]
             return SparseMatrixCSC(converted.shape, converted.colptr, converted.rowval, nzval.astype(dtype))
         values = np.asarray(input)
         if values.ndim == 2:
@@ -788,7 +781,7 @@ class Significant(EltwiseOperation):
         high, low = self._thresholds(dtype)
         if isinstance(input, SparseMatrixCSC):
             values = np.asarray(input.nzval)
-            columns = _entry_columns(input)
+            columns = input.entry_columns()
             keep = self._keep(values, columns, input.shape[1], high, low)
             return _sparse_with_values(input, values, keep & (values != 0))
         values = np.asarray(input)
@@ -802,7 +795,7 @@ class Significant(EltwiseOperation):
             return np.asfortranarray(values.copy(order="F"))
         # Julia returns a sparse matrix when any value became zero.
         rows = np.tile(np.arange(values.shape[0], dtype=np.int64), values.shape[1])
-        colptr = kernels.colptr_from_counts(np.bincount(columns[keep], minlength=values.shape[1]), np.int64)
+        colptr = colptr_from_counts(np.bincount(columns[keep], minlength=values.shape[1]), np.int64)
         return SparseMatrixCSC((int(values.shape[0]), int(values.shape[1])), colptr, rows[keep] + 1, flat[keep])
 
     @staticmethod
@@ -1246,7 +1239,7 @@ class Mode(ReductionOperation):
     def compute_matrix(self, matrix: Any, axis: int) -> np.ndarray:
         dtype = self.reduction_result_type(_eltype(matrix))
         if isinstance(matrix, SparseMatrixCSC):
-            columns = matrix if axis == 0 else kernels.transpose_csc(matrix)
+            columns = matrix if axis == 0 else matrix.transpose()
             n_rows = columns.shape[0]
             modes = np.empty(columns.shape[1], dtype=dtype)
             for column in range(columns.shape[1]):
@@ -1265,7 +1258,7 @@ class Mode(ReductionOperation):
     def compute_all(self, matrix: Any) -> Any:
         if isinstance(matrix, SparseMatrixCSC):
             n_rows, n_columns = matrix.shape
-            positions = np.asarray(matrix.rowval).astype(np.int64) - 1 + _entry_columns(matrix) * n_rows
+            positions = np.asarray(matrix.rowval).astype(np.int64) - 1 + matrix.entry_columns() * n_rows
             return _sparse_mode(n_rows * n_columns, positions, np.asarray(matrix.nzval))
         return _mode(np.asarray(matrix).ravel(order="F"))
 

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 import numpy as np
 
 from ..errors import DafValueError
+from ..kernels.reductions import group_members, matrix_columns, matrix_rows
+from ..sparse import SparseMatrixCSC, dense_column_major
 
 if TYPE_CHECKING:
     from .tokens import Token
@@ -203,30 +205,22 @@ class ReductionOperation(ComputationOperation):
     def compute_matrix(self, matrix: Any, axis: int) -> np.ndarray:
         """Reduce a matrix to a vector: ``axis=0`` eliminates the rows (one value per column, Julia's ``>-``),
         ``axis=1`` eliminates the columns (one value per row, Julia's ``>|``)."""
-        from ..kernels.reductions import matrix_columns, matrix_rows
-
         vectors = matrix_columns(matrix) if axis == 0 else matrix_rows(matrix)
         return self._collect(vectors, self._matrix_dtype(matrix))
 
     def compute_all(self, matrix: Any) -> Any:
         """Reduce a whole matrix to a scalar (Julia's ``>>`` on a matrix; values in column-major order)."""
-        from ..kernels.reductions import dense_column_major
-
         return self.compute_vector(dense_column_major(matrix).ravel(order="F"))
 
     def compute_grouped_vector(self, values: np.ndarray, groups: np.ndarray, n_groups: int) -> np.ndarray:
         """Reduce each group of a vector: ``groups[i]`` is the 0-based group of ``values[i]``, or -1 to skip it.
         Returns ``n_groups`` values (those of empty groups are arbitrary; the evaluator replaces them)."""
-        from ..kernels.reductions import group_members
-
         return self._collect((values[members] for members in group_members(groups, n_groups)),
                              np.asarray(values).dtype)
 
     def compute_grouped_matrix(self, matrix: Any, groups: np.ndarray, n_groups: int, axis: int) -> np.ndarray:
         """Reduce each group of rows (``axis=0``: ``n_groups x n_columns``, Julia's ``-/ g >- Op``) or of columns
         (``axis=1``: ``n_rows x n_groups``, Julia's ``|/ g >| Op``); a column-major matrix."""
-        from ..kernels.reductions import group_members, select_columns, select_rows
-
         dtype = np.dtype(self.reduction_result_type(self._matrix_dtype(matrix)))
         n_other = matrix.shape[1 - axis]
         result = np.zeros((n_groups, n_other) if axis == 0 else (n_other, n_groups), dtype=dtype, order="F")
@@ -236,9 +230,9 @@ class ReductionOperation(ComputationOperation):
             if members.shape[0] == 0:
                 continue
             if axis == 0:
-                result[group, :] = self.compute_matrix(select_rows(matrix, members), 0)
+                result[group, :] = self.compute_matrix(_select(matrix, rows=members), 0)
             else:
-                result[:, group] = self.compute_matrix(select_columns(matrix, members), 1)
+                result[:, group] = self.compute_matrix(_select(matrix, columns=members), 1)
         return result
 
     @staticmethod
@@ -313,3 +307,10 @@ def query_operation(operation_type: _Operation) -> _Operation:
     """
     register_query_operation(operation_type)
     return operation_type
+
+
+def _select(matrix: Any, *, rows: np.ndarray | None = None, columns: np.ndarray | None = None) -> Any:
+    """Some rows or columns of a dense or sparse matrix (a new matrix of the same kind)."""
+    if isinstance(matrix, SparseMatrixCSC):
+        return matrix.select(rows=rows, columns=columns)
+    return np.asfortranarray(matrix[rows, :] if rows is not None else matrix[:, columns])

@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..core.cache import QueryKey
 from ..errors import DafQueryError
-from ..formats.base import CacheGroup
-from ..sparse import SparseMatrixCSC
+from ..sparse import SparseMatrixCSC, read_only_array
 from .evaluator import QueryResult, compute_query, is_axis_query, query_axis_name
 from .query import Axis, GroupBy, LookupVector, Query, QueryOperation, QuerySequence, as_query_sequence, parse_query
 
@@ -20,69 +20,23 @@ if TYPE_CHECKING:
 
 
 def _read_only(values: Any) -> Any:
-    if isinstance(values, np.ndarray) and values.flags.writeable:
-        values = values.view()
-        values.flags.writeable = False
-    elif isinstance(values, SparseMatrixCSC):
-        values = SparseMatrixCSC(values.shape, _read_only(values.colptr), _read_only(values.rowval),
-                                 _read_only(values.nzval))
+    if isinstance(values, np.ndarray):
+        return read_only_array(values)
+    if isinstance(values, SparseMatrixCSC):
+        return values.read_only()
     return values
 
 
-def _stamp(daf: DafReader, dependencies: frozenset[tuple]) -> tuple:
-    """The versions of what a result depends on (``None`` for things without a counter: scalars, name sets)."""
-    versions = []
-    for dependency in sorted(dependencies):
-        kind = dependency[0]
-        if kind == "axis":
-            versions.append(daf.axis_version_counter(dependency[1]))
-        elif kind == "vector":
-            versions.append((daf.axis_version_counter(dependency[1]),
-                             daf.vector_version_counter(dependency[1], dependency[2])))
-        elif kind == "matrix":
-            versions.append((daf.axis_version_counter(dependency[1]), daf.axis_version_counter(dependency[2]),
-                             daf.matrix_version_counter(*dependency[1:])))
-        else:
-            versions.append(None)
-    return tuple(versions)
-
-
-def _is_valid(daf: DafReader, result: QueryResult, write_count: int, stamp: tuple) -> bool:
-    """A cached result is valid if nothing was written since, or if every input it depends on has a version counter
-    and none of them changed (and they all still exist)."""
-    if daf._state.lock.write_count == write_count:
-        return True
-    if None in stamp or _stamp(daf, result.dependencies) != stamp:
-        return False
-    for dependency in result.dependencies:
-        kind = dependency[0]
-        if (kind == "axis" and not daf.has_axis(dependency[1])) or \
-                (kind == "vector" and not daf.has_vector(dependency[1], dependency[2])) or \
-                (kind == "matrix" and not daf.has_matrix(*dependency[1:])):
-            return False
-    return True
-
-
 def query_result(daf: DafReader, query: Any, *, cache: bool = True) -> QueryResult:
-    """The computed result of a query: from the cache if valid, else computed (and cached if ``cache``)."""
+    """The computed result of a query: from the cache if still current, else computed (and cached if ``cache``)."""
     sequence = as_query_sequence(query)
-    key = ("query", str(sequence))
-    with daf._state.lock.read():
-        with daf._state.cache_lock:
-            entry = daf._state.cache.get(key)
-        if entry is not None:
-            result, write_count, stamp = entry[0]
-            if _is_valid(daf, result, write_count, stamp):
-                return result
-            with daf._state.cache_lock:
-                daf._state.cache.pop(key, None)
-        write_count = daf._state.lock.write_count
+
+    def compute() -> tuple[QueryResult, frozenset]:
         result = compute_query(daf, sequence)
         result.value = _read_only(result.value)
-        if cache:
-            with daf._state.cache_lock:
-                daf._state.cache[key] = ((result, write_count, _stamp(daf, result.dependencies)), CacheGroup.QueryData)
-        return result
+        return result, result.dependencies
+
+    return daf.cached_computation(QueryKey(str(sequence)), compute, store=cache)
 
 
 class PendingQuery:

@@ -1,0 +1,156 @@
+"""The shape of the code, checked from its source: pydaf's modules import each other without cycles, nothing outside
+``pydaf/core`` uses a private attribute of a data set, and ``pydaf/queries`` has no function-level pydaf imports."""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from pydaf.core.readers import DafReader, DafReadOnly
+from pydaf.core.writers import DafWriter
+
+PACKAGE = Path(__file__).resolve().parent.parent / "pydaf"
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {_module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _is_package(module: str) -> bool:
+    return MODULES[module].name == "__init__.py"
+
+
+@dataclass(frozen=True)
+class Import:
+    target: str
+    line: int
+    in_function: bool
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def _imports(module: str) -> list[Import]:
+    """The pydaf modules a module imports when it runs (``TYPE_CHECKING`` blocks excluded), each resolved to the
+    deepest pydaf module it names (``from .x import y`` is ``x.y`` when that is a module)."""
+    tree = ast.parse(MODULES[module].read_text(), filename=str(MODULES[module]))
+    package = module if _is_package(module) else module.rpartition(".")[0]
+    found: list[Import] = []
+
+    def visit(node: ast.AST, in_function: bool) -> None:
+        if isinstance(node, ast.If) and _is_type_checking(node):
+            for child in node.orelse:
+                visit(child, in_function)
+            return
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] == "pydaf":
+                    found.append(Import(alias.name, node.lineno, in_function))
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[:len(base) - node.level + 1]
+                source = ".".join(base + ([node.module] if node.module else []))
+            else:
+                source = node.module or ""
+            if source.split(".")[0] == "pydaf":
+                for alias in node.names:
+                    candidate = f"{source}.{alias.name}"
+                    found.append(Import(candidate if candidate in MODULES else source, node.lineno, in_function))
+        for child in ast.iter_child_nodes(node):
+            visit(child, in_function or isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda))
+
+    visit(tree, False)
+    return found
+
+
+def _edges() -> dict[str, set[str]]:
+    """Who imports whom. Importing ``pydaf.a.b`` also runs the package ``pydaf.a``'s ``__init__`` (the root package
+    ``pydaf`` aside: every module is inside it, and it is initialised before any of them)."""
+    edges: dict[str, set[str]] = {module: set() for module in MODULES}
+    for module in MODULES:
+        for found in _imports(module):
+            target = found.target
+            while target not in MODULES:
+                target = target.rpartition(".")[0]
+            parts = target.split(".")
+            for depth in range(2, len(parts) + 1):
+                name = ".".join(parts[:depth])
+                if name != module and not module.startswith(name + "."):
+                    edges[module].add(name)
+    return edges
+
+
+def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[list[str]] = []
+
+    def strong_connect(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in sorted(edges[node]):
+            if target not in index:
+                strong_connect(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                components.append(sorted(component))
+
+    for node in sorted(edges):
+        if node not in index:
+            strong_connect(node)
+    return components
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_no_import_cycles():
+    assert _cycles(_edges()) == []
+
+
+def test_queries_import_pydaf_modules_only_at_module_level():
+    late = [f"{module}:{found.line} imports {found.target}" for module in MODULES if module.startswith("pydaf.queries")
+            for found in _imports(module) if found.in_function]
+    assert late == []
+
+
+def _private_attributes() -> set[str]:
+    names = {name for cls in (DafReader, DafWriter, DafReadOnly) for name in vars(cls)
+             if name.startswith("_") and not name.startswith("__")}
+    return names | {"_state", "_format", "_name", "_base"}
+
+
+@pytest.mark.parametrize("module", [module for module in MODULES if not module.startswith("pydaf.core")])
+def test_no_private_data_set_attributes_outside_core(module):
+    private = _private_attributes()
+    tree = ast.parse(MODULES[module].read_text())
+    reach_ins = [f"{module}:{node.lineno} .{node.attr}" for node in ast.walk(tree)
+                 if isinstance(node, ast.Attribute) and node.attr in private
+                 and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))]
+    assert reach_ins == []

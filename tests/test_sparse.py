@@ -1,0 +1,94 @@
+"""The CSC operations of pydaf.sparse against dense numpy, on several index and value types."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from pydaf.sparse import SparseMatrixCSC, SparseVector, colptr_from_counts, dense_column_major, read_only_array
+
+INDEX_TYPES = [np.uint32, np.int64, np.int32, np.uint16]
+
+
+def _random(shape: tuple[int, int], indtype: type, seed: int = 5, density: float = 0.3) -> tuple[SparseMatrixCSC,
+                                                                                                  np.ndarray]:
+    dense = sp.random(*shape, density=density, format="csc", random_state=seed).toarray().astype(np.float32)
+    return SparseMatrixCSC.from_scipy(sp.csc_matrix(dense), indtype=indtype), np.asfortranarray(dense)
+
+
+@pytest.mark.parametrize("indtype", INDEX_TYPES)
+def test_columns_rows_and_entry_columns(indtype):
+    matrix, dense = _random((7, 5), indtype)
+    for column in range(5):
+        assert np.array_equal(matrix.column(column), dense[:, column])
+    for row in range(7):
+        assert np.array_equal(matrix.row(row), dense[row, :])
+    columns = matrix.entry_columns()
+    assert columns.dtype == np.int64 and columns.tolist() == sorted(np.nonzero(dense.T)[0].tolist())
+    assert np.array_equal(matrix.to_dense(), dense) and matrix.to_dense().flags.f_contiguous
+
+
+@pytest.mark.parametrize("indtype", INDEX_TYPES)
+@pytest.mark.parametrize(("rows", "columns"), [
+    ([0, 2, 5], None), ([5, 0, 3], None), (None, [4, 1, 1]), ([6, 6, 1], [0, 2]), ([], [3]), (None, []),
+])
+def test_select_any_order(indtype, rows, columns):
+    matrix, dense = _random((7, 5), indtype)
+    rows_array = None if rows is None else np.array(rows, dtype=np.int64)
+    columns_array = None if columns is None else np.array(columns, dtype=np.int64)
+    selected = matrix.select(rows=rows_array, columns=columns_array)
+    expected = dense
+    if columns_array is not None:
+        expected = expected[:, columns_array]
+    if rows_array is not None:
+        expected = expected[rows_array, :]
+    assert np.array_equal(selected.to_dense(), expected)
+    assert selected.colptr.dtype == matrix.colptr.dtype and selected.nzval.dtype == matrix.nzval.dtype
+    # Within each column the rows stay strictly increasing (a valid Julia CSC).
+    for column in range(selected.shape[1]):
+        rows_of_column = selected.rowval[selected.column_range(column)].astype(np.int64)
+        assert np.all(np.diff(rows_of_column) > 0)
+
+
+@pytest.mark.parametrize("indtype", INDEX_TYPES)
+def test_transpose_keeps_types(indtype):
+    matrix, dense = _random((6, 9), indtype)
+    transposed = matrix.transpose()
+    assert transposed.shape == (9, 6) and np.array_equal(transposed.to_dense(), dense.T)
+    assert transposed.colptr.dtype == np.dtype(indtype) and transposed.rowval.dtype == np.dtype(indtype)
+
+
+def test_transpose_of_large_matrix_uses_the_kernel_and_agrees_with_scipy():
+    matrix = sp.random(3000, 700, density=0.6, format="csc", random_state=2, dtype=np.float64)
+    ours = SparseMatrixCSC.from_scipy(matrix, indtype=np.uint32).transpose()
+    assert ours.nnz > (1 << 20)
+    expected = matrix.T.tocsc()
+    expected.sort_indices()
+    assert np.array_equal(ours.colptr.astype(np.int64) - 1, expected.indptr)
+    assert np.array_equal(ours.rowval.astype(np.int64) - 1, expected.indices)
+    assert np.array_equal(ours.nzval, expected.data)
+
+
+def test_with_values_shares_or_drops():
+    matrix, dense = _random((5, 4), np.uint32)
+    doubled = matrix.with_values(matrix.nzval * 2)
+    assert doubled.colptr is matrix.colptr and doubled.rowval is matrix.rowval
+    keep = matrix.nzval > 0.5
+    kept = matrix.with_values(matrix.nzval, keep=keep)
+    assert np.array_equal(kept.to_dense(), np.where(dense > 0.5, dense, 0))
+
+
+def test_read_only_views_are_zero_copy():
+    matrix, _ = _random((5, 4), np.uint32)
+    frozen = matrix.read_only()
+    assert not frozen.nzval.flags.writeable and np.shares_memory(frozen.nzval, matrix.nzval)
+    vector = SparseVector(4, np.array([2], np.uint32), np.array([1.0])).read_only()
+    assert not vector.nzind.flags.writeable
+    array = np.arange(3)
+    assert read_only_array(read_only_array(array)).base is array
+
+
+def test_helpers():
+    assert colptr_from_counts(np.array([2, 0, 1]), np.uint32).tolist() == [1, 3, 3, 4]
+    assert dense_column_major(np.array([[1, 2], [3, 4]])).flags.f_contiguous
