@@ -9,25 +9,43 @@ so this module needs no import of it.
 
 from __future__ import annotations
 
+import enum
+import inspect
 import math
-from typing import TYPE_CHECKING, Any, ClassVar
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar, NoReturn
 
 import numpy as np
 
+from ..errors import DafValueError
 from ..julia_text import julia_string
 from ..kernels.reductions import group_members, matrix_columns, matrix_rows
 from ..sparse import SparseMatrixCSC, dense_column_major
-from ..storage_types import julia_name
-from .tokens import escape_value
-
-if TYPE_CHECKING:
-    from .tokens import Token
+from ..storage_types import DTYPES_BY_NAME, JULIA_NAMES, julia_name
+from .tokens import Token, escape_value
+from .values import (
+    AUTO_TYPE,
+    REQUIRED,
+    error_invalid_parameter_value,
+    parse_float_type_value,
+    parse_number_type_value,
+    parse_number_value,
+    parse_parameter_value,
+)
 
 __all__ = [
+    "AT_LEAST_0",
+    "AT_MOST_1",
+    "NOT_NEGATIVE",
+    "POSITIVE",
     "ComputationOperation",
     "EltwiseOperation",
+    "Parameter",
+    "ParameterKind",
     "QueryOperation",
     "ReductionOperation",
+    "Rule",
     "compose",
     "format_parameter_value",
     "select_matrix",
@@ -84,13 +102,55 @@ def compose(first: QueryOperation | str, second: QueryOperation | str) -> QueryO
     return sequence_type(first, second)
 
 
+class ParameterKind(enum.Enum):
+    """What an operation parameter holds."""
+
+    NUMBER_TYPE = enum.auto()
+    """A number type (``Int8``, ``float32``, ``auto``, ... or a numpy dtype)."""
+    FLOAT_TYPE = enum.auto()
+    """A float type."""
+    NUMBER = enum.auto()
+    """A number, kept as a Python ``float`` (``e`` and ``pi`` in query strings)."""
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A rule a number parameter obeys, stated once for both ways of building an operation: ``holds(value,
+    values)`` gets the values of the parameters listed before it; ``must_be`` says what the value must be."""
+
+    holds: Callable[[float, Mapping[str, Any]], bool]
+    must_be: Callable[[Mapping[str, Any]], str]
+
+
+POSITIVE = Rule(lambda value, _values: value > 0, lambda _values: "positive")
+NOT_NEGATIVE = Rule(lambda value, _values: value >= 0, lambda _values: "not negative")
+AT_LEAST_0 = Rule(lambda value, _values: value >= 0, lambda _values: "at least 0")
+AT_MOST_1 = Rule(lambda value, _values: value <= 1, lambda _values: "at most 1")
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """One parameter of a computation operation (sqlglot's ``arg_types``, with Julia's rules): its name, what it
+    holds, its default (:data:`~pydaf.queries.values.REQUIRED` if none; a function of the parameters before it for a
+    default that depends on them) and the rules a number obeys."""
+
+    name: str
+    kind: ParameterKind
+    default: Any = None
+    rules: tuple[Rule, ...] = ()
+
+    def default_for(self, values: Mapping[str, Any]) -> Any:
+        return self.default(values) if callable(self.default) else self.default
+
+
 class ComputationOperation(QueryOperation):
     """Base of element-wise and reduction operations.
 
-    Subclasses set ``parameters`` (the names that may follow the operation name in a query string, in canonical
-    order; each is also the name of an attribute holding the parameter's value) and implement ``from_tokens`` (parse
-    ``param value`` tokens, raising Julia's messages). ``str(operation)`` is the canonical query text, printed as
-    Julia's ``show`` does: the operator, the name, then every parameter (``type`` only when it is set).
+    An operation declares its parameters once, in ``parameter_specs`` (in canonical order); from that, the keyword
+    constructor validates them (``Log(base=2)``), :meth:`from_tokens` parses them from a query string with Julia's
+    messages (``% Log base 2``), and ``str(operation)`` is the canonical query text, printed as Julia's ``show`` does:
+    the operator, the name, then every parameter (``type`` only when it is set). An operation may instead list only
+    the names in ``parameters`` and write its own ``__init__`` and ``from_tokens``.
 
     Example:
         >>> from pydaf.queries.operations import Log
@@ -98,14 +158,54 @@ class ComputationOperation(QueryOperation):
         '% Log base 2.0 eps 1.0e-5'
     """
 
-    #: The parameter names, in the order the canonical string lists them.
+    #: The parameters, in the order the canonical string lists them.
+    parameter_specs: ClassVar[tuple[Parameter, ...]] = ()
+
+    #: The parameter names, in canonical order (each is also the attribute holding the parameter's value).
     parameters: ClassVar[tuple[str, ...]] = ()
+
+    #: How Julia's "missing required parameter" message names the kind of the operation (its built-in operations say
+    #: ``eltwise``, except ``Sum`` and ``Count``).
+    parameters_kind: ClassVar[str] = "eltwise"
 
     #: ``%`` for element-wise operations, ``>>`` for reductions.
     operator: ClassVar[str] = ""
 
     #: Whether the operation accepts string input (``Count``, ``Mode``); others are refused by the evaluator.
     supports_strings: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "parameter_specs" in vars(cls):
+            cls.parameters = tuple(parameter.name for parameter in cls.parameter_specs)
+            cls.__signature__ = inspect.Signature([  # type: ignore[attr-defined]
+                inspect.Parameter(parameter.name, inspect.Parameter.KEYWORD_ONLY,
+                                  default=inspect.Parameter.empty if parameter.default is REQUIRED
+                                  else None if callable(parameter.default) else parameter.default)
+                for parameter in cls.parameter_specs])
+
+    def __init__(self, **values: Any) -> None:
+        specs = type(self).parameter_specs
+        unknown = sorted(set(values) - {parameter.name for parameter in specs})
+        if unknown:
+            raise TypeError(f"{type(self).__name__}() got an unexpected keyword argument: {unknown[0]!r}")
+        name = self.operation_name()
+        converted: dict[str, Any] = {}
+        for parameter in specs:
+            value = values.get(parameter.name, REQUIRED)
+            if value is REQUIRED:
+                value = parameter.default_for(converted)
+                if value is REQUIRED:
+                    raise TypeError(f"{type(self).__name__}() missing required keyword argument: {parameter.name!r}")
+            elif value is None and callable(parameter.default):
+                value = parameter.default_for(converted)
+            converted[parameter.name] = _builder_value(name, parameter, value)
+        for parameter in specs:
+            for rule in parameter.rules:
+                if not rule.holds(converted[parameter.name], converted):
+                    invalid_parameter(name, parameter.name, converted[parameter.name], rule.must_be(converted))
+        for parameter_name, value in converted.items():
+            setattr(self, parameter_name, value)
 
     @classmethod
     def operation_name(cls) -> str:
@@ -114,14 +214,20 @@ class ComputationOperation(QueryOperation):
     @classmethod
     def from_tokens(cls, operation_name: Token, parameters: dict[str, Token]) -> Any:
         """Build the operation from the parsed ``param value`` tokens of a query string (Julia's
-        ``MyOperation(operation_name::Token, parameters_values::Dict{String, Token})``).
+        ``MyOperation(operation_name::Token, parameters_values::Dict{String, Token})``), checking each value as it
+        is parsed (errors point at it). The parser has already refused unknown and repeated parameter names.
 
-        The parser has already refused unknown and repeated parameter names. This default serves operations without
-        parameters; operations with parameters override it (see :func:`pydaf.queries.values.parse_parameter_value`).
+        An operation that lists only ``parameters`` overrides this (see
+        :func:`pydaf.queries.values.parse_parameter_value`).
         """
-        if cls.parameters:
+        if cls.parameters and not cls.parameter_specs:
             raise NotImplementedError(f"{cls.__name__} has parameters, so it must implement from_tokens")
-        return cls()
+        values: dict[str, Any] = {}
+        for parameter in cls.parameter_specs:
+            values[parameter.name] = parse_parameter_value(
+                lambda token, parameter=parameter: _token_value(operation_name, parameter, token, values),
+                operation_name, cls.parameters_kind, parameters, parameter.name, parameter.default_for(values))
+        return cls(**values)
 
     def canonical(self, operator: str | None = None) -> str:
         """The canonical text after the given operator (by default, the operation's own: ``%`` or ``>>``); the
@@ -143,6 +249,52 @@ class ComputationOperation(QueryOperation):
 
     def __str__(self) -> str:
         return self.canonical()
+
+
+def _token_value(operation_name: Token, parameter: Parameter, token: Token, values: Mapping[str, Any]) -> Any:
+    """A parameter value parsed from its token, with Julia's message (pointing at it) for a broken rule."""
+    if parameter.kind is ParameterKind.NUMBER_TYPE:
+        return parse_number_type_value(operation_name, parameter.name, token)
+    if parameter.kind is ParameterKind.FLOAT_TYPE:
+        return parse_float_type_value(operation_name, parameter.name, token)
+    value = parse_number_value(operation_name, parameter.name, token, np.float64)
+    for rule in parameter.rules:
+        if not rule.holds(value, values):
+            error_invalid_parameter_value(operation_name, parameter.name, token, rule.must_be(values))
+    return value
+
+
+def invalid_parameter(operation: str, parameter: str, value: Any, must_be: str) -> NoReturn:
+    """Raise Julia's message for an invalid parameter value given to a builder (a :class:`DafValueError`)."""
+    raise DafValueError(f"invalid value: {julia_string(value)}\nvalue must be: {must_be}\n"
+                        f"for the parameter: {parameter}\nfor the operation: {operation}")
+
+
+def _builder_value(operation: str, parameter: Parameter, value: Any) -> Any:
+    """A parameter value given to a builder, converted: a number type (a dtype, a Python/numpy type or a Julia type
+    name; ``None`` or ``auto`` for the default) or a number (a ``float``)."""
+    if parameter.kind is ParameterKind.NUMBER:
+        if isinstance(value, str) or not isinstance(value, int | float | np.integer | np.floating | np.bool_):
+            invalid_parameter(operation, parameter.name, value, "a number")
+        return float(value)
+    if value is None or (isinstance(value, str) and value == AUTO_TYPE):
+        if parameter.default is REQUIRED:
+            invalid_parameter(operation, parameter.name, value, "a number type")
+        return None
+    if isinstance(value, str):
+        dtype = DTYPES_BY_NAME.get(value)
+        if dtype is None:
+            invalid_parameter(operation, parameter.name, value, "a number type")
+    else:
+        try:
+            dtype = np.dtype(value)
+        except TypeError:
+            invalid_parameter(operation, parameter.name, value, "a number type")
+        if dtype not in JULIA_NAMES:
+            invalid_parameter(operation, parameter.name, value, "a number type")
+    if parameter.kind is ParameterKind.FLOAT_TYPE and dtype.kind != "f":
+        invalid_parameter(operation, parameter.name, julia_name(dtype), "a float type")
+    return dtype
 
 
 def format_parameter_value(value: Any) -> str:

@@ -3,8 +3,9 @@
 (``>> Sum``, ``>| Mean``, ``>- Quantile p 0.9``, grouped with ``/``, ``-/`` and ``|/``).
 
 Each operation is built either with keyword parameters (``Log(base=2, eps=1e-5)``) or, by the query parser, from the
-``param value`` tokens of a query string (:meth:`~pydaf.queries.registry.ComputationOperation.from_tokens`, raising
-Julia's messages for invalid values). ``str(operation)`` is its canonical query text, exactly as Julia prints it.
+``param value`` tokens of a query string (:meth:`~pydaf.queries.base.ComputationOperation.from_tokens`, raising
+Julia's messages for invalid values); both follow one declaration of the parameters (``parameter_specs``).
+``str(operation)`` is its canonical query text, exactly as Julia prints it.
 
 Result element types follow Julia: :func:`float_type_for` (``Log``, ``Mean``, ``Median``, ...), :func:`int_type_for`
 (``Round``), :func:`sum_type_for` (``Sum``: small integers widen to 32 bits) and :func:`unsigned_type_for` (``Abs``).
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any, ClassVar, NoReturn
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -30,12 +31,20 @@ from ..errors import DafTypeError, DafValueError
 from ..julia_text import julia_string
 from ..kernels import reductions as kernels
 from ..sparse import SparseMatrixCSC, colptr_from_counts, dense_column_major
-from ..storage_types import DTYPES_BY_NAME, JULIA_NAMES, STRING_DTYPE, julia_name
-from .base import EltwiseOperation, ReductionOperation
+from ..storage_types import STRING_DTYPE, julia_name
+from .base import (
+    AT_LEAST_0,
+    AT_MOST_1,
+    NOT_NEGATIVE,
+    POSITIVE,
+    EltwiseOperation,
+    Parameter,
+    ParameterKind,
+    ReductionOperation,
+    Rule,
+)
 from .registry import query_operation
-from .tokens import Token
 from .values import (
-    AUTO_TYPE,
     REQUIRED,
     error_invalid_parameter_value,
     guess_typed_value,
@@ -154,41 +163,11 @@ def unsigned_type_for(element_type: Any, type: np.dtype | None = None) -> np.dty
     return _type_for(_UNSIGNED_TYPE_FOR, element_type, type)
 
 
-# Validating builder parameters.
+# The parameters several operations share.
 
-
-def _invalid(operation: str, parameter: str, value: Any, must_be: str) -> NoReturn:
-    raise DafValueError(f"invalid value: {julia_string(value)}\nvalue must be: {must_be}\n"
-                        f"for the parameter: {parameter}\nfor the operation: {operation}")
-
-
-def _type_parameter(operation: str, value: Any, *, floats_only: bool = False,
-                    required: bool = False) -> np.dtype | None:
-    """A ``type`` parameter given to a builder: a numpy dtype, a Python/numpy type, or a Julia type name."""
-    if value is None or (isinstance(value, str) and value == AUTO_TYPE):
-        if required:
-            _invalid(operation, "type", value, "a number type")
-        return None
-    if isinstance(value, str):
-        dtype = DTYPES_BY_NAME.get(value)
-        if dtype is None:
-            _invalid(operation, "type", value, "a number type")
-    else:
-        try:
-            dtype = np.dtype(value)
-        except TypeError:
-            _invalid(operation, "type", value, "a number type")
-        if dtype not in JULIA_NAMES:
-            _invalid(operation, "type", value, "a number type")
-    if floats_only and dtype.kind != "f":
-        _invalid(operation, "type", julia_name(dtype), "a float type")
-    return dtype
-
-
-def _number_parameter(operation: str, parameter: str, value: Any) -> float:
-    if isinstance(value, str) or not isinstance(value, int | float | np.integer | np.floating | np.bool_):
-        _invalid(operation, parameter, value, "a number")
-    return float(value)
+_NUMBER_TYPE = Parameter("type", ParameterKind.NUMBER_TYPE)
+_FLOAT_TYPE = Parameter("type", ParameterKind.FLOAT_TYPE)
+_EPS = Parameter("eps", ParameterKind.NUMBER, 0.0, (NOT_NEGATIVE,))
 
 
 # Values: scalars, vectors, dense column-major matrices, 1-based sparse matrices.
@@ -291,14 +270,7 @@ class Abs(EltwiseOperation):
         '% Abs type Float32'
     """
 
-    parameters = ("type",)
-
-    def __init__(self, *, type: Any = None) -> None:
-        self.type = _type_parameter("Abs", type)
-
-    @classmethod
-    def from_tokens(cls, operation_name: Token, parameters: dict[str, Token]) -> Abs:
-        return cls(type=_parse_type(operation_name, "eltwise", parameters, parse_number_type_value))
+    parameter_specs = (_NUMBER_TYPE,)
 
     def compute_eltwise(self, input: Any) -> Any:
         _require_numbers(self, input)
@@ -322,14 +294,7 @@ class Round(EltwiseOperation):
         array([-2,  2,  3])
     """
 
-    parameters = ("type",)
-
-    def __init__(self, *, type: Any = None) -> None:
-        self.type = _type_parameter("Round", type)
-
-    @classmethod
-    def from_tokens(cls, operation_name: Token, parameters: dict[str, Token]) -> Round:
-        return cls(type=_parse_type(operation_name, "eltwise", parameters, parse_number_type_value))
+    parameter_specs = (_NUMBER_TYPE,)
 
     def compute_eltwise(self, input: Any) -> Any:
         _require_numbers(self, input)
@@ -353,29 +318,13 @@ class Clamp(EltwiseOperation):
         '% Clamp min 40.0 max 60.0'
     """
 
-    parameters = ("type", "min", "max")
-
-    def __init__(self, *, type: Any = None, min: Any = -math.inf, max: Any = math.inf) -> None:
-        self.type = _type_parameter("Clamp", type)
-        self.min = _number_parameter("Clamp", "min", min)
-        self.max = _number_parameter("Clamp", "max", max)
-        if not self.min < self.max:
-            _invalid("Clamp", "max", self.max, f"larger than min ({julia_string(self.min)})")
-
-    @classmethod
-    def from_tokens(cls, operation_name: Token, parameters: dict[str, Token]) -> Clamp:
-        type = _parse_type(operation_name, "eltwise", parameters, parse_number_type_value)
-        low = parse_parameter_value(lambda token: parse_number_value(operation_name, "min", token, _FLOAT64),
-                                    operation_name, "eltwise", parameters, "min", -math.inf)
-
-        def parse_max(token: Token) -> Any:
-            value = parse_number_value(operation_name, "max", token, _FLOAT64)
-            if value <= low:
-                error_invalid_parameter_value(operation_name, "max", token, f"larger than min ({julia_string(low)})")
-            return value
-
-        high = parse_parameter_value(parse_max, operation_name, "eltwise", parameters, "max", math.inf)
-        return cls(type=type, min=low, max=high)
+    parameter_specs = (
+        _NUMBER_TYPE,
+        Parameter("min", ParameterKind.NUMBER, -math.inf),
+        Parameter("max", ParameterKind.NUMBER, math.inf, (
+            Rule(lambda value, values: value > values["min"],
+                 lambda values: f"larger than min ({julia_string(values['min'])})"),)),
+    )
 
     def _result_type(self, element_type: np.dtype) -> np.dtype:
         if self.type is not None:
@@ -415,14 +364,7 @@ class Convert(EltwiseOperation):
         array([1., 2.], dtype=float32)
     """
 
-    parameters = ("type",)
-
-    def __init__(self, *, type: Any) -> None:
-        self.type = _type_parameter("Convert", type, required=True)
-
-    @classmethod
-    def from_tokens(cls, operation_name: Token, parameters: dict[str, Token]) -> Convert:
-        return cls(type=_parse_type(operation_name, "eltwise", parameters, parse_number_type_value, required=True))
+    parameter_specs = (Parameter("type", ParameterKind.NUMBER_TYPE, REQUIRED),)
 
     def compute_eltwise(self, input: Any) -> Any:
         _require_numbers(self, input)
@@ -444,14 +386,7 @@ class Fraction(EltwiseOperation):
         [[0.25, 0.0], [0.75, 0.0]]
     """
 
-    parameters = ("type",)
-
-    def __init__(self, *, type: Any = None) -> None:
-        self.type = _type_parameter("Fraction", type, floats_only=True)
-
-    @classmethod
-    def from_tokens(cls, operation_name: Token, parameters: dict[str, Token]) -> Fraction:
-        return cls(type=_parse_type(operation_name, "eltwise", parameters, parse_float_type_value))
+    parameter_specs = (_FLOAT_TYPE,)
 
     def compute_eltwise(self, input: Any) -> Any:
         if _is_scalar(input):
@@ -479,7 +414,7 @@ class Fraction(EltwiseOperation):
 
 
 #: Julia accepts ``% Log base 1`` and divides by ``log(1) = 0``, giving infinities and NaNs; pydaf refuses it.
-_NOT_ONE = "positive and not 1"
+_NOT_ONE = Rule(lambda value, _values: value != 1, lambda _values: "positive and not 1")
 
 
 @query_operation
@@ -494,32 +429,11 @@ class Log(EltwiseOperation):
         ('% Log base e eps 0.0', '% Log type Float64 base 10.0 eps 1.0e-5')
     """
 
-    parameters = ("type", "base", "eps")
-
-    def __init__(self, *, type: Any = None, base: Any = math.e, eps: Any = 0.0) -> None:
-        self.type = _type_parameter("Log", type, floats_only=True)
-        self.base = _number_parameter("Log", "base", base)
-        self.eps = _number_parameter("Log", "eps", eps)
-        if not self.base > 0:
-            _invalid("Log", "base", self.base, "positive")
-        if self.base == 1:
-            _invalid("Log", "base", self.base, _NOT_ONE)
-        if not self.eps >= 0:
-            _invalid("Log", "eps", self.eps, "not negative")
-
-    @classmethod
-    def from_tokens(cls, operation_name: Token, parameters: dict[str, Token]) -> Log:
-        type = _parse_type(operation_name, "eltwise", parameters, parse_float_type_value)
-        def parse_base(token: Token) -> Any:
-            value = _positive_parser(operation_name, "base")(token)
-            if value == 1:
-                error_invalid_parameter_value(operation_name, "base", token, _NOT_ONE)
-            return value
-
-        base = parse_parameter_value(parse_base, operation_name, "eltwise", parameters, "base", math.e)
-        eps = parse_parameter_value(_not_negative_parser(operation_name, "eps"), operation_name, "eltwise",
-                                    parameters, "eps", 0.0)
-        return cls(type=type, base=base, eps=eps)
+    parameter_specs = (
+        _FLOAT_TYPE,
+        Parameter("base", ParameterKind.NUMBER, math.e, (POSITIVE, _NOT_ONE)),
+        _EPS,
+    )
 
     def compute_eltwise(self, input: Any) -> Any:
         _require_numbers(self, input)
@@ -558,31 +472,13 @@ class Significant(EltwiseOperation):
         '% Significant high 3.0 low 3.0'
     """
 
-    parameters = ("high", "low")
-
-    def __init__(self, *, high: Any, low: Any = None) -> None:
-        self.high = _number_parameter("Significant", "high", high)
-        self.low = self.high if low is None else _number_parameter("Significant", "low", low)
-        if not self.high > 0:
-            _invalid("Significant", "high", self.high, "positive")
-        if not self.low >= 0:
-            _invalid("Significant", "low", self.low, "not negative")
-        if self.low > self.high:
-            _invalid("Significant", "low", self.low, f"at most high ({julia_string(self.high)})")
-
-    @classmethod
-    def from_tokens(cls, operation_name: Token, parameters: dict[str, Token]) -> Significant:
-        high = parse_parameter_value(_positive_parser(operation_name, "high"), operation_name, "eltwise", parameters,
-                                     "high", REQUIRED)
-
-        def parse_low(token: Token) -> Any:
-            value = _not_negative_parser(operation_name, "low")(token)
-            if value > high:
-                error_invalid_parameter_value(operation_name, "low", token, f"at most high ({julia_string(high)})")
-            return value
-
-        low = parse_parameter_value(parse_low, operation_name, "eltwise", parameters, "low", high)
-        return cls(high=high, low=low)
+    parameter_specs = (
+        Parameter("high", ParameterKind.NUMBER, REQUIRED, (POSITIVE,)),
+        Parameter("low", ParameterKind.NUMBER, lambda values: values["high"], (
+            NOT_NEGATIVE,
+            Rule(lambda value, values: value <= values["high"],
+                 lambda values: f"at most high ({julia_string(values['high'])})"))),
+    )
 
     def _thresholds(self, dtype: np.dtype) -> tuple[Any, Any]:
         # Julia compares in the element type (an integer type must hold the thresholds exactly).
@@ -623,32 +519,6 @@ class Significant(EltwiseOperation):
             is_low = (-low < values) & (values < low)
         has_high = np.bincount(columns[is_high], minlength=n_columns) > 0
         return has_high[columns] & ~is_low
-
-
-def _parse_type(operation_name: Token, kind: str, parameters: dict[str, Token],
-                parser: Callable[[Token, str, Token], np.dtype | None], *, required: bool = False) -> np.dtype | None:
-    return parse_parameter_value(lambda token: parser(operation_name, "type", token), operation_name, kind,
-                                 parameters, "type", REQUIRED if required else None)
-
-
-def _positive_parser(operation_name: Token, parameter_name: str) -> Callable[[Token], Any]:
-    def parse(token: Token) -> Any:
-        value = parse_number_value(operation_name, parameter_name, token, _FLOAT64)
-        if not value > 0:
-            error_invalid_parameter_value(operation_name, parameter_name, token, "positive")
-        return value
-
-    return parse
-
-
-def _not_negative_parser(operation_name: Token, parameter_name: str) -> Callable[[Token], Any]:
-    def parse(token: Token) -> Any:
-        value = parse_number_value(operation_name, parameter_name, token, _FLOAT64)
-        if value < 0:
-            error_invalid_parameter_value(operation_name, parameter_name, token, "not negative")
-        return value
-
-    return parse
 
 
 # Reductions.
@@ -711,10 +581,6 @@ def _fill_empty(reduced: np.ndarray, groups: np.ndarray, n_groups: int) -> np.nd
     return reduced
 
 
-def _reduction_type_init(operation: Any, name: str, type: Any, *, floats_only: bool = True) -> None:
-    operation.type = _type_parameter(name, type, floats_only=floats_only)
-
-
 @query_operation
 class Sum(_KernelReduction):
     """``>> Sum [type T]``: the sum of the elements; by default of the :func:`sum_type_for` the input type.
@@ -724,15 +590,9 @@ class Sum(_KernelReduction):
         array([4, 6], dtype=int32)
     """
 
-    parameters = ("type",)
+    parameter_specs = (_NUMBER_TYPE,)
+    parameters_kind = "reduction"
     statistic = "sum"
-
-    def __init__(self, *, type: Any = None) -> None:
-        _reduction_type_init(self, "Sum", type, floats_only=False)
-
-    @classmethod
-    def from_tokens(cls, operation_name: Token, parameters: dict[str, Token]) -> Sum:
-        return cls(type=_parse_type(operation_name, "reduction", parameters, parse_number_type_value))
 
     def reduction_result_type(self, dtype: np.dtype) -> np.dtype:
         return sum_type_for(dtype, self.type)
@@ -769,21 +629,10 @@ class Min(_KernelReduction):
 
 
 class _FloatReduction(_KernelReduction):
-    parameters = ("type",)
-
-    def __init__(self, *, type: Any = None) -> None:
-        _reduction_type_init(self, _type_name(self), type)
-
-    @classmethod
-    def from_tokens(cls, operation_name: Token, parameters: dict[str, Token]) -> Any:
-        return cls(type=_parse_type(operation_name, "eltwise", parameters, parse_float_type_value))
+    parameter_specs = (_FLOAT_TYPE,)
 
     def reduction_result_type(self, dtype: np.dtype) -> np.dtype:
         return float_type_for(dtype, self.type)
-
-
-def _type_name(operation: Any) -> str:
-    return type(operation).__name__
 
 
 @query_operation
@@ -811,28 +660,8 @@ class Quantile(_FloatReduction):
         '>> Quantile p 0.5'
     """
 
-    parameters = ("type", "p")
+    parameter_specs = (_FLOAT_TYPE, Parameter("p", ParameterKind.NUMBER, REQUIRED, (AT_LEAST_0, AT_MOST_1)))
     statistic = "quantile"
-
-    def __init__(self, *, type: Any = None, p: Any) -> None:
-        _reduction_type_init(self, "Quantile", type)
-        self.p = _number_parameter("Quantile", "p", p)
-        if not 0 <= self.p <= 1:
-            _invalid("Quantile", "p", self.p, "at least 0" if self.p < 0 else "at most 1")
-
-    @classmethod
-    def from_tokens(cls, operation_name: Token, parameters: dict[str, Token]) -> Quantile:
-        type = _parse_type(operation_name, "eltwise", parameters, parse_float_type_value)
-
-        def parse_p(token: Token) -> Any:
-            value = parse_number_value(operation_name, "p", token, _FLOAT64)
-            if value < 0:
-                error_invalid_parameter_value(operation_name, "p", token, "at least 0")
-            if value > 1:
-                error_invalid_parameter_value(operation_name, "p", token, "at most 1")
-            return value
-
-        return cls(type=type, p=parse_parameter_value(parse_p, operation_name, "eltwise", parameters, "p", REQUIRED))
 
     def _options(self) -> dict[str, Any]:
         return {"p": self.p}
@@ -851,20 +680,7 @@ class Mean(_FloatReduction):
 
 
 class _EpsReduction(_FloatReduction):
-    parameters = ("type", "eps")
-
-    def __init__(self, *, type: Any = None, eps: Any = 0.0) -> None:
-        _reduction_type_init(self, _type_name(self), type)
-        self.eps = _number_parameter(_type_name(self), "eps", eps)
-        if not self.eps >= 0:
-            _invalid(_type_name(self), "eps", self.eps, "not negative")
-
-    @classmethod
-    def from_tokens(cls, operation_name: Token, parameters: dict[str, Token]) -> Any:
-        type = _parse_type(operation_name, "eltwise", parameters, parse_float_type_value)
-        eps = parse_parameter_value(_not_negative_parser(operation_name, "eps"), operation_name, "eltwise",
-                                    parameters, "eps", 0.0)
-        return cls(type=type, eps=eps)
+    parameter_specs = (_FLOAT_TYPE, _EPS)
 
     def _options(self) -> dict[str, Any]:
         return {"eps": self.eps}
@@ -998,15 +814,9 @@ class Count(ReductionOperation):
         array([2, 1], dtype=uint32)
     """
 
-    parameters = ("type",)
+    parameter_specs = (_NUMBER_TYPE,)
+    parameters_kind = "reduction"
     supports_strings = True
-
-    def __init__(self, *, type: Any = None) -> None:
-        self.type = _type_parameter("Count", type)
-
-    @classmethod
-    def from_tokens(cls, operation_name: Token, parameters: dict[str, Token]) -> Count:
-        return cls(type=_parse_type(operation_name, "reduction", parameters, parse_number_type_value))
 
     def reduction_result_type(self, dtype: np.dtype) -> np.dtype:
         return _UINT32 if self.type is None else self.type
