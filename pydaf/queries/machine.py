@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from types import UnionType
 from typing import TYPE_CHECKING, Any
 
 from ..errors import DafError, DafQueryError
@@ -223,20 +224,22 @@ PHRASES: list[Phrase] = [
 # Matching.
 
 
-def _matches_value(query_state: QueryState, value: Any, expectation: Any) -> bool:
-    if isinstance(expectation, type) or hasattr(expectation, "__args__"):
-        return isinstance(value, expectation)
-    return expectation(query_state, value)
-
-
 def stack_has_top(query_state: QueryState, expected: tuple) -> bool:
-    """Whether the top of the stack is what ``expected`` describes (Julia's ``stack_has_top``)."""
+    """Whether the top of the stack is what ``expected`` describes (Julia's ``stack_has_top``): each expectation is
+    a stack element type (or union of types) or a condition on the element."""
     stack = query_state.stack
-    if len(stack) < len(expected):
+    depth = len(stack)
+    if depth < len(expected):
         return False
-    top = stack[len(stack) - len(expected):]
-    return all(_matches_value(query_state, value, expectation)
-               for value, expectation in zip(top, expected, strict=True))
+    # From the top down: the top element decides most mismatches.
+    for offset in range(1, len(expected) + 1):
+        value, expectation = stack[depth - offset], expected[-offset]
+        if isinstance(expectation, type | UnionType):
+            if not isinstance(value, expectation):
+                return False
+        elif not expectation(query_state, value):
+            return False
+    return True
 
 
 def _next_matching_operations(query_state: QueryState, expected: tuple) -> list[Any] | None:
