@@ -12,6 +12,7 @@ import pytest
 from pydaf.errors import DafQueryError, DafTypeError, DafValueError
 from pydaf.kernels import reductions
 from pydaf.queries import operations
+from pydaf.queries.base import EltwiseOperation, ReductionOperation
 from pydaf.queries.operations import (
     Abs,
     Clamp,
@@ -44,8 +45,6 @@ from pydaf.queries.operations import (
 from pydaf.queries.registry import (
     ELTWISE_OPERATIONS,
     REDUCTION_OPERATIONS,
-    EltwiseOperation,
-    ReductionOperation,
     query_operation,
     register_query_operation,
 )

@@ -14,8 +14,10 @@ import pytest
 import scipy.sparse as sp
 
 import pydaf
+from pydaf.core.brief import brief_scalar
 from pydaf.core.cache import QueryKey
 from pydaf.errors import DafQueryError
+from pydaf.julia_text import julia_float_text
 from pydaf.queries import (
     Axis,
     GroupBy,
@@ -26,11 +28,14 @@ from pydaf.queries import (
     QuerySequence,
     ReduceToColumn,
     is_axis_query,
+    machine,
     parse_query,
     query_axis_name,
     query_result_dimensions,
 )
+from pydaf.queries import operations as operations_module
 from pydaf.queries.operations import Mean, Sum
+from pydaf.queries.state import Purpose, ScalarState
 
 
 def fill(daf: pydaf.DafWriter) -> pydaf.DafWriter:
@@ -254,3 +259,172 @@ def test_queries_while_writing():
     for thread in threads:
         thread.join()
     assert not errors
+
+
+# Regular expressions: bounded time, one match per distinct value.
+
+
+def _run_in_thread(action, seconds: float):
+    """Run ``action`` in a daemon thread and return (finished, result or exception) after at most ``seconds``: a hang
+    fails the test instead of hanging the suite."""
+    outcome: list = []
+
+    def run() -> None:
+        try:
+            outcome.append(action())
+        except BaseException as error:  # reported to the test
+            outcome.append(error)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    return (not thread.is_alive()), (outcome[0] if outcome else None)
+
+
+def test_catastrophic_regular_expressions_fail_in_bounded_time_and_release_the_lock():
+    daf = pydaf.MemoryDaf(name="regex!").add_axis("cell", [f"C{index}" for index in range(4)])
+    daf.set_vector("cell", "barcode", ["a" * 40 + "b", "a" * 41 + "b", "aaa", "b"])
+    # Python's re never returns on these (2^40 ways to split the a's); Julia's PCRE gives up with a match-limit error.
+    finished, result = _run_in_thread(lambda: daf.get_query("@ cell [ barcode ~ \\(a\\|a\\)+ ]"), 60)
+    assert finished, "the regular expression comparison did not finish"
+    assert isinstance(result, DafQueryError), result
+    assert str(result).startswith("the regular expression takes too long: (a|a)+\n"
+                                  "for the comparison operation: IsMatch\nin the query: ")
+    finished, result = _run_in_thread(lambda: daf.get_query("@ cell [ barcode !~ \\(a\\|a\\)+ ]"), 60)
+    assert finished and isinstance(result, DafQueryError), result
+    # The read lock was released: a writer in another thread gets in.
+    finished, _ = _run_in_thread(lambda: daf.set_scalar("checked", True), 10)
+    assert finished and daf.get_scalar("checked")
+    # The brief's example finishes (with the right answer) on the regex engine.
+    finished, result = _run_in_thread(lambda: daf.get_query("@ cell [ barcode ~ \\(a+\\)+\\$ ]"), 60)
+    assert finished and result.tolist() == ["C2"]
+
+
+def test_regular_expressions_match_each_distinct_value_once(daf):
+    assert daf["@ cell [ type ~ T. ]"].tolist() == ["A", "B", "C"]
+    assert daf["@ cell [ type !~ T1 ]"].tolist() == ["B", "D"]
+    # A PCRE character class that Python's re lacks (in the query string, "\\\\" is one backslash).
+    assert daf["@ cell [ type ~ \\\\p\\{Lu\\}\\\\d ]"].tolist() == ["A", "B", "C"]
+    with pytest.raises(DafQueryError, match="invalid regular expression: \\(T\nfor the comparison operation: IsMatch"):
+        daf["@ cell [ type ~ \\(T ]"]
+
+
+# Operations that used to fail with untyped exceptions.
+
+
+def test_significant_of_bools_follows_julia():
+    daf = pydaf.MemoryDaf(name="bools!").add_axis("cell", ["A", "B", "C"]).add_axis("gene", ["X", "Y"])
+    daf.set_vector("cell", "flag", [True, False, True])
+    daf.set_vector("cell", "none", [False, False, False])
+    daf.set_matrix("cell", "gene", "mask", np.array([[True, False], [False, False], [True, False]]), relayout=False)
+    # Julia compares in Bool, where high 1 is true and -true is -1: the true values are the significant ones.
+    assert daf.get_np_query("@ cell : flag % Significant high 1").tolist() == [True, False, True]
+    assert daf.get_np_query("@ cell : none % Significant high 1").tolist() == [False, False, False]
+    assert daf.get_np_query("@ cell @ gene :: mask % Significant high 1").toarray().tolist() == [
+        [True, False], [False, False], [True, False]]
+    with pytest.raises(pydaf.DafValueError, match=r"InexactError: Bool\(0.5\)"):
+        daf.get_query("@ cell : flag % Significant high 0.5")
+
+
+def test_log_base_one_is_refused():
+    daf = pydaf.MemoryDaf(name="log!").add_axis("cell", ["A", "B"])
+    daf.set_vector("cell", "age", [1.0, 2.0])
+    with pytest.raises(DafQueryError) as raised:
+        daf.get_query("@ cell : age % Log base 1")
+    assert str(raised.value) == ('invalid value: "1"\nvalue must be: positive and not 1\nfor the parameter: base\n'
+                                 "for the operation: Log\nin: @ cell : age % Log base 1\nat: " + " " * 24 + "▲")
+    with pytest.raises(pydaf.DafValueError, match=r"invalid value: 1\.0\nvalue must be: positive and not 1\n"):
+        operations_module.Log(base=1)
+
+
+def test_conversions_to_uint64_are_typed_errors_or_values():
+    daf = pydaf.MemoryDaf(name="round!").add_axis("cell", ["A", "B", "C"])
+    daf.set_vector("cell", "flag", [True, False, True])
+    daf.set_vector("cell", "value", [-1.0, -2.0, -9.0])
+    for operation in ("Round type UInt64", "Convert type UInt64", "Abs type UInt64"):
+        values = daf.get_np_query(f"@ cell : flag % {operation}")
+        assert values.dtype == np.uint64 and values.tolist() == [1, 0, 1]
+    # The variance over a negative mean is negative: no UInt64 holds it.
+    with pytest.raises(pydaf.DafValueError, match=r"InexactError: UInt64\(-3.0\)"):
+        daf.get_query("@ cell : value >> VarN % Round type UInt64")
+    with pytest.raises(pydaf.DafValueError, match=r"InexactError: UInt64\(-1.0\)"):
+        daf.get_query("@ cell : value % Round type UInt64")
+
+
+def test_every_failing_operation_raises_a_daf_error():
+    """Every element-wise operation after every reduction, on vectors and matrices of every kind of element type:
+    each query either gives a value or raises a DafError (never a numpy or Python exception)."""
+    daf = pydaf.MemoryDaf(name="sweep!").add_axis("cell", ["A", "B", "C", "D"]).add_axis("gene", ["X", "Y", "Z"])
+    daf.set_vector("cell", "group", ["a", "a", "b", "b"])
+    vectors = {"negative": np.array([-1.0, -2.0, -3.0, -5.0]), "bool": np.array([True, False, True, True]),
+               "int8": np.array([-1, 0, 1, -100], np.int8), "uint64": np.array([0, 2**64 - 1, 3, 0], np.uint64),
+               "float32": np.array([-1, np.nan, 1, 0], np.float32)}
+    for name, values in vectors.items():
+        daf.set_vector("cell", name, values)
+    matrices = {"dense": np.array([[-1.0, 2, 0], [0, 0, 0], [3, -4, 0], [0, 1, 1]]),
+                "sparse": sp.csc_matrix(np.array([[-1.0, 2, 0], [0, 0, 0], [3, -4, 0], [0, 1, 1]])),
+                "bools": np.array([[True, False, True], [False] * 3, [True] * 3, [False, True, False]])}
+    for name, matrix in matrices.items():
+        daf.set_matrix("cell", "gene", name, matrix, relayout=True)
+    eltwise = ["Round type UInt64", "Round type Bool", "Round", "Abs type UInt64", "Convert type UInt64",
+               "Clamp min 0 max 1 type UInt8", "Log base 2", "Log base 2 eps 1", "Fraction", "Significant high 1",
+               "Significant high 2 low 1"]
+    reductions = ["Sum", "Mean", "VarN", "Max", "Mode", "Count", "Quantile p 0.5"]
+    queries = []
+    for name in vectors:
+        queries += [f"@ cell : {name} % {operation}" for operation in eltwise]
+        queries += [f"@ cell : {name} >> {reduction} % {operation}"
+                    for reduction in reductions for operation in eltwise]
+        queries += [f"@ cell : {name} / group >> {reduction} % {operation}"
+                    for reduction in reductions for operation in eltwise]
+    for name in matrices:
+        queries += [f"@ cell @ gene :: {name} % {operation}" for operation in eltwise]
+        queries += [f"@ cell @ gene :: {name} {reduce} {reduction} % {operation}"
+                    for reduce in (">|", ">-", ">>") for reduction in reductions for operation in eltwise]
+    untyped = []
+    with np.errstate(all="ignore"):
+        for query in queries:
+            try:
+                daf.get_np_query(query, cache=False)
+            except pydaf.DafError:
+                pass
+            except Exception as error:  # what this test looks for
+                untyped.append(f"{query}: {type(error).__name__}: {error}")
+    assert untyped == []
+
+
+# The phrase machine.
+
+
+def test_every_phrase_declares_its_output_and_a_broken_one_is_an_internal_error(monkeypatch):
+    assert all(phrase.output for phrase in machine.PHRASES)
+    daf = fill(pydaf.MemoryDaf(name="machine!"))
+
+    def pushes_a_scalar(query_state, _axis):
+        query_state.stack.append(ScalarState(1))
+
+    # A phrase that claims to push the entries of an axis but pushes a scalar, matched before the real one.
+    broken = machine.Phrase(None, (machine.axis_with_name,), pushes_a_scalar, (machine.vector_axis,))
+    monkeypatch.setattr(machine, "PHRASES", [broken, *machine.PHRASES])
+    with pytest.raises(pydaf.DafError) as raised:
+        daf.get_query("@ cell : age", cache=False)
+    assert not isinstance(raised.value, DafQueryError)
+    assert str(raised.value) == ("internal error: the query phrase pushes_a_scalar left the stack top: ScalarState\n"
+                                 "instead of: vector_axis\nin the query: @ cell : age")
+
+
+def test_purposes_of_the_machine(daf):
+    computed = machine.final_state(daf, "@ cell : age", Purpose.COMPUTE).stack[0]
+    assert computed.vector_values.tolist() == [10, 20, 30, 40]
+    dry = machine.final_state(None, "@ cell : age", Purpose.DRY_RUN).stack[0]
+    assert dry.vector_values.shape == (0,) and dry.entries_axis_name == "cell"
+    assert daf.has_query("@ cell : age") and not daf.has_query("@ cell : height")
+
+
+def test_julia_float_text_is_julias_for_both_callers():
+    cases = {1e-5: "1.0e-5", 1e-4: "0.0001", 100000.0: "100000.0", 1e6: "1.0e6", -0.0: "-0.0", 1234567.0: "1.234567e6",
+             np.float32(0.1): "0.1", np.float32(1e-4): "0.0001", np.float32(3.4e38): "3.4e38", 5e-324: "5.0e-324"}
+    for value, text in cases.items():
+        assert julia_float_text(value) == text
+        assert brief_scalar(value) == text  # description's brief uses the same printer
+        assert str(IfMissing(value)).split()[1] == text  # and so do canonical query texts

@@ -7,10 +7,9 @@ Example:
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
+from ..julia_text import julia_float_text
 from ..sparse import SparseMatrixCSC, SparseVector
 from ..storage_types import julia_name
 
@@ -38,25 +37,6 @@ def delimited_number(number: int) -> str:
     return f"{number:,}"
 
 
-def julia_float_text(value: float, *, float32: bool = False) -> str:
-    """Julia's ``print`` of a float: shortest round-trip digits, scientific (``1.0e-5``) below 1e-4 or from 1e6 up.
-
-    Example:
-        >>> julia_float_text(100000.0), julia_float_text(1e6), julia_float_text(0.1, float32=True)
-        ('100000.0', '1.0e6', '0.1')
-    """
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "Inf" if value > 0 else "-Inf"
-    number = np.float32(value) if float32 else np.float64(value)
-    magnitude = abs(float(number))
-    if magnitude == 0 or 1e-4 <= magnitude < 1e6:
-        return np.format_float_positional(number, unique=True, trim="0")
-    mantissa, _, exponent = np.format_float_scientific(number, unique=True, trim="0").partition("e")
-    return f"{mantissa}e{int(exponent)}"
-
-
 def brief_scalar(value: object) -> str:
     """Julia's ``brief`` of a scalar: quoted (and shortened) strings, ``print`` form of numbers.
 
@@ -71,7 +51,7 @@ def brief_scalar(value: object) -> str:
     if isinstance(value, bool | np.bool_):
         return "true" if value else "false"
     if isinstance(value, float | np.floating):
-        return julia_float_text(float(value), float32=isinstance(value, np.float32))
+        return julia_float_text(value)
     return str(int(value)) if isinstance(value, int | np.integer) else str(value)
 
 

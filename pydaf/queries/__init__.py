@@ -13,6 +13,7 @@ Example:
 """
 
 from . import operations
+from .base import EltwiseOperation, QueryOperation, ReductionOperation
 from .evaluator import has_query, is_axis_query, query_axis_name, query_requires_relayout, query_result_dimensions
 from .operations import *  # noqa: F403 - the built-in operations are part of the query vocabulary
 from .query import (
@@ -53,13 +54,7 @@ from .query import (
     XorNegatedMask,
     parse_query,
 )
-from .registry import (
-    EltwiseOperation,
-    QueryOperation,
-    ReductionOperation,
-    query_operation,
-    register_query_operation,
-)
+from .registry import query_operation, register_query_operation
 from .results import full_vector_query
 from .tokens import escape_value, unescape_value
 

@@ -3,8 +3,9 @@
 (``>> Sum``, ``>| Mean``, ``>- Quantile p 0.9``, grouped with ``/``, ``-/`` and ``|/``).
 
 Each operation is built either with keyword parameters (``Log(base=2, eps=1e-5)``) or, by the query parser, from the
-``param value`` tokens of a query string (:meth:`~pydaf.queries.registry.ComputationOperation.from_tokens`, raising
-Julia's messages for invalid values). ``str(operation)`` is its canonical query text, exactly as Julia prints it.
+``param value`` tokens of a query string (:meth:`~pydaf.queries.base.ComputationOperation.from_tokens`, raising
+Julia's messages for invalid values); both follow one declaration of the parameters (``parameter_specs``).
+``str(operation)`` is its canonical query text, exactly as Julia prints it.
 
 Result element types follow Julia: :func:`float_type_for` (``Log``, ``Mean``, ``Median``, ...), :func:`int_type_for`
 (``Round``), :func:`sum_type_for` (``Sum``: small integers widen to 32 bits) and :func:`unsigned_type_for` (``Abs``).
@@ -21,18 +22,38 @@ Example:
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable
-from typing import Any, ClassVar, NoReturn
+from typing import Any, ClassVar
 
 import numpy as np
 
 from ..errors import DafTypeError, DafValueError
+from ..julia_text import julia_string
 from ..kernels import reductions as kernels
 from ..sparse import SparseMatrixCSC, colptr_from_counts, dense_column_major
-from ..storage_types import JULIA_NAMES, STRING_DTYPE, julia_name
-from .registry import EltwiseOperation, ReductionOperation, query_operation
-from .tokens import Token, error_at_token
+from ..storage_types import STRING_DTYPE, julia_name
+from .base import (
+    AT_LEAST_0,
+    AT_MOST_1,
+    NOT_NEGATIVE,
+    POSITIVE,
+    EltwiseOperation,
+    Parameter,
+    ParameterKind,
+    ReductionOperation,
+    Rule,
+)
+from .registry import query_operation
+from .values import (
+    REQUIRED,
+    error_invalid_parameter_value,
+    guess_typed_value,
+    parse_float_type_value,
+    parse_int_type_value,
+    parse_number_type_value,
+    parse_number_value,
+    parse_parameter_value,
+)
 
 __all__ = [
     "Abs",
@@ -142,240 +163,11 @@ def unsigned_type_for(element_type: Any, type: np.dtype | None = None) -> np.dty
     return _type_for(_UNSIGNED_TYPE_FOR, element_type, type)
 
 
-# Parsing parameters (Julia's error messages).
+# The parameters several operations share.
 
-#: The ``type`` parameter values Julia accepts (``auto`` means the default).
-DTYPE_BY_NAME: dict[str, np.dtype | None] = {"Int": _INT64, "int": _INT64, "auto": None}
-for _dtype, _name in JULIA_NAMES.items():
-    DTYPE_BY_NAME[_name] = _dtype
-    DTYPE_BY_NAME[_name.lower()] = _dtype
-del _dtype, _name
-
-#: The default of a required parameter of :func:`parse_parameter_value`.
-REQUIRED: Any = object()
-
-_JULIA_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\t": "\\t", "\r": "\\r", "\a": "\\a", "\b": "\\b",
-                  "\f": "\\f", "\v": "\\v", "\x1b": "\\e", "\0": "\\0"}
-
-
-def _julia_escape_string(text: str) -> str:
-    """Julia's ``escape_string``: backslashes, quotes and control characters escaped."""
-    return "".join(_JULIA_ESCAPES.get(character, f"\\x{ord(character):02x}" if ord(character) < 0x20 or
-                                      ord(character) == 0x7F else character) for character in text)
-
-
-def error_invalid_parameter_value(operation_name: Token, parameter_name: str, parameter_value: Token,
-                                  must_be: str) -> NoReturn:
-    """Raise Julia's error for an invalid operation parameter value, pointing at the value in the query.
-
-    Example:
-        >>> import re
-        >>> from pydaf.queries.tokens import tokenize
-        >>> tokens = tokenize("% Log base -2", re.compile("%"))
-        >>> try:
-        ...     error_invalid_parameter_value(tokens[1], "base", tokens[3], "positive")
-        ... except Exception as error:
-        ...     print(error)
-        invalid value: "-2"
-        value must be: positive
-        for the parameter: base
-        for the operation: Log
-        in: % Log base -2
-        at:            ▲▲
-    """
-    error_at_token(parameter_value, f'invalid value: "{_julia_escape_string(parameter_value.value)}"\n'
-                                    f"value must be: {must_be}\n"
-                                    f"for the parameter: {parameter_name}\n"
-                                    f"for the operation: {operation_name.value}")
-
-
-def parse_number_type_value(operation_name: Token, parameter_name: str, parameter_value: Token) -> np.dtype | None:
-    """Parse a ``type`` parameter: ``{B,b}ool``, ``{I,i,UI,ui}nt{8,16,32,64}``, ``{I,i}nt`` (``Int64``),
-    ``{F,f}loat{32,64}``, or ``auto`` (``None``: the operation's default).
-
-    Example:
-        >>> import re
-        >>> from pydaf.queries.tokens import tokenize
-        >>> tokens = tokenize("% Abs type uint8", re.compile("%"))
-        >>> parse_number_type_value(tokens[1], "type", tokens[3])
-        dtype('uint8')
-    """
-    if parameter_value.value not in DTYPE_BY_NAME:
-        error_invalid_parameter_value(operation_name, parameter_name, parameter_value, "a number type")
-    return DTYPE_BY_NAME[parameter_value.value]
-
-
-def parse_int_type_value(operation_name: Token, parameter_name: str, parameter_value: Token) -> np.dtype | None:
-    """Like :func:`parse_number_type_value`, but only integer (signed or unsigned) types."""
-    dtype = parse_number_type_value(operation_name, parameter_name, parameter_value)
-    if dtype is None or dtype.kind not in "iu":
-        error_invalid_parameter_value(operation_name, parameter_name, parameter_value, "an integer type")
-    return dtype
-
-
-def parse_float_type_value(operation_name: Token, parameter_name: str, parameter_value: Token) -> np.dtype | None:
-    """Like :func:`parse_number_type_value`, but only float types."""
-    dtype = parse_number_type_value(operation_name, parameter_name, parameter_value)
-    if dtype is None or dtype.kind != "f":
-        error_invalid_parameter_value(operation_name, parameter_name, parameter_value, "a float type")
-    return dtype
-
-
-# What Julia's ``parse`` accepts for integers (with base prefixes) and floats (decimal, hex, Inf, NaN).
-_INTEGER_REGEX = re.compile(r"[+-]?(?:0[xX][0-9a-fA-F]+|0[bB][01]+|0[oO][0-7]+|[0-9]+)")
-_FLOAT_REGEX = re.compile(r"[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|inf(?:inity)?|nan)",
-                          re.IGNORECASE)
-_HEX_FLOAT_REGEX = re.compile(r"([+-]?)(0[xX](?:[0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)(?:[pP][+-]?[0-9]+)?)")
-
-
-def _parse_integer(text: str) -> int | None:
-    if _INTEGER_REGEX.fullmatch(text) is None:
-        return None
-    sign = -1 if text.startswith("-") else 1
-    digits = text.lstrip("+-")
-    if digits[:2].lower() in ("0x", "0b", "0o"):
-        return sign * int(digits, 0)
-    return sign * int(digits, 10)
-
-
-def _parse_float(text: str) -> float | None:
-    if _FLOAT_REGEX.fullmatch(text) is not None:
-        return float(text)
-    match = _HEX_FLOAT_REGEX.fullmatch(text)
-    if match is not None:
-        body = match.group(2)
-        value = float.fromhex(body if "p" in body.lower() else body + "p0")
-        return -value if match.group(1) == "-" else value
-    return None
-
-
-def _parse_typed(text: str, dtype: np.dtype) -> Any:
-    """``text`` as a value of ``dtype`` like Julia's ``parse(T, text)``, or ``None`` if it does not parse or fit."""
-    if dtype == _BOOL:
-        return {"true": np.True_, "false": np.False_, "1": np.True_, "0": np.False_}.get(text)
-    if dtype.kind in "iu":
-        value = _parse_integer(text)
-        if value is None:
-            return None
-        info = np.iinfo(dtype)
-        return dtype.type(value) if info.min <= value <= info.max else None
-    value = _parse_float(text)
-    if value is None:
-        return None
-    with np.errstate(over="ignore"):
-        return dtype.type(value)
-
-
-def parse_number_value(operation_name: Token, parameter_name: str, parameter_value: Token, dtype: Any) -> Any:
-    """Parse a numeric parameter value as a numpy scalar of ``dtype`` (``e`` and ``pi`` are the constants).
-
-    Example:
-        >>> import re
-        >>> from pydaf.queries.tokens import tokenize
-        >>> tokens = tokenize("% Log base 2", re.compile("%"))
-        >>> parse_number_value(tokens[1], "base", tokens[3], np.float64), parse_number_value(
-        ...     tokens[1], "base", tokens[3], np.int32)
-        (np.float64(2.0), np.int32(2))
-    """
-    dtype = np.dtype(dtype)
-    text = parameter_value.value
-    value: Any = None
-    if text in ("e", "pi") and dtype.kind == "f":
-        value = dtype.type(math.e if text == "e" else math.pi)
-    else:
-        value = _parse_typed(text, dtype)
-    if value is None:
-        error_invalid_parameter_value(operation_name, parameter_name, parameter_value, f"a valid {julia_name(dtype)}")
-    return value
-
-
-def parse_parameter_value(parse_value: Callable[[Token], Any], operation_name: Token, operation_kind: str,
-                          parameters_values: dict[str, Token], parameter_name: str, default: Any) -> Any:
-    """The value of an operation parameter: ``parse_value`` of its token if given (and not ``None``), else the
-    ``default``; if the default is :data:`REQUIRED`, raise Julia's ``missing required parameter`` error.
-
-    Example:
-        >>> import re
-        >>> from pydaf.queries.tokens import tokenize
-        >>> tokens = tokenize(">> Quantile", re.compile(">>"))
-        >>> try:
-        ...     parse_parameter_value(float, tokens[1], "eltwise", {}, "p", REQUIRED)
-        ... except Exception as error:
-        ...     print(error)
-        missing required parameter: p
-        for the eltwise operation: Quantile
-        in: >> Quantile
-        at:    ▲▲▲▲▲▲▲▲
-    """
-    token = parameters_values.get(parameter_name)
-    value = None if token is None else parse_value(token)
-    if value is not None:
-        return value
-    if default is not REQUIRED:
-        return default
-    error_at_token(operation_name, f"missing required parameter: {parameter_name}\n"
-                                   f"for the {operation_kind} operation: {operation_name.value}")
-
-
-def guess_typed_value(value: str) -> Any:
-    """Guess the typed value a string represents (for ``|| value`` without a type): ``true``/``false`` are ``Bool``,
-    integers ``Int64``, floats (and ``e``, ``pi``) ``Float64``, anything else stays a string.
-
-    Example:
-        >>> guess_typed_value("true"), guess_typed_value("12"), guess_typed_value("1e-3"), guess_typed_value("pi")
-        (np.True_, np.int64(12), np.float64(0.001), np.float64(3.141592653589793))
-        >>> guess_typed_value("1.0.1")
-        '1.0.1'
-    """
-    constants = {"true": np.True_, "false": np.False_, "e": np.float64(math.e), "pi": np.float64(math.pi)}
-    if value in constants:
-        return constants[value]
-    integer = _parse_typed(value, _INT64)
-    if integer is not None:
-        return integer
-    number = _parse_typed(value, _FLOAT64)
-    if number is not None:
-        return number
-    return str(value)
-
-
-# Validating builder parameters.
-
-
-def _invalid(operation: str, parameter: str, value: Any, must_be: str) -> NoReturn:
-    from .query import julia_string
-
-    raise DafValueError(f"invalid value: {julia_string(value)}\nvalue must be: {must_be}\n"
-                        f"for the parameter: {parameter}\nfor the operation: {operation}")
-
-
-def _type_parameter(operation: str, value: Any, *, floats_only: bool = False,
-                    required: bool = False) -> np.dtype | None:
-    """A ``type`` parameter given to a builder: a numpy dtype, a Python/numpy type, or a Julia type name."""
-    if value is None or (isinstance(value, str) and value == "auto"):
-        if required:
-            _invalid(operation, "type", value, "a number type")
-        return None
-    if isinstance(value, str):
-        dtype = DTYPE_BY_NAME.get(value)
-        if dtype is None:
-            _invalid(operation, "type", value, "a number type")
-    else:
-        try:
-            dtype = np.dtype(value)
-        except TypeError:
-            _invalid(operation, "type", value, "a number type")
-        if dtype not in JULIA_NAMES:
-            _invalid(operation, "type", value, "a number type")
-    if floats_only and dtype.kind != "f":
-        _invalid(operation, "type", julia_name(dtype), "a float type")
-    return dtype
-
-
-def _number_parameter(operation: str, parameter: str, value: Any) -> float:
-    if isinstance(value, str) or not isinstance(value, int | float | np.integer | np.floating | np.bool_):
-        _invalid(operation, parameter, value, "a number")
-    return float(value)
+_NUMBER_TYPE = Parameter("type", ParameterKind.NUMBER_TYPE)
+_FLOAT_TYPE = Parameter("type", ParameterKind.FLOAT_TYPE)
+_EPS = Parameter("eps", ParameterKind.NUMBER, 0.0, (NOT_NEGATIVE,))
 
 
 # Values: scalars, vectors, dense column-major matrices, 1-based sparse matrices.
@@ -404,7 +196,8 @@ def _cast(values: Any, dtype: np.dtype) -> Any:
     values = np.asarray(values)
     if values.dtype == dtype:
         return values
-    if dtype.kind in "iub" and values.size:
+    # (Bool values, 0 and 1, fit every number type; and numpy refuses to compare them with UInt64's maximum.)
+    if dtype.kind in "iub" and values.size and values.dtype.kind != "b":
         if dtype == _BOOL:
             fits = (values == 0) | (values == 1)
         else:
@@ -416,8 +209,6 @@ def _cast(values: Any, dtype: np.dtype) -> Any:
                     # float(2**63) == 2**63 rounds up past Int64's range.
                     fits &= values < float(info.max) + 1.0
         if not np.all(fits):
-            from .query import julia_string
-
             bad = values[~fits].ravel()[0] if values.ndim else values[()]
             raise DafValueError(f"InexactError: {julia_name(dtype)}({julia_string(bad)})")
     with np.errstate(invalid="ignore", over="ignore"):
@@ -479,14 +270,7 @@ class Abs(EltwiseOperation):
         '% Abs type Float32'
     """
 
-    parameters = ("type",)
-
-    def __init__(self, *, type: Any = None) -> None:
-        self.type = _type_parameter("Abs", type)
-
-    @classmethod
-    def from_tokens(cls, operation_name: Token, parameters: dict[str, Token]) -> Abs:
-        return cls(type=_parse_type(operation_name, "eltwise", parameters, parse_number_type_value))
+    parameter_specs = (_NUMBER_TYPE,)
 
     def compute_eltwise(self, input: Any) -> Any:
         _require_numbers(self, input)
@@ -510,14 +294,7 @@ class Round(EltwiseOperation):
         array([-2,  2,  3])
     """
 
-    parameters = ("type",)
-
-    def __init__(self, *, type: Any = None) -> None:
-        self.type = _type_parameter("Round", type)
-
-    @classmethod
-    def from_tokens(cls, operation_name: Token, parameters: dict[str, Token]) -> Round:
-        return cls(type=_parse_type(operation_name, "eltwise", parameters, parse_number_type_value))
+    parameter_specs = (_NUMBER_TYPE,)
 
     def compute_eltwise(self, input: Any) -> Any:
         _require_numbers(self, input)
@@ -541,33 +318,13 @@ class Clamp(EltwiseOperation):
         '% Clamp min 40.0 max 60.0'
     """
 
-    parameters = ("type", "min", "max")
-
-    def __init__(self, *, type: Any = None, min: Any = -math.inf, max: Any = math.inf) -> None:
-        self.type = _type_parameter("Clamp", type)
-        self.min = _number_parameter("Clamp", "min", min)
-        self.max = _number_parameter("Clamp", "max", max)
-        if not self.min < self.max:
-            from .query import julia_string
-
-            _invalid("Clamp", "max", self.max, f"larger than min ({julia_string(self.min)})")
-
-    @classmethod
-    def from_tokens(cls, operation_name: Token, parameters: dict[str, Token]) -> Clamp:
-        from .query import julia_string
-
-        type = _parse_type(operation_name, "eltwise", parameters, parse_number_type_value)
-        low = parse_parameter_value(lambda token: parse_number_value(operation_name, "min", token, _FLOAT64),
-                                    operation_name, "eltwise", parameters, "min", -math.inf)
-
-        def parse_max(token: Token) -> Any:
-            value = parse_number_value(operation_name, "max", token, _FLOAT64)
-            if value <= low:
-                error_invalid_parameter_value(operation_name, "max", token, f"larger than min ({julia_string(low)})")
-            return value
-
-        high = parse_parameter_value(parse_max, operation_name, "eltwise", parameters, "max", math.inf)
-        return cls(type=type, min=low, max=high)
+    parameter_specs = (
+        _NUMBER_TYPE,
+        Parameter("min", ParameterKind.NUMBER, -math.inf),
+        Parameter("max", ParameterKind.NUMBER, math.inf, (
+            Rule(lambda value, values: value > values["min"],
+                 lambda values: f"larger than min ({julia_string(values['min'])})"),)),
+    )
 
     def _result_type(self, element_type: np.dtype) -> np.dtype:
         if self.type is not None:
@@ -607,14 +364,7 @@ class Convert(EltwiseOperation):
         array([1., 2.], dtype=float32)
     """
 
-    parameters = ("type",)
-
-    def __init__(self, *, type: Any) -> None:
-        self.type = _type_parameter("Convert", type, required=True)
-
-    @classmethod
-    def from_tokens(cls, operation_name: Token, parameters: dict[str, Token]) -> Convert:
-        return cls(type=_parse_type(operation_name, "eltwise", parameters, parse_number_type_value, required=True))
+    parameter_specs = (Parameter("type", ParameterKind.NUMBER_TYPE, REQUIRED),)
 
     def compute_eltwise(self, input: Any) -> Any:
         _require_numbers(self, input)
@@ -636,14 +386,7 @@ class Fraction(EltwiseOperation):
         [[0.25, 0.0], [0.75, 0.0]]
     """
 
-    parameters = ("type",)
-
-    def __init__(self, *, type: Any = None) -> None:
-        self.type = _type_parameter("Fraction", type, floats_only=True)
-
-    @classmethod
-    def from_tokens(cls, operation_name: Token, parameters: dict[str, Token]) -> Fraction:
-        return cls(type=_parse_type(operation_name, "eltwise", parameters, parse_float_type_value))
+    parameter_specs = (_FLOAT_TYPE,)
 
     def compute_eltwise(self, input: Any) -> Any:
         if _is_scalar(input):
@@ -655,7 +398,7 @@ class Fraction(EltwiseOperation):
             totals = kernels.column_sums(converted).astype(dtype)
             divisors = np.where(totals == 0, dtype.type(1), totals)
             nzval = converted.nzval / divisors[converted.entry_columns()]
-            return SparseMatrixCSC(converted.shape, converted.colptr, converted.rowval, nzval.astype(dtype))
+            return converted.with_values(nzval.astype(dtype))
         values = np.asarray(input)
         if values.ndim == 2:
             converted = np.asfortranarray(_cast(values, dtype))
@@ -670,6 +413,10 @@ class Fraction(EltwiseOperation):
         return _cast(values, dtype) / dtype.type(total)
 
 
+#: Julia accepts ``% Log base 1`` and divides by ``log(1) = 0``, giving infinities and NaNs; pydaf refuses it.
+_NOT_ONE = Rule(lambda value, _values: value != 1, lambda _values: "positive and not 1")
+
+
 @query_operation
 class Log(EltwiseOperation):
     """``% Log [base b] [eps e] [type T]``: the logarithm of every element plus ``eps`` (default: natural log, eps 0);
@@ -682,25 +429,11 @@ class Log(EltwiseOperation):
         ('% Log base e eps 0.0', '% Log type Float64 base 10.0 eps 1.0e-5')
     """
 
-    parameters = ("type", "base", "eps")
-
-    def __init__(self, *, type: Any = None, base: Any = math.e, eps: Any = 0.0) -> None:
-        self.type = _type_parameter("Log", type, floats_only=True)
-        self.base = _number_parameter("Log", "base", base)
-        self.eps = _number_parameter("Log", "eps", eps)
-        if not self.base > 0:
-            _invalid("Log", "base", self.base, "positive")
-        if not self.eps >= 0:
-            _invalid("Log", "eps", self.eps, "not negative")
-
-    @classmethod
-    def from_tokens(cls, operation_name: Token, parameters: dict[str, Token]) -> Log:
-        type = _parse_type(operation_name, "eltwise", parameters, parse_float_type_value)
-        base = parse_parameter_value(_positive_parser(operation_name, "base"), operation_name, "eltwise", parameters,
-                                     "base", math.e)
-        eps = parse_parameter_value(_not_negative_parser(operation_name, "eps"), operation_name, "eltwise",
-                                    parameters, "eps", 0.0)
-        return cls(type=type, base=base, eps=eps)
+    parameter_specs = (
+        _FLOAT_TYPE,
+        Parameter("base", ParameterKind.NUMBER, math.e, (POSITIVE, _NOT_ONE)),
+        _EPS,
+    )
 
     def compute_eltwise(self, input: Any) -> Any:
         _require_numbers(self, input)
@@ -739,35 +472,13 @@ class Significant(EltwiseOperation):
         '% Significant high 3.0 low 3.0'
     """
 
-    parameters = ("high", "low")
-
-    def __init__(self, *, high: Any, low: Any = None) -> None:
-        self.high = _number_parameter("Significant", "high", high)
-        self.low = self.high if low is None else _number_parameter("Significant", "low", low)
-        if not self.high > 0:
-            _invalid("Significant", "high", self.high, "positive")
-        if not self.low >= 0:
-            _invalid("Significant", "low", self.low, "not negative")
-        if self.low > self.high:
-            from .query import julia_string
-
-            _invalid("Significant", "low", self.low, f"at most high ({julia_string(self.high)})")
-
-    @classmethod
-    def from_tokens(cls, operation_name: Token, parameters: dict[str, Token]) -> Significant:
-        from .query import julia_string
-
-        high = parse_parameter_value(_positive_parser(operation_name, "high"), operation_name, "eltwise", parameters,
-                                     "high", REQUIRED)
-
-        def parse_low(token: Token) -> Any:
-            value = _not_negative_parser(operation_name, "low")(token)
-            if value > high:
-                error_invalid_parameter_value(operation_name, "low", token, f"at most high ({julia_string(high)})")
-            return value
-
-        low = parse_parameter_value(parse_low, operation_name, "eltwise", parameters, "low", high)
-        return cls(high=high, low=low)
+    parameter_specs = (
+        Parameter("high", ParameterKind.NUMBER, REQUIRED, (POSITIVE,)),
+        Parameter("low", ParameterKind.NUMBER, lambda values: values["high"], (
+            NOT_NEGATIVE,
+            Rule(lambda value, values: value <= values["high"],
+                 lambda values: f"at most high ({julia_string(values['high'])})"))),
+    )
 
     def _thresholds(self, dtype: np.dtype) -> tuple[Any, Any]:
         # Julia compares in the element type (an integer type must hold the thresholds exactly).
@@ -800,36 +511,14 @@ class Significant(EltwiseOperation):
 
     @staticmethod
     def _keep(values: np.ndarray, columns: np.ndarray, n_columns: int, high: Any, low: Any) -> np.ndarray:
-        is_high = ~((-high < values) & (values < high))
+        if values.dtype.kind == "b":
+            # As in Julia, where ``-true`` is the integer -1 (numpy refuses to negate a Bool).
+            values, high, low = values.view(np.int8), np.int8(high), np.int8(low)
+        with np.errstate(over="ignore"):  # ``-high`` of an unsigned type wraps around, as in Julia
+            is_high = ~((-high < values) & (values < high))
+            is_low = (-low < values) & (values < low)
         has_high = np.bincount(columns[is_high], minlength=n_columns) > 0
-        is_low = (-low < values) & (values < low)
         return has_high[columns] & ~is_low
-
-
-def _parse_type(operation_name: Token, kind: str, parameters: dict[str, Token],
-                parser: Callable[[Token, str, Token], np.dtype | None], *, required: bool = False) -> np.dtype | None:
-    return parse_parameter_value(lambda token: parser(operation_name, "type", token), operation_name, kind,
-                                 parameters, "type", REQUIRED if required else None)
-
-
-def _positive_parser(operation_name: Token, parameter_name: str) -> Callable[[Token], Any]:
-    def parse(token: Token) -> Any:
-        value = parse_number_value(operation_name, parameter_name, token, _FLOAT64)
-        if not value > 0:
-            error_invalid_parameter_value(operation_name, parameter_name, token, "positive")
-        return value
-
-    return parse
-
-
-def _not_negative_parser(operation_name: Token, parameter_name: str) -> Callable[[Token], Any]:
-    def parse(token: Token) -> Any:
-        value = parse_number_value(operation_name, parameter_name, token, _FLOAT64)
-        if value < 0:
-            error_invalid_parameter_value(operation_name, parameter_name, token, "not negative")
-        return value
-
-    return parse
 
 
 # Reductions.
@@ -892,10 +581,6 @@ def _fill_empty(reduced: np.ndarray, groups: np.ndarray, n_groups: int) -> np.nd
     return reduced
 
 
-def _reduction_type_init(operation: Any, name: str, type: Any, *, floats_only: bool = True) -> None:
-    operation.type = _type_parameter(name, type, floats_only=floats_only)
-
-
 @query_operation
 class Sum(_KernelReduction):
     """``>> Sum [type T]``: the sum of the elements; by default of the :func:`sum_type_for` the input type.
@@ -905,15 +590,9 @@ class Sum(_KernelReduction):
         array([4, 6], dtype=int32)
     """
 
-    parameters = ("type",)
+    parameter_specs = (_NUMBER_TYPE,)
+    parameters_kind = "reduction"
     statistic = "sum"
-
-    def __init__(self, *, type: Any = None) -> None:
-        _reduction_type_init(self, "Sum", type, floats_only=False)
-
-    @classmethod
-    def from_tokens(cls, operation_name: Token, parameters: dict[str, Token]) -> Sum:
-        return cls(type=_parse_type(operation_name, "reduction", parameters, parse_number_type_value))
 
     def reduction_result_type(self, dtype: np.dtype) -> np.dtype:
         return sum_type_for(dtype, self.type)
@@ -950,21 +629,10 @@ class Min(_KernelReduction):
 
 
 class _FloatReduction(_KernelReduction):
-    parameters = ("type",)
-
-    def __init__(self, *, type: Any = None) -> None:
-        _reduction_type_init(self, _type_name(self), type)
-
-    @classmethod
-    def from_tokens(cls, operation_name: Token, parameters: dict[str, Token]) -> Any:
-        return cls(type=_parse_type(operation_name, "eltwise", parameters, parse_float_type_value))
+    parameter_specs = (_FLOAT_TYPE,)
 
     def reduction_result_type(self, dtype: np.dtype) -> np.dtype:
         return float_type_for(dtype, self.type)
-
-
-def _type_name(operation: Any) -> str:
-    return type(operation).__name__
 
 
 @query_operation
@@ -992,28 +660,8 @@ class Quantile(_FloatReduction):
         '>> Quantile p 0.5'
     """
 
-    parameters = ("type", "p")
+    parameter_specs = (_FLOAT_TYPE, Parameter("p", ParameterKind.NUMBER, REQUIRED, (AT_LEAST_0, AT_MOST_1)))
     statistic = "quantile"
-
-    def __init__(self, *, type: Any = None, p: Any) -> None:
-        _reduction_type_init(self, "Quantile", type)
-        self.p = _number_parameter("Quantile", "p", p)
-        if not 0 <= self.p <= 1:
-            _invalid("Quantile", "p", self.p, "at least 0" if self.p < 0 else "at most 1")
-
-    @classmethod
-    def from_tokens(cls, operation_name: Token, parameters: dict[str, Token]) -> Quantile:
-        type = _parse_type(operation_name, "eltwise", parameters, parse_float_type_value)
-
-        def parse_p(token: Token) -> Any:
-            value = parse_number_value(operation_name, "p", token, _FLOAT64)
-            if value < 0:
-                error_invalid_parameter_value(operation_name, "p", token, "at least 0")
-            if value > 1:
-                error_invalid_parameter_value(operation_name, "p", token, "at most 1")
-            return value
-
-        return cls(type=type, p=parse_parameter_value(parse_p, operation_name, "eltwise", parameters, "p", REQUIRED))
 
     def _options(self) -> dict[str, Any]:
         return {"p": self.p}
@@ -1032,20 +680,7 @@ class Mean(_FloatReduction):
 
 
 class _EpsReduction(_FloatReduction):
-    parameters = ("type", "eps")
-
-    def __init__(self, *, type: Any = None, eps: Any = 0.0) -> None:
-        _reduction_type_init(self, _type_name(self), type)
-        self.eps = _number_parameter(_type_name(self), "eps", eps)
-        if not self.eps >= 0:
-            _invalid(_type_name(self), "eps", self.eps, "not negative")
-
-    @classmethod
-    def from_tokens(cls, operation_name: Token, parameters: dict[str, Token]) -> Any:
-        type = _parse_type(operation_name, "eltwise", parameters, parse_float_type_value)
-        eps = parse_parameter_value(_not_negative_parser(operation_name, "eps"), operation_name, "eltwise",
-                                    parameters, "eps", 0.0)
-        return cls(type=type, eps=eps)
+    parameter_specs = (_FLOAT_TYPE, _EPS)
 
     def _options(self) -> dict[str, Any]:
         return {"eps": self.eps}
@@ -1179,15 +814,9 @@ class Count(ReductionOperation):
         array([2, 1], dtype=uint32)
     """
 
-    parameters = ("type",)
+    parameter_specs = (_NUMBER_TYPE,)
+    parameters_kind = "reduction"
     supports_strings = True
-
-    def __init__(self, *, type: Any = None) -> None:
-        self.type = _type_parameter("Count", type)
-
-    @classmethod
-    def from_tokens(cls, operation_name: Token, parameters: dict[str, Token]) -> Count:
-        return cls(type=_parse_type(operation_name, "reduction", parameters, parse_number_type_value))
 
     def reduction_result_type(self, dtype: np.dtype) -> np.dtype:
         return _UINT32 if self.type is None else self.type
@@ -1243,9 +872,9 @@ class Mode(ReductionOperation):
             n_rows = columns.shape[0]
             modes = np.empty(columns.shape[1], dtype=dtype)
             for column in range(columns.shape[1]):
-                start, stop = int(columns.colptr[column]) - 1, int(columns.colptr[column + 1]) - 1
-                modes[column] = _sparse_mode(n_rows, np.asarray(columns.rowval[start:stop]).astype(np.int64) - 1,
-                                             np.asarray(columns.nzval[start:stop]))
+                entries = columns.column_range(column)
+                modes[column] = _sparse_mode(n_rows, np.asarray(columns.rowval[entries]).astype(np.int64) - 1,
+                                             np.asarray(columns.nzval[entries]))
             return modes
         values = np.asarray(matrix)
         vectors = (values[:, column] for column in range(values.shape[1])) if axis == 0 \

@@ -8,22 +8,19 @@ and ``parse_query`` turns a string back into a sequence. Builders and strings mi
 from __future__ import annotations
 
 import functools
-import math
 import re
+import time
 from typing import Any
 
 import numpy as np
+import regex
 
 from ..errors import DafQueryError
-from .registry import (
-    ELTWISE_OPERATIONS,
-    REDUCTION_OPERATIONS,
-    ComputationOperation,
-    EltwiseOperation,
-    QueryOperation,
-    ReductionOperation,
-)
+from ..julia_text import julia_string, julia_type_name
+from .base import ComputationOperation, EltwiseOperation, QueryOperation, ReductionOperation
+from .registry import ELTWISE_OPERATIONS, REDUCTION_OPERATIONS
 from .tokens import Token, error_at_token, escape_value, tokenize
+from .values import guess_typed_value, parse_number_type_value, parse_number_value
 
 __all__ = [
     "AndMask",
@@ -61,61 +58,11 @@ __all__ = [
     "SquareRowIs",
     "XorMask",
     "XorNegatedMask",
-    "julia_string",
+    "as_query_sequence",
+    "compile_regex",
+    "full_matches",
     "parse_query",
 ]
-
-
-def julia_string(value: Any) -> str:
-    """A scalar as Julia's ``string`` prints it (``true``, ``1.0``, ``1.0e-5``, ``0.5``), so canonical query texts and
-    group names match Julia's.
-
-    Example:
-        >>> [julia_string(v) for v in (True, np.float32(2), 1e-5, 1234567.0, 3)]
-        ['true', '2.0', '1.0e-5', '1.234567e6', '3']
-    """
-    if isinstance(value, str):
-        return value
-    if isinstance(value, bool | np.bool_):
-        return "true" if value else "false"
-    if isinstance(value, int | np.integer):
-        return str(int(value))
-    if isinstance(value, float | np.floating):
-        number = float(value)
-        if math.isnan(number):
-            return "NaN"
-        if math.isinf(number):
-            return "Inf" if number > 0 else "-Inf"
-        # Shortest round-trip digits of the value's own precision (Float32 prints as Julia prints a Float32).
-        text = np.format_float_scientific(value, unique=True, trim="-") if isinstance(value, np.float32) \
-            else repr(number)
-        return _julia_float_text(text)
-    return str(value)
-
-
-def _julia_float_text(text: str) -> str:
-    """Julia's layout of a shortest round-trip float: decimal for 1e-4 <= |x| < 1e6, else ``d.ddde±x``."""
-    mantissa, _, exponent_text = text.partition("e")
-    negative = mantissa.startswith("-")
-    mantissa = mantissa.lstrip("-")
-    digits_before, _, digits_after = mantissa.partition(".")
-    exponent = int(exponent_text) if exponent_text else 0
-    digits = (digits_before + digits_after).lstrip("0")
-    if not digits:
-        return "-0.0" if negative else "0.0"
-    # Position of the decimal point relative to the first significant digit.
-    leading_zeros = len(digits_before + digits_after) - len((digits_before + digits_after).lstrip("0"))
-    point = len(digits_before) - leading_zeros + exponent
-    digits = digits.rstrip("0") or "0"
-    sign = "-" if negative else ""
-    if -4 < point <= 6:  # 1e-4 <= |x| < 1e6
-        if point <= 0:
-            return f"{sign}0.{'0' * -point}{digits}"
-        if point >= len(digits):
-            return f"{sign}{digits}{'0' * (point - len(digits))}.0"
-        return f"{sign}{digits[:point]}.{digits[point:]}"
-    fraction = digits[1:] or "0"
-    return f"{sign}{digits[0]}.{fraction}e{point - 1}"
 
 
 class Query(QueryOperation):
@@ -123,7 +70,7 @@ class Query(QueryOperation):
     :class:`Axis`, :class:`AsAxis` or :class:`LookupScalar`."""
 
 
-class QuerySequence(Query):
+class QuerySequence(Query, composes=True):
     """A sequence of query operations: the parsed form of a query string.
 
     Example:
@@ -170,11 +117,6 @@ def _sequence_of(operations: list[QueryOperation]) -> QuerySequence:
     sequence = QuerySequence()
     sequence.operations = tuple(operations)
     return sequence
-
-
-def compose(first: Any, second: Any) -> QuerySequence:
-    """``first | second``: concatenate two queries (strings are parsed first)."""
-    return _sequence_of([*as_query_sequence(first).operations, *as_query_sequence(second).operations])
 
 
 class _Named(QueryOperation):
@@ -292,21 +234,12 @@ class IfMissing(QueryOperation):
         self.default_value = default_value
 
     def __str__(self) -> str:
-        from .operations import guess_typed_value
-
         text = julia_string(self.default_value)
         guessed = guess_typed_value(text)
         same = not isinstance(guessed, str) if not isinstance(self.default_value, str) else isinstance(guessed, str)
         if same and guessed == self.default_value:
             return f"|| {escape_value(text)}"
-        type_name = "String" if isinstance(self.default_value, str) else _julia_type_name(self.default_value)
-        return f"|| {escape_value(text)} {type_name}"
-
-
-def _julia_type_name(value: Any) -> str:
-    from ..storage_types import julia_name
-
-    return julia_name(np.asarray(value).dtype)
+        return f"|| {escape_value(text)} {julia_type_name(self.default_value)}"
 
 
 class IfNot(QueryOperation):
@@ -473,13 +406,55 @@ class IsGreater(_Comparison):
         return values > value
 
 
+#: A ``~``/``!~`` comparison may run for this long, plus :data:`REGEX_SECONDS_PER_VALUE` per distinct value, before it
+#: fails. A backtracking engine (Julia's PCRE, Python's ``re``) takes exponential time on some patterns and strings
+#: (``(a|a)+`` against ``aaa…ab``), all the while holding the data set's read lock; linear patterns take about 2 us a
+#: value, so the limit only stops runaway matching.
+REGEX_SECONDS = 1.0
+
+#: See :data:`REGEX_SECONDS`.
+REGEX_SECONDS_PER_VALUE = 1e-4
+
+
+def compile_regex(pattern: str) -> regex.Pattern:
+    """Compile the regular expression of a ``~``/``!~`` comparison (the ``regex`` module: Python's ``re`` syntax plus
+    much of PCRE's, and a time limit per match); raises ``regex.error`` for an invalid pattern.
+
+    Example:
+        >>> compile_regex(r"\\p{Lu}+").fullmatch("ABC") is not None
+        True
+    """
+    return regex.compile(pattern)
+
+
+def full_matches(pattern: regex.Pattern, values: np.ndarray) -> np.ndarray:
+    """Whether each string fully matches ``pattern``. Each distinct string is matched once, and all of them within
+    the time limit (:data:`REGEX_SECONDS`), else ``TimeoutError``.
+
+    Example:
+        >>> full_matches(compile_regex("a+"), np.array(["aa", "ab", "aa"], dtype=object)).tolist()
+        [True, False, True]
+    """
+    import pandas as pd  # (lazily: pandas takes a while to import)
+
+    codes, uniques = pd.factorize(np.asarray(values, dtype=object).ravel(), use_na_sentinel=False)
+    deadline = time.monotonic() + REGEX_SECONDS + REGEX_SECONDS_PER_VALUE * len(uniques)
+    matches = np.empty(len(uniques), dtype=bool)
+    for index, text in enumerate(uniques):
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError
+        matches[index] = pattern.fullmatch(text, timeout=remaining) is not None
+    return matches[codes].reshape(np.shape(values))
+
+
 class IsMatch(_Comparison):
     """``~ regex``: the (string) value fully matches the regular expression."""
 
     operator = "~"
 
     def compare(self, values: np.ndarray, value: Any) -> np.ndarray:
-        return np.fromiter((value.fullmatch(text) is not None for text in values), dtype=bool, count=len(values))
+        return full_matches(value, values)
 
 
 class IsNotMatch(_Comparison):
@@ -488,7 +463,7 @@ class IsNotMatch(_Comparison):
     operator = "!~"
 
     def compare(self, values: np.ndarray, value: Any) -> np.ndarray:
-        return np.fromiter((value.fullmatch(text) is None for text in values), dtype=bool, count=len(values))
+        return ~full_matches(value, values)
 
 
 class SquareColumnIs(QueryOperation):
@@ -666,8 +641,6 @@ def _next_operation(tokens: list[Token], index: int) -> tuple[QueryOperation, in
 
 
 def _parse_if_missing(tokens: list[Token], index: int, operator: Token) -> tuple[QueryOperation, int]:
-    from .operations import guess_typed_value, parse_number_type_value, parse_number_value
-
     value_token = _next_value(tokens, index)
     index += 1
     type_token = _maybe_next_value(tokens, index)

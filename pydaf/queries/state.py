@@ -1,0 +1,293 @@
+"""The state of a query being applied (Julia's ``QueryState``): the stack of names, scalar, vector and matrix states the
+phrases push and pop, what the query is run for (:class:`Purpose`), the data it read (recorded as typed cache keys, so
+a cached result knows when it is stale), and errors pointing (``▲``) at the phrase being applied.
+
+Vectors are dense numpy arrays (strings as ``object`` arrays); matrices are column-major numpy arrays or 1-based
+:class:`~pydaf.sparse.SparseMatrixCSC` straight from the store (mapped where the store is).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, NoReturn
+
+import numpy as np
+
+from ..core.cache import AxisForm, AxisKey, MatrixKey, VectorKey
+from ..core.undef import Undef
+from ..errors import DafQueryError
+from ..formats.base import CacheGroup
+from ..julia_text import julia_string, julia_type_name
+from ..sparse import SparseMatrixCSC
+from ..storage_types import julia_name
+from .base import QueryOperation
+from .query import IfMissing
+
+if TYPE_CHECKING:
+    from ..core.readers import DafReader
+
+__all__ = [
+    "MatrixState",
+    "Missing",
+    "NamesState",
+    "Purpose",
+    "QueryState",
+    "ScalarState",
+    "VectorState",
+    "as_booleans",
+    "cast_value",
+    "entry_names",
+    "error_at_state",
+]
+
+
+class Purpose(enum.Enum):
+    """What a query is run for (Julia's ``what_for``)."""
+
+    COMPUTE = enum.auto()
+    """Compute the result."""
+    HAS_QUERY = enum.auto()
+    """Check that everything the query needs exists (:class:`Missing` is raised where something does not)."""
+    REQUIRES_RELAYOUT = enum.auto()
+    """Find whether a matrix is needed in the layout that is not stored."""
+    DRY_RUN = enum.auto()
+    """Only the shape of the result (names, scalar, vector or matrix; of which axes), with no data at all."""
+
+
+class Missing(Exception):
+    """Raised for :data:`Purpose.HAS_QUERY`: something the query needs does not exist."""
+
+
+# Stack elements.
+
+
+@dataclass
+class NamesState:
+    names_set: set[str] | None
+
+
+@dataclass
+class ScalarState:
+    scalar_value: Any
+
+
+#: The entries of a vector state when there is no data (:data:`Purpose.DRY_RUN`).
+NO_STRINGS = np.empty(0, dtype=object)
+
+
+@dataclass
+class VectorState:
+    entries_axis_name: str | None = None
+    vector_entries: np.ndarray | None = None
+    property_name: str | None = None
+    property_axis_name: str | None = None
+    is_complete_property_axis: bool = False
+    vector_values: Any = None
+    pending_final_values: np.ndarray | None = None
+
+    def copy(self) -> VectorState:
+        """A shallow copy (the arrays are shared; phrases replace them rather than write into them)."""
+        return replace(self)
+
+
+@dataclass
+class MatrixState:
+    rows_state: VectorState | None = None
+    columns_state: VectorState | None = None
+    property_name: str | None = None
+    property_axis_name: str | None = None
+    matrix_values: Any = None
+    pending_final_values: np.ndarray | None = None
+    # The stored matrix in the other layout, while ``matrix_values`` is the whole stored matrix (reducing each row of a
+    # column-major matrix is a scatter; reducing each column of its flipped layout is a parallel streaming pass).
+    flipped: tuple[Any, Callable[[], Any]] | None = None
+
+
+@dataclass
+class QueryState:
+    """The machine's state: the data set (``None`` for a dry run), the operations, where the current phrase starts
+    and ends in them, the stack, and what the result depends on."""
+
+    daf: DafReader | None
+    operations: tuple[QueryOperation, ...]
+    purpose: Purpose
+    first_operation_index: int = 0
+    next_operation_index: int = 0
+    dependencies: set[Any] = field(default_factory=set)
+    requires_relayout: bool = False
+    stack: list[Any] = field(default_factory=list)
+
+    @property
+    def computing(self) -> bool:
+        return self.purpose is Purpose.COMPUTE
+
+    @property
+    def data(self) -> DafReader:
+        """The data set (phrases ask for it only where there is one)."""
+        assert self.daf is not None
+        return self.daf
+
+    # Reading data, recording what the result depends on.
+
+    def get_vector(self, axis: str, name: str, if_missing: IfMissing | None) -> np.ndarray:
+        self.dependencies.add(VectorKey(axis, name))
+        return self.data.get_vector(axis, name, default=_default(if_missing))
+
+    def get_matrix(self, rows_axis: str, columns_axis: str, name: str, if_missing: IfMissing | None) -> Any:
+        self.dependencies.add(MatrixKey(rows_axis, columns_axis, name))
+        return self.data.get_stored_matrix(rows_axis, columns_axis, name, default=_default(if_missing))
+
+    def get_matrix_slice(self, rows_axis: str, columns_axis: str, name: str, if_missing: IfMissing | None, entry: str,
+                         *, is_column: bool) -> np.ndarray:
+        """One column (or row) of a matrix, read from whichever layout is stored, so no relayout is needed."""
+        daf = self.data
+        self.dependencies.add(MatrixKey(rows_axis, columns_axis, name))
+        position = int(self.entry_indices(columns_axis if is_column else rows_axis, np.array([entry], dtype=object))[0])
+        if daf.has_matrix(rows_axis, columns_axis, name, relayout=False):
+            matrix, as_stored = daf.get_stored_matrix(rows_axis, columns_axis, name, relayout=False), True
+        elif daf.has_matrix(columns_axis, rows_axis, name, relayout=False):
+            matrix, as_stored = daf.get_stored_matrix(columns_axis, rows_axis, name, relayout=False), False
+        else:
+            matrix, as_stored = daf.get_stored_matrix(rows_axis, columns_axis, name, default=_default(if_missing)), True
+        return _matrix_column(matrix, position) if is_column == as_stored else _matrix_row(matrix, position)
+
+    def axis_vector(self, axis: str) -> np.ndarray:
+        return self.data.axis_vector(axis)
+
+    def positions_in_axis(self, axis: str, names: np.ndarray) -> np.ndarray:
+        """0-based positions of entry names in an axis (-1 for names that are not entries), hashed in C."""
+        return _axis_index(self.data, axis).get_indexer(names.ravel()).reshape(names.shape)
+
+    def entry_indices(self, axis: str, names: Any) -> np.ndarray:
+        """0-based positions of entry names in an axis (a clear error naming the axis for a name that is not there)."""
+        names = entry_names(names)
+        indices = self.positions_in_axis(axis, names)
+        missing = np.flatnonzero(indices.ravel() < 0)
+        if missing.shape[0] > 0:
+            error_at_state(self, f"missing entry: {names.ravel()[missing[0]]}\nof the axis: {axis}")
+        return indices
+
+
+def _default(if_missing: IfMissing | None) -> Any:
+    return Undef if if_missing is None else if_missing.default_value
+
+
+def _axis_index(daf: DafReader, axis: str) -> Any:
+    """A hashed ``pandas.Index`` of the axis entries (cached with the data set's axis data)."""
+    import pandas as pd  # (lazily: pandas takes a while to import)
+
+    return daf.cache.get_or_compute(AxisKey(axis, AxisForm.INDEX),
+                                    lambda: (pd.Index(daf.axis_vector(axis), dtype=object), CacheGroup.MemoryData))
+
+
+def _matrix_column(matrix: Any, column: int) -> np.ndarray:
+    return matrix.column(column) if isinstance(matrix, SparseMatrixCSC) else np.asarray(matrix[:, column])
+
+
+def _matrix_row(matrix: Any, row: int) -> np.ndarray:
+    return matrix.row(row) if isinstance(matrix, SparseMatrixCSC) else np.asarray(matrix[row, :])
+
+
+# Errors.
+
+
+def _text(operations: tuple[QueryOperation, ...]) -> str:
+    return " ".join(str(operation) for operation in operations)
+
+
+def _offset(state: QueryState, index: int) -> int:
+    return 0 if index <= 0 else len(_text(state.operations[:index])) + 1
+
+
+def error_at_state(state: QueryState, message: str) -> NoReturn:
+    """Raise a :class:`DafQueryError` pointing (``▲``) at the operations of the current phrase."""
+    full_text = _text(state.operations)
+    if state.next_operation_index == state.first_operation_index:
+        if state.first_operation_index < len(state.operations):
+            first_offset = _offset(state, state.first_operation_index) - 1
+        else:
+            first_offset = len(full_text)
+        last_offset = first_offset + 1
+    else:
+        first_offset = _offset(state, state.first_operation_index)
+        if state.next_operation_index < len(state.operations):
+            last_offset = _offset(state, state.next_operation_index) - 1
+        else:
+            last_offset = len(full_text)
+    indent = " " * max(0, first_offset)
+    marker = "▲" * max(1, last_offset - first_offset)
+    message = message.rstrip("\n") + f"\nin the query: {full_text}\nat location:  {indent}{marker}"
+    if state.daf is not None:
+        message += f"\nfor the daf data: {state.daf.name}"
+    raise DafQueryError(message)
+
+
+def exception_line(exception: BaseException) -> str:
+    """An exception as the line Julia's messages embed (Python's type and text instead of Julia's)."""
+    return f"{type(exception).__name__}: {exception}"
+
+
+# Values.
+
+
+def is_strings(values: Any) -> bool:
+    return getattr(getattr(values, "dtype", None), "kind", None) == "O"
+
+
+def as_booleans(values: Any) -> Any:
+    """Julia's truthiness of values: Bool as is, non-empty strings, non-zero numbers."""
+    if isinstance(values, SparseMatrixCSC):
+        values = values.to_dense()
+    values = np.asarray(values)
+    if values.dtype == bool:
+        return values
+    if values.dtype.kind == "O":
+        return values != ""
+    return values != 0
+
+
+def cast_value(state: QueryState, what: str, value: Any, dtype: np.dtype) -> Any:
+    """Convert a default or final value to the element type of the data it goes into (Julia's ``cast_value``)."""
+    dtype = np.dtype(dtype)
+    if dtype.kind == "O":
+        return value if isinstance(value, str) else julia_string(value)
+    if isinstance(value, str):
+        try:
+            if dtype.kind == "b":
+                if value not in ("true", "false"):
+                    raise ValueError(f"invalid Bool: {value!r}")
+                return np.bool_(value == "true")
+            if dtype.kind in "iu":
+                return dtype.type(int(value))
+            return dtype.type(float(value))
+        except (ValueError, OverflowError) as exception:
+            error_at_state(state, f"error parsing {what} value: {value}\nas type: {julia_name(dtype)}\n"
+                                  f"{exception_line(exception)}")
+    try:
+        if dtype.kind in "iub":
+            number = float(value) if not isinstance(value, int | np.integer) else int(value)
+            if dtype.kind == "b":
+                if number not in (0, 1):
+                    raise ValueError(f"{value} is not 0 or 1")
+                return np.bool_(number == 1)
+            if number != int(number):
+                raise ValueError(f"{value} is not an integer")
+            info = np.iinfo(dtype)
+            if not info.min <= int(number) <= info.max:
+                raise ValueError(f"{value} is out of range")
+            return dtype.type(int(number))
+        return dtype.type(value)
+    except (ValueError, OverflowError, TypeError) as exception:
+        error_at_state(state, f"error converting: {julia_type_name(value)}\n{what} value: {julia_string(value)}"
+                              f"\nto type: {julia_name(dtype)}\n{exception_line(exception)}")
+
+
+def entry_names(values: Any) -> np.ndarray:
+    """Values as entry names (Julia's ``string.(values)``)."""
+    values = np.asarray(values)
+    if values.dtype == object:
+        return values
+    return np.array([julia_string(value) for value in values.tolist()] if values.dtype != bool
+                    else ["true" if value else "false" for value in values], dtype=object).reshape(values.shape)
