@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import random
+import resource
 import sys
 import threading
 import time
@@ -141,8 +142,119 @@ def threads(path: str, seconds: float, readers_through: str) -> int:
     return 1 if failures or counts[0] < 10 or counts[1] < 10 else 0
 
 
+Model = dict[tuple[str, ...], float | None]
+"""What a data set written by :func:`write_generation` holds: the value of each property, None if absent."""
+
+
+def initial_model() -> Model:
+    model: Model = {("scalar",): 0.0}
+    for index in range(N_NAMES):
+        model[("v", str(index))] = 0.0
+        model[("m", str(index), "cell")] = 0.0
+        model[("m", str(index), "gene")] = None
+    return model
+
+
+def model_steps(model: Model, generation: int) -> list[Model]:
+    """The states a data set goes through during :func:`write_generation` (each call of it is atomic, so a writer
+    killed in the middle leaves one of these)."""
+    index = str(generation % N_NAMES)
+    value = float(generation)
+    steps: list[Model] = []
+
+    def step(**changes: float | None) -> None:
+        state = dict(steps[-1] if steps else model)
+        for key, new in changes.items():
+            kind, layout = key.split("_") if "_" in key else (key, "")
+            state[(kind, index, layout) if layout else (kind, index) if kind != "scalar" else ("scalar",)] = new
+        steps.append(state)
+
+    match generation % 7:
+        case 0 | 2:
+            step(v=value)
+        case 1:
+            step(v=None)
+        case 3 | 4:
+            step(m_cell=value)
+        case 5:
+            step(m_cell=None)
+            step(m_cell=value)
+            step(m_gene=value)
+        case 6:
+            step(scalar=value)
+    return steps
+
+
+def read_model(daf: pydaf.DafReader) -> Model:
+    """What a data set holds, in the form of :func:`initial_model` (raises if any property is not whole)."""
+    model: Model = {("scalar",): float(daf.get_scalar("generation"))}
+    for index in range(N_NAMES):
+        vector = daf.get_vector("cell", f"v{index}", default=None)
+        model[("v", str(index))] = None if vector is None else whole_value(vector, f"v{index}")
+        for rows, columns in (("cell", "gene"), ("gene", "cell")):
+            matrix = daf.get_matrix(rows, columns, f"m{index}", default=None, relayout=False)
+            model[("m", str(index), rows)] = None if matrix is None else whole_value(matrix, f"m{index} {rows}")
+    return model
+
+
+def killed_writer(path: str, first_generation: int) -> None:
+    """Write generations from ``first_generation`` on, printing each one once it is complete, until killed."""
+    daf = pydaf.H5df(path, "r+")
+    print("ready", flush=True)
+    generation = first_generation
+    while True:
+        write_generation(daf, generation)
+        print(generation, flush=True)
+        generation += 1
+
+
+def out_of_space(path: str, file_size_limit: int) -> int:
+    """Writes that can't fit (a file-size limit if ``file_size_limit`` > 0, else a full disk) must each raise a
+    :class:`pydaf.DafStorageError` naming the property; a small write must still work after them."""
+    if file_size_limit > 0:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (file_size_limit, file_size_limit))
+    daf = pydaf.H5df(path, "r+")
+    n_cells, n_genes = daf.axis_length("cell"), daf.axis_length("gene")
+    big = np.ones((n_cells, 4 * n_genes), dtype=np.float64)
+
+    def set_big() -> None:
+        daf.add_axis("big", [f"b{index}" for index in range(big.shape[1])], overwrite=True)
+        daf.set_matrix("cell", "big", "big", big, relayout=False)
+
+    def build_big() -> None:
+        with daf.empty_dense_matrix("cell", "gene", "built", "Float64") as values:
+            values[:] = 1
+        with daf.empty_dense_matrix("gene", "cell", "built", "Float64") as values:
+            values[:] = 1
+
+    def overwrite_big() -> None:
+        daf.set_vector("cell", "v0", np.ones(n_cells), overwrite=True)  # fits: the old value's space is kept
+        daf.set_matrix("cell", "gene", "m1", np.ones((n_cells, n_genes)) * 3, overwrite=True, relayout=False)
+
+    attempts = {"big": set_big, "built": build_big, "m0": lambda: daf.relayout_matrix("cell", "gene", "m0"),
+                "m1": overwrite_big}
+    failures = []
+    for name, attempt in attempts.items():
+        try:
+            attempt()
+            failures.append(f"{name}: no error")
+        except pydaf.DafStorageError as error:
+            if f": {name}" not in str(error):
+                failures.append(f"{name}: the error does not name it: {error}")
+        except BaseException:  # reported and failing the run
+            failures.append(f"{name}: {traceback.format_exc()}")
+    daf.set_scalar("after", 1)
+    for failure in failures:
+        print(failure, file=sys.stderr)
+    return 1 if failures else 0
+
+
 if __name__ == "__main__":
     command, *arguments = sys.argv[1:]
     if command == "threads":
         sys.exit(threads(arguments[0], float(arguments[1]), arguments[2]))
+    if command == "out-of-space":
+        sys.exit(out_of_space(arguments[0], int(arguments[1])))
+    if command == "killed-writer":
+        killed_writer(arguments[0], int(arguments[1]))
     raise SystemExit(f"unknown command: {command}")

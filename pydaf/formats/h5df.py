@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import fcntl
 import os
+import re
 import struct
 import threading
 import time
+import traceback
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -308,7 +310,25 @@ def _open_locked(path: str, mode: str) -> h5f.FileID:
     except OSError as error:
         if _HDF5_LOCK_MESSAGE in str(error):
             raise DafLockedError(f"the H5df file: {path}\nis locked by another process\n({error})") from error
+        stored_end = _interrupted_flush_end(path, str(error))
+        if stored_end is not None:
+            if mode == "r":
+                raise DafFormatError(f"the H5df file: {path}\nwas left by a writer killed while it flushed (the file "
+                                     f"ends at {os.path.getsize(path)} bytes, its metadata at {stored_end})\nopen it "
+                                     "once in mode r+ to repair it (a read-only open never writes)") from error
+            os.truncate(path, stored_end)
+            return _open_locked(path, mode)
         raise DafFormatError(f"not a valid HDF5 file (truncated or corrupt?): {path}\n({error})") from error
+
+
+def _interrupted_flush_end(path: str, message: str) -> int | None:
+    """Where a file's metadata says it ends, if it is past its end only because a writer was killed between HDF5
+    truncating the file (to drop free space at its end) and rewriting the superblock; else None. The missing bytes
+    were free space, so extending the file with zeros (done by a writable open) repairs it."""
+    match = re.search(r"truncated file: eof = (\d+), sblock->base_addr = 0, stored_eof = (\d+)", message)
+    if match is None or int(match.group(1)) != os.path.getsize(path):
+        return None
+    return int(match.group(2))
 
 
 def _register_filter_plugins() -> None:
@@ -580,6 +600,9 @@ class H5dfFormat(FormatWriter):
                 if commit:
                     self._commit()
             except BaseException as error:
+                # Drop the failed calls' locals first: an HDF5 object still open (a dataset whose space could not be
+                # allocated) would keep its space allocated after it is deleted, past a file-size limit.
+                traceback.clear_frames(error.__traceback__)
                 problem = self._roll_back(created)
                 if isinstance(error, DafError) and problem is None:
                     raise
