@@ -249,10 +249,72 @@ def out_of_space(path: str, file_size_limit: int) -> int:
     return 1 if failures else 0
 
 
+def processes(path: str, seconds: float, role: str) -> int:
+    """One of the processes sharing a file: the ``writer`` opens it, writes a few generations and closes it, again and
+    again; a ``reader`` opens it, checks every property is whole, and closes it, again and again. A lock conflict is
+    a :class:`pydaf.DafLockedError` (and a retry); anything else fails the run."""
+    stop = time.monotonic() + seconds
+    done = locked = 0
+    generation = 1_000_000 * os.getpid()  # (distinct per writer; whole values are all these checks need)
+    while time.monotonic() < stop:
+        try:
+            if role == "writer":
+                daf = pydaf.H5df(path, "r+")
+                for _ in range(3):
+                    generation += 1
+                    write_generation(daf, generation % 1_000_000_007)
+            else:
+                read_model(pydaf.H5df(path, "r"))
+            done += 1
+        except pydaf.DafLockedError:
+            locked += 1
+        daf = None
+        time.sleep(random.uniform(0.0, 0.05))
+    print(f"{role}: {done} done, {locked} locked", flush=True)
+    return 0 if done else 1
+
+
+def read_everything(daf: pydaf.DafReader) -> None:
+    """Read every property of a data set, whatever it holds (for hostile files)."""
+    for name in daf.scalars_set():
+        daf.get_scalar(name)
+    axes = sorted(daf.axes_set())
+    for axis in axes:
+        daf.axis_vector(axis)
+        for name in daf.vectors_set(axis):
+            np.asarray(daf.get_vector(axis, name)).sum()
+    for rows in axes:
+        for columns in axes:
+            for name in daf.matrices_set(rows, columns, relayout=False):
+                matrix = daf.get_matrix(rows, columns, name, relayout=False)
+                (matrix.sum() if hasattr(matrix, "sum") else None)
+
+
+def hostile(paths: list[str]) -> int:
+    """Open and read each file: every one must give a :class:`pydaf.DafError` or a read, never anything else; memory
+    is limited to 4 GB so a huge allocation fails the run instead of the machine."""
+    resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
+    bad = 0
+    for path in paths:
+        try:
+            read_everything(pydaf.H5df(path, "r"))
+            print("read", path, flush=True)
+        except pydaf.DafError as error:
+            print("error", path, str(error).splitlines()[0], flush=True)
+        except BaseException:  # reported and failing the run
+            bad += 1
+            print("BAD", path, traceback.format_exc(), file=sys.stderr, flush=True)
+    return 1 if bad else 0
+
+
 if __name__ == "__main__":
     command, *arguments = sys.argv[1:]
     if command == "threads":
         sys.exit(threads(arguments[0], float(arguments[1]), arguments[2]))
+    if command == "processes":
+        sys.exit(processes(arguments[0], float(arguments[1]), arguments[2]))
+    if command == "hostile":
+        sys.exit(hostile(arguments))
     if command == "out-of-space":
         sys.exit(out_of_space(arguments[0], int(arguments[1])))
     if command == "killed-writer":

@@ -1075,7 +1075,11 @@ def _delete(group: h5py.Group, name: str) -> None:
 
 
 def _is_daf_root(group: h5py.Group) -> bool:
-    return _link_type(group, "daf") is not None
+    try:
+        return _link_type(group, "daf") is not None
+    except _READ_ERRORS as error:
+        raise DafFormatError(f"can't read the daf data: {_root_text(group)}\n({type(error).__name__}: {error})") \
+            from error
 
 
 def _verify_version(group: h5py.Group, where: str) -> None:
