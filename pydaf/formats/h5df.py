@@ -470,19 +470,15 @@ def _names(group: h5py.Group | h5py.Dataset | None) -> set[str]:
     return {name for name in group.keys() if _is_link_name(name)}
 
 
-def _file_size(dataset: h5py.Dataset) -> int:
-    return os.path.getsize(dataset.file.filename)
-
-
-def _check_declared_size(dataset: h5py.Dataset, itemsize: int, what: str) -> None:
+def _check_declared_size(dataset: h5py.Dataset, itemsize: int, what: str, path: str) -> None:
     """Refuse a dataset whose declared size its file can't hold, before anything is allocated or mapped."""
     nbytes = dataset.size * itemsize
-    file_size = _file_size(dataset)
+    file_size = os.path.getsize(path)
     layout = dataset.id.get_create_plist().get_layout()
     stored = layout == h5d.CONTIGUOUS and dataset.id.get_offset() is not None
     limit = file_size if stored else max(file_size, 1 << 20) * _MAX_EXPANSION
     if nbytes > limit:
-        raise DafFormatError(f"the {what}\nin the H5df file: {dataset.file.filename}\ndeclares {nbytes} bytes "
+        raise DafFormatError(f"the {what}\nin the H5df file: {path}\ndeclares {nbytes} bytes "
                              f"(shape: {dataset.shape})\nwhich its file of {file_size} bytes can't hold")
 
 
@@ -520,6 +516,7 @@ class H5dfFormat(FormatWriter):
         self._open_file = _record_of(self.file)
         self._replaced: list[tuple[h5py.Group, str]] = []  # (group, name) renamed to _OLD + name, until committed
         self._building: list[tuple[h5py.Group, str]] = []  # (group, name) created as _NEW + name, until filled
+        self._top_groups: dict[str, h5py.Group] = {}
         if self.is_writable:
             with self._writing("the data set (removing what an interrupted writer left)"):
                 self._remove_staging()
@@ -556,12 +553,16 @@ class H5dfFormat(FormatWriter):
 
     def _group(self, *names: str) -> h5py.Group | None:
         """The group at ``names`` under the root (e.g. ``vectors``, axis), or None if any part is missing."""
-        node: Any = self.root
-        for name in names:
-            node = _child(node, name, "group")
+        node: Any = self._top_groups.get(names[0]) if names else self.root
+        if node is None:
+            node = _child(self.root, names[0], "group")
+            if isinstance(node, h5py.Group):  # (the skeleton's groups never change: looked up once)
+                self._top_groups[names[0]] = node
+        for name in names[1:]:
             if not isinstance(node, h5py.Group):
                 return None
-        return node
+            node = _child(node, name, "group")
+        return node if isinstance(node, h5py.Group) else None
 
     def _required_group(self, *names: str) -> h5py.Group:
         group = self._group(*names)
@@ -691,9 +692,9 @@ class H5dfFormat(FormatWriter):
             raise DafFormatError(f"the {what}\nin the H5df file: {self.path}\nhas {dataset.ndim} dimensions")
         stored, daf_dtype = _dataset_dtypes(dataset)
         if stored == STRING_DTYPE:
-            _check_declared_size(dataset, 16, what)  # a variable-length string takes at least 16 bytes
+            _check_declared_size(dataset, 16, what, self.path)  # a variable-length string takes at least 16 bytes
             return dataset.asstr()[()], CacheGroup.MemoryData
-        _check_declared_size(dataset, stored.itemsize, what)
+        _check_declared_size(dataset, stored.itemsize, what, self.path)
         mapped = self._map_dataset(dataset, stored, writable=False)
         if mapped is not None:
             return (mapped if daf_dtype == stored else mapped.view(daf_dtype)), CacheGroup.MappedData
@@ -787,7 +788,7 @@ class H5dfFormat(FormatWriter):
         if not isinstance(dataset, h5py.Dataset) or dataset.ndim != 1 or _dataset_dtypes(dataset)[0] != STRING_DTYPE:
             raise DafFormatError(f"the axis: {axis}\nin the H5df file: {self.path}\nis not a 1-dimensional dataset "
                                  "of strings")
-        _check_declared_size(dataset, 16, f"axis: {axis}")
+        _check_declared_size(dataset, 16, f"axis: {axis}", self.path)
         return dataset
 
     def format_axis_vector(self, axis: str) -> tuple[np.ndarray, CacheGroup | None]:
@@ -795,8 +796,12 @@ class H5dfFormat(FormatWriter):
             return self._axis_dataset(axis).asstr()[()], CacheGroup.MemoryData
 
     def format_axis_length(self, axis: str) -> int:
+        # (No size check here: a length allocates nothing, and whatever is read with it is checked itself.)
         with self._reading(f"axis: {axis}"):
-            return int(self._axis_dataset(axis).shape[0])
+            dataset = self._node("axis", "axes", axis)
+            if not isinstance(dataset, h5py.Dataset) or dataset.ndim != 1:
+                raise DafFormatError(f"the axis: {axis}\nin the H5df file: {self.path}\nis not 1-dimensional")
+            return int(dataset.shape[0])
 
     def format_add_axis(self, axis: str, entries: np.ndarray) -> None:
         _check_link_name(axis, "axis")
