@@ -61,6 +61,15 @@ class DafReadOnlyError(DafModeError):
     """A write through a read-only data set."""
 
 
+class DafStorageError(DafError, OSError):
+    """Storage that could not be written: a full disk, a file-size limit, an I/O error. The failed call changed
+    nothing that was stored before it."""
+
+
+class DafLockedError(DafStorageError):
+    """A file that another process is writing (to read it), or is reading or writing (to write it)."""
+
+
 class DafUnsupportedError(DafError, ValueError):
     """Data that Daf cannot hold (e.g. AnnData's ``obsm``), reported by an ``unsupported_handler="error"``."""
 

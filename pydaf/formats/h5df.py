@@ -6,24 +6,44 @@ is read by mapping the file at the dataset's offset — nothing is read until th
 builders hand out writable maps of freshly allocated datasets. Files are opened with HDF5 alignment ``(1, 8)`` (so
 Julia and numpy can map every dataset) and no raw-data sieve buffer (so HDF5 never writes back stale bytes over data
 written through a map).
+
+Reliability (docs/design.md, "H5df and memory maps"): one HDF5 handle, one lock and one cache per file and data set in
+a process, whatever path reached it; an ``flock`` per process (shared to read, exclusive to write) against other
+processes; every write operation flushed at its end with nothing written to disk before, replaced properties renamed
+aside until their replacement is complete, file space allocated before it is written; names confined to their group;
+declared sizes and shapes checked against the file and the axes before anything is allocated or mapped.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
+import re
+import struct
 import threading
+import time
+import traceback
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import h5py
 import numpy as np
-from h5py import h5d, h5f, h5o, h5p, h5s, h5t
+from h5py import h5d, h5f, h5l, h5o, h5p, h5s, h5t
 
 from ..core.read_only import DafReadOnly
 from ..core.readers import DafReader
 from ..core.writers import DafWriter
-from ..errors import DafFormatError, DafModeError, DafTypeError
+from ..errors import (
+    DafError,
+    DafFormatError,
+    DafLockedError,
+    DafModeError,
+    DafNameError,
+    DafStorageError,
+    DafTypeError,
+)
 from ..sparse import SparseMatrixCSC, SparseVector
 from ..storage_types import JULIA_NAMES, STRING_DTYPE, StorageScalar, scalar_dtype
 from .base import (
@@ -39,7 +59,7 @@ from .base import (
     sparse_strings_are_smaller,
     weakest_cache_group,
 )
-from .mapping import detach_region, map_region, populate_pages
+from .mapping import FileKey, detach_region, file_key, map_region, populate_pages
 
 MAJOR_VERSION = 1
 MINOR_VERSION = 0
@@ -64,9 +84,152 @@ def split_h5df_path(path: str | os.PathLike) -> tuple[str, str]:
     return f"{file}.h5dfs", "/" + group
 
 
-# Process-wide sharing of open files, as Julia does: one h5py.File per path.
-_open_files: dict[str, weakref.ref[h5py.File]] = {}
+# Every HDF5 file this process has open through pydaf, by identity (device, inode: a symbolic link, a hard link or a
+# relative path is the same file), as Julia shares one handle per file. The record holds the HDF5 file, this process's
+# lock on it, a mutex that serialises write operations to it (across all the data sets and handles in it), and the
+# state (lock, cache, version counters) of each data set in it, shared by every handle on that data set.
+_open_files: dict[FileKey, weakref.ref[_OpenFile]] = {}
 _open_files_lock = threading.Lock()
+
+#: How long opening a file waits for another process's conflicting lock before raising :class:`DafLockedError`.
+LOCK_WAIT_SECONDS = 2.0
+
+# What HDF5 says when its own lock (flock) conflicts with another program's (e.g. Julia writing the file).
+_HDF5_LOCK_MESSAGE = "unable to lock file"
+
+
+class _FileLock:
+    """This process's lock on one HDF5 file, between pydaf processes: exclusive while any writable handle is open,
+    shared while only readers are alive (read-only handles, and arrays mapped from the file, which must not change
+    under their holder even after their handle is closed), released when none is. One lock per process and file, so
+    handles and maps of one process never conflict with each other.
+
+    It is an open-file-description lock (``F_OFD_SETLK``): converting it between shared and exclusive is atomic, and
+    it is independent of the ``flock`` HDF5 itself takes while it has the file open (which keeps excluding Julia,
+    h5py and other HDF5 programs, and lets plain h5py share a file pydaf has open in the same process)."""
+
+    def __init__(self, path: str) -> None:
+        self._path = path
+        try:
+            self._fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+        except PermissionError:  # a read-only file can only be read (and so only needs a shared lock)
+            self._fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        self._pid = os.getpid()
+        self._mutex = threading.Lock()
+        self._writers = 0
+        self._readers = 0
+        self._mode = fcntl.F_UNLCK
+
+    @property
+    def closed(self) -> bool:
+        return self._fd < 0
+
+    def hold(self, *, writable: bool) -> _LockHold:
+        """Take (or share) the lock for one more writer or reader; released when the returned hold is dropped."""
+        with self._mutex:
+            if writable and self._mode != fcntl.F_WRLCK:
+                self._take(fcntl.F_WRLCK)
+            elif not writable and self._mode == fcntl.F_UNLCK:
+                self._take(fcntl.F_RDLCK)
+            if writable:
+                self._writers += 1
+            else:
+                self._readers += 1
+        return _LockHold(self, writable)
+
+    def _set(self, kind: int) -> None:
+        fcntl.fcntl(self._fd, fcntl.F_OFD_SETLK, struct.pack("hhqqi", kind, os.SEEK_SET, 0, 0, 0))
+        self._mode = kind
+
+    def _take(self, kind: int) -> None:
+        deadline = time.monotonic() + LOCK_WAIT_SECONDS
+        while True:
+            try:
+                self._set(kind)
+                return
+            except (BlockingIOError, PermissionError):  # (EAGAIN or EACCES: held by another process)
+                if time.monotonic() >= deadline:
+                    break
+                time.sleep(0.01)
+        if kind == fcntl.F_WRLCK:
+            raise DafLockedError(f"can't write the H5df file: {self._path}\nwhile another process has it open (it is "
+                                 "locked; a writer needs every other process to close it and drop its arrays)")
+        raise DafLockedError(f"can't read the H5df file: {self._path}\nwhile another process is writing it (it is "
+                             "locked; retry once the writer has closed it)")
+
+    def release(self, writable: bool) -> None:
+        with self._mutex:
+            if os.getpid() != self._pid or self.closed:
+                return  # an inherited lock is the parent's: a forked child must never release it
+            if writable:
+                self._writers -= 1
+            else:
+                self._readers -= 1
+            if not self._writers and not self._readers:
+                self.close()  # (closing the only descriptor of the lock releases it)
+            elif not self._writers and self._mode == fcntl.F_WRLCK:
+                self._set(fcntl.F_RDLCK)  # (atomic: no other process can get in between)
+
+    def close(self) -> None:
+        """Release the lock and its descriptor (once no hold is left)."""
+        if self._fd >= 0 and os.getpid() == self._pid:
+            os.close(self._fd)
+        self._fd = -1
+        self._mode = fcntl.F_UNLCK
+
+
+class _LockHold:
+    """One writer's or reader's share of a :class:`_FileLock`, released when this object is garbage."""
+
+    def __init__(self, lock: _FileLock, writable: bool) -> None:
+        weakref.finalize(self, lock.release, writable)
+
+
+class _OpenFile:
+    """What this process shares about one open HDF5 file (see ``_open_files``)."""
+
+    def __init__(self, fid: h5f.FileID, key: FileKey, lock: _FileLock | None, hold: _LockHold | None) -> None:
+        self.fid = fid
+        self.key = key
+        self.lock = lock
+        self.hold = hold
+        self.writing = threading.RLock()
+        self.states: weakref.WeakValueDictionary[str, Any] = weakref.WeakValueDictionary()
+
+    @property
+    def file(self) -> h5py.File:
+        file = h5py.File(self.fid)
+        file._pydaf_open_file = self  # keeps this record (and so the lock) alive as long as the caller's file object
+        return file
+
+    def map_hold(self) -> _LockHold | None:
+        """A reader's share of the lock, for an array mapped from the file (None for files opened outside pydaf)."""
+        return None if self.lock is None else self.lock.hold(writable=False)
+
+
+# This process's lock of each file, alive as long as any hold of it (open handles, mapped arrays).
+_file_locks: dict[FileKey, weakref.ref[_FileLock]] = {}
+
+
+def _file_lock(path: str) -> _FileLock:
+    """This process's lock of a file (one per file: two descriptors of one process would conflict)."""
+    key = file_key(path)
+    existing = _file_locks.get(key) if key is not None else None
+    lock = existing() if existing is not None else None
+    if lock is None or lock.closed:
+        lock = _FileLock(path)
+        _file_locks[file_key(path) or (0, 0)] = weakref.ref(lock)
+    return lock
+
+
+def _forget_inherited_files() -> None:
+    """In a forked child: the parent's HDF5 handles and locks are not this process's."""
+    _open_files.clear()
+    _file_locks.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_inherited_files)
 
 
 def _file_access_list() -> h5p.PropFAID:
@@ -76,35 +239,96 @@ def _file_access_list() -> h5p.PropFAID:
     return fapl
 
 
+def _disable_evictions(fid: h5f.FileID) -> None:
+    """Keep dirty HDF5 metadata in memory until pydaf flushes it at the end of each write operation: otherwise HDF5
+    may write some of it at any moment, and a process killed then leaves a file whose metadata describes a half
+    written property."""
+    config = fid.get_mdc_config()
+    config.incr_mode = config.flash_incr_mode = config.decr_mode = 0  # (HDF5 requires auto-resize off)
+    config.evictions_enabled = False
+    fid.set_mdc_config(config)
+
+
+def _record_of(file: h5py.File) -> _OpenFile:
+    """The record of a file: the one pydaf opened, or a new one (without a lock) for a file opened by the caller."""
+    record = getattr(file, "_pydaf_open_file", None)
+    if record is not None:
+        return record
+    key = file_key(file.filename)
+    with _open_files_lock:
+        existing = _open_files.get(key) if key is not None else None
+        record = existing() if existing is not None else None
+        if record is None or not record.fid.valid:  # (HDF5 itself shares one file per inode in a process)
+            record = _OpenFile(file.id, key or (0, id(file)), None, None)
+        return record
+
+
 def open_h5_file(path: str, mode: str) -> h5py.File:
     """Open (or create) an HDF5 file with Daf's access properties; ``mode`` is an h5py mode (``r``, ``r+``, ``a``,
-    ``w``). A file already open in this process is shared (and must have been opened writable to be written)."""
-    key = os.path.abspath(path)
+    ``w``). A file already open in this process (through any path to it) is shared (and must have been opened
+    writable to be written). Opening takes the file's lock (shared to read, exclusive to write), waiting up to
+    :data:`LOCK_WAIT_SECONDS` for another process's conflicting lock before raising :class:`DafLockedError`.
+
+    Example:
+        >>> import tempfile, os
+        >>> path = os.path.join(tempfile.mkdtemp(), "x.h5")
+        >>> open_h5_file(path, "w").mode
+        'r+'
+    """
     with _open_files_lock:
-        existing = _open_files.get(key)
-        file = existing() if existing is not None else None
-        if file is not None and file.id.valid:
+        key = file_key(path)
+        existing = _open_files.get(key) if key is not None else None
+        record = existing() if existing is not None else None
+        if record is not None and record.fid.valid:
             if mode == "w":
                 raise DafModeError(f"can't truncate the HDF5 file: {path}\nwhile it is open in this process")
-            if mode != "r" and file.mode != "r+":
+            if mode != "r" and record.fid.get_intent() == h5f.ACC_RDONLY:
                 raise DafModeError(f"the HDF5 file: {path}\nis already open read-only in this process")
-            return file
-        fapl = _file_access_list()
-        encoded = os.fsencode(path)
-        if mode == "w":
+            return record.file
+        if key is None:
+            if mode in ("r", "r+"):
+                raise DafFormatError(f"missing H5df file: {path}")
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o666))
+        lock = _file_lock(path)
+        hold = lock.hold(writable=mode != "r")
+        fid = _open_locked(path, mode)
+        if mode != "r":
+            _disable_evictions(fid)
+        record = _OpenFile(fid, file_key(path) or (0, 0), lock, hold)
+        _open_files[record.key] = weakref.ref(record)
+        return record.file
+
+
+def _open_locked(path: str, mode: str) -> h5f.FileID:
+    fapl = _file_access_list()
+    encoded = os.fsencode(path)
+    try:
+        if mode == "w" or (mode == "a" and os.path.getsize(path) == 0):
             detach_region(path)  # truncating the file would otherwise kill any array still mapping it
-        try:
-            if mode == "w" or (mode == "a" and not os.path.exists(path)):
-                fid = h5f.create(encoded, h5f.ACC_TRUNC, fapl=fapl)
-            else:
-                if not os.path.exists(path):
-                    raise DafFormatError(f"missing H5df file: {path}")
-                fid = h5f.open(encoded, h5f.ACC_RDONLY if mode == "r" else h5f.ACC_RDWR, fapl=fapl)
-        except OSError as error:
-            raise DafFormatError(f"not a valid HDF5 file (truncated or corrupt?): {path}\n({error})") from error
-        file = h5py.File(fid)
-        _open_files[key] = weakref.ref(file)
-        return file
+            return h5f.create(encoded, h5f.ACC_TRUNC, fapl=fapl)
+        return h5f.open(encoded, h5f.ACC_RDONLY if mode == "r" else h5f.ACC_RDWR, fapl=fapl)
+    except OSError as error:
+        if _HDF5_LOCK_MESSAGE in str(error):
+            raise DafLockedError(f"the H5df file: {path}\nis locked by another process\n({error})") from error
+        stored_end = _interrupted_flush_end(path, str(error))
+        if stored_end is not None:
+            if mode == "r":
+                raise DafFormatError(f"the H5df file: {path}\nwas left by a writer killed while it flushed (the file "
+                                     f"ends at {os.path.getsize(path)} bytes, its metadata at {stored_end})\nopen it "
+                                     "once in mode r+ to repair it (a read-only open never writes)") from error
+            os.truncate(path, stored_end)
+            return _open_locked(path, mode)
+        raise DafFormatError(f"not a valid HDF5 file (truncated or corrupt?): {path}\n({error})") from error
+
+
+def _interrupted_flush_end(path: str, message: str) -> int | None:
+    """Where a file's metadata says it ends, if it is past its end only because a writer was killed between HDF5
+    truncating the file (to drop free space at its end) and rewriting the superblock; else None. The missing bytes
+    were free space, so extending the file with zeros (done by a writable open) repairs it."""
+    match = re.search(r"truncated file: eof = (\d+), sblock->base_addr = 0, stored_eof = (\d+)", message)
+    if match is None or int(match.group(1)) != os.path.getsize(path):
+        return None
+    return int(match.group(2))
 
 
 def _register_filter_plugins() -> None:
@@ -156,13 +380,17 @@ def _create_dataset(group: h5py.Group, name: str, dtype: np.dtype, shape: tuple[
     return h5py.Dataset(h5d.create(group.id, name.encode(), tid, space, dcpl=dcpl))
 
 
-def _write_numbers(group: h5py.Group, name: str, values: np.ndarray | np.generic) -> h5py.Dataset:
-    """Write a numeric array (C order, HDF5 shape) or scalar as a contiguous dataset."""
+def _write_numbers(group: h5py.Group, name: str, values: np.ndarray | np.generic, *,
+                   allocate: Callable[[h5py.Dataset, int], Any] | None = None) -> h5py.Dataset:
+    """Write a numeric array (C order, HDF5 shape) or scalar as a contiguous dataset. With ``allocate``, the dataset's
+    storage is allocated at creation and ``allocate(dataset, nbytes)`` is called before anything is written."""
     array = np.asarray(values)
     if not array.flags.c_contiguous:  # (not np.ascontiguousarray: it turns a scalar into a 1-element vector)
         array = np.ascontiguousarray(array)
-    dataset = _create_dataset(group, name, array.dtype, array.shape)
+    dataset = _create_dataset(group, name, array.dtype, array.shape, allocate=allocate is not None and array.size > 0)
     if array.size:
+        if allocate is not None:
+            allocate(dataset, array.nbytes)
         if array.dtype == np.bool_:
             dataset.id.write(h5s.ALL, h5s.ALL, array.view(np.uint8), mtype=h5t.NATIVE_B8)
         else:
@@ -187,8 +415,93 @@ def _write_scalar_string(group: h5py.Group, name: str, value: str) -> None:
     dataset.write(h5s.ALL, h5s.ALL, np.array(raw.ljust(size, b"\0"), dtype=f"S{size}"), mtype=tid)
 
 
+# Names of objects that exist only during (or after an interrupted) write operation: a property being replaced is
+# renamed aside until its replacement is complete, and a builder's data sets are created under a staging name until
+# they are filled. Valid Daf names never start with ".", so these never collide with properties; readers ignore them
+# and a writable open deletes them (they are what a killed writer left behind).
+_STAGING = ".pydaf-"
+_OLD = _STAGING + "old."
+_NEW = _STAGING + "new."
+
+# A chunked (compressed) or unallocated dataset may legitimately declare more bytes than the file holds, but not
+# without bound: reading one allocates all of it. zlib compresses at most ~1032:1, so this bound refuses a
+# hostile declared size (an 8 KB file asking for terabytes) while reading any gzip-packed data Julia writes.
+_MAX_EXPANSION = 1024
+
+_READ_ERRORS = (OSError, KeyError, ValueError, TypeError, RuntimeError, IndexError, AttributeError, UnicodeError)
+
+
+def _check_link_name(name: str, what: str) -> None:
+    """A name must stay one link inside its group: HDF5 would read ``a/b`` as a path (``/daf`` from the file's root,
+    so a name could reach another data set of the file or the version dataset) and ``.`` as the group itself."""
+    if not isinstance(name, str) or not name or "/" in name or name == "." or name.startswith(_STAGING):
+        raise DafNameError(f"invalid {what} name: {name!r}\n(an H5df name must be one HDF5 link name)")
+
+
+def _is_link_name(name: Any) -> bool:
+    return isinstance(name, str) and bool(name) and "/" not in name and name != "." and not name.startswith(_STAGING)
+
+
+def _link_type(group: h5py.Group, name: str) -> int | None:
+    """The type of the link ``name`` in ``group`` (hard, soft, external), or None; never follows it."""
+    encoded = name.encode()
+    if not group.id.links.exists(encoded):
+        return None
+    return group.id.links.get_info(encoded).type
+
+
+def _child(group: h5py.Group, name: str, what: str) -> h5py.Group | h5py.Dataset | None:
+    """The object ``name`` of ``group``, or None; only a hard link is followed (a soft or external link could read
+    another data set or another file)."""
+    if not _is_link_name(name):
+        return None
+    kind = _link_type(group, name)
+    if kind is None:
+        return None
+    if kind != h5l.TYPE_HARD:
+        raise DafFormatError(f"the {what}: {name}\nin the HDF5 group: {group.name}\nof the file: "
+                             f"{group.file.filename}\nis a soft or external link (H5df stores only objects)")
+    return group[name]
+
+
+def _names(group: h5py.Group | h5py.Dataset | None) -> set[str]:
+    if not isinstance(group, h5py.Group):
+        return set()
+    return {name for name in group.keys() if _is_link_name(name)}
+
+
+def _check_declared_size(dataset: h5py.Dataset, itemsize: int, what: str, path: str) -> None:
+    """Refuse a dataset whose declared size its file can't hold, before anything is allocated or mapped."""
+    nbytes = dataset.size * itemsize
+    file_size = os.path.getsize(path)
+    layout = dataset.id.get_create_plist().get_layout()
+    stored = layout == h5d.CONTIGUOUS and dataset.id.get_offset() is not None
+    limit = file_size if stored else max(file_size, 1 << 20) * _MAX_EXPANSION
+    if nbytes > limit:
+        raise DafFormatError(f"the {what}\nin the H5df file: {path}\ndeclares {nbytes} bytes "
+                             f"(shape: {dataset.shape})\nwhich its file of {file_size} bytes can't hold")
+
+
+def _check_shape(dataset: h5py.Dataset, shape: tuple[int, ...], what: str) -> None:
+    if dataset.shape != shape:
+        raise DafFormatError(f"the {what}\nin the H5df file: {dataset.file.filename}\nhas the HDF5 shape: "
+                             f"{dataset.shape}\ninstead of: {shape}")
+
+
+def _check_positions(positions: np.ndarray, upper: int, what: str, path: str) -> None:
+    """1-based positions used to index (so out-of-range ones would raise or silently wrap around)."""
+    if positions.size and (int(positions.min()) < 1 or int(positions.max()) > upper):
+        raise DafFormatError(f"the {what}\nin the H5df file: {path}\nhas positions outside 1..{upper}")
+
+
 class H5dfFormat(FormatWriter):
-    """The storage of an H5df data set: a group of an open ``h5py.File``."""
+    """The storage of an H5df data set: a group of an open ``h5py.File``.
+
+    Every write operation holds the file's write mutex, and ends by flushing HDF5's metadata (which is kept in memory
+    until then: evictions are disabled), so the file on disk always describes either the state before an operation
+    or the state after it. A property being replaced is renamed aside (so its bytes can't be reused) until its
+    replacement is complete; raw data space is allocated (``posix_fallocate``) before anything is written or mapped,
+    so a full disk or a file-size limit is an error, never SIGBUS. A failed operation is rolled back."""
 
     type_name = "H5df"
 
@@ -200,6 +513,23 @@ class H5dfFormat(FormatWriter):
         self.is_writable = mode != "r"
         self._default_name = default_name
         self._complete_path = complete_path
+        self._open_file = _record_of(self.file)
+        self._replaced: list[tuple[h5py.Group, str]] = []  # (group, name) renamed to _OLD + name, until committed
+        self._building: list[tuple[h5py.Group, str]] = []  # (group, name) created as _NEW + name, until filled
+        self._top_groups: dict[str, h5py.Group] = {}
+        if self.is_writable:
+            with self._writing("the data set (removing what an interrupted writer left)"):
+                self._remove_staging()
+
+    def shared_state(self, state: Any) -> Any:
+        """The state (lock, cache, version counters) of this data set shared by every handle on it in this process:
+        ``state`` if it is the first."""
+        states = self._open_file.states
+        with _open_files_lock:
+            shared = states.get(self.root.name)
+            if shared is None:
+                states[self.root.name] = shared = state
+        return shared
 
     def format_default_name(self) -> str:
         return self._default_name
@@ -219,13 +549,152 @@ class H5dfFormat(FormatWriter):
     def format_close(self) -> None:
         self.file.flush()
 
+    # Structure.
+
+    def _group(self, *names: str) -> h5py.Group | None:
+        """The group at ``names`` under the root (e.g. ``vectors``, axis), or None if any part is missing."""
+        node: Any = self._top_groups.get(names[0]) if names else self.root
+        if node is None:
+            node = _child(self.root, names[0], "group")
+            if isinstance(node, h5py.Group):  # (the skeleton's groups never change: looked up once)
+                self._top_groups[names[0]] = node
+        for name in names[1:]:
+            if not isinstance(node, h5py.Group):
+                return None
+            node = _child(node, name, "group")
+        return node if isinstance(node, h5py.Group) else None
+
+    def _required_group(self, *names: str) -> h5py.Group:
+        group = self._group(*names)
+        if group is None:
+            raise DafFormatError(f"missing group: {'/'.join(names)}\nin the H5df data: {self._default_name}")
+        return group
+
+    def _node(self, what: str, *path: str) -> h5py.Group | h5py.Dataset:
+        """The object at ``path`` (groups, then the property's name), which the caller knows exists."""
+        group = self._required_group(*path[:-1])
+        node = _child(group, path[-1], what)
+        if node is None:
+            raise DafFormatError(f"missing {what}: {path[-1]}\nin the H5df data: {self._default_name}")
+        return node
+
+    @contextmanager
+    def _reading(self, what: str) -> Iterator[None]:
+        """Turn whatever HDF5/h5py raise on a broken file into a :class:`DafFormatError` naming the property."""
+        try:
+            yield
+        except DafError:
+            raise
+        except _READ_ERRORS as error:
+            raise DafFormatError(f"can't read the {what}\nin the H5df file: {self.path}\n"
+                                 f"({type(error).__name__}: {error})") from error
+
+    # Write operations: serialised per file, committed (flushed) at their end, rolled back on failure.
+
+    @contextmanager
+    def _writing(self, what: str, *created: tuple[h5py.Group, str], commit: bool = True) -> Iterator[None]:
+        """Run one write operation of ``what``; ``created`` are the objects it creates (removed if it fails). With
+        ``commit``, the properties it replaced are deleted and the metadata flushed at its end."""
+        with self._open_file.writing:
+            try:
+                yield
+                if commit:
+                    self._commit()
+            except BaseException as error:
+                # Drop the failed calls' locals first: an HDF5 object still open (a dataset whose space could not be
+                # allocated) would keep its space allocated after it is deleted, past a file-size limit.
+                traceback.clear_frames(error.__traceback__)
+                problem = self._roll_back(created)
+                if isinstance(error, DafError) and problem is None:
+                    raise
+                if not isinstance(error, Exception):
+                    raise
+                note = "" if problem is None else f"\n(and undoing it failed: {problem}; reopen the file to repair it)"
+                raise DafStorageError(f"can't write the {what}\nin the H5df file: {self.path}\n"
+                                      f"({type(error).__name__}: {error}){note}") from error
+
+    def _commit(self) -> None:
+        for group, name in self._replaced:
+            _delete(group, _OLD + name)
+        self._replaced.clear()
+        self.file.flush()
+
+    def _roll_back(self, created: tuple[tuple[h5py.Group, str], ...]) -> str | None:
+        """Undo a failed operation: remove what it created, put back what it replaced, flush. Returns what failed."""
+        try:
+            for group, name in created:
+                if _link_type(group, name) is not None:
+                    _delete(group, name)
+            for group, name in self._building:
+                if _link_type(group, _NEW + name) is not None:
+                    _delete(group, _NEW + name)
+            self._building.clear()
+            for group, name in reversed(self._replaced):
+                if _link_type(group, name) is not None:
+                    _delete(group, name)
+                group.move(_OLD + name, name)
+            self._replaced.clear()
+            self.file.flush()
+        except Exception as error:  # reported in the error raised for the operation
+            return f"{type(error).__name__}: {error}"
+        return None
+
+    def _replace(self, group: h5py.Group, name: str) -> None:
+        """Delete ``name`` as part of replacing it: rename it aside, deleted once the replacement is committed."""
+        if _link_type(group, _OLD + name) is not None:
+            _delete(group, _OLD + name)
+        group.move(name, _OLD + name)
+        self._replaced.append((group, name))
+
+    def _remove_staging(self) -> None:
+        """Delete the staging objects an interrupted writer left (they are never part of the data set)."""
+        groups = [self._group("scalars"), self._group("axes")]
+        vectors = self._group("vectors")
+        groups += [self._group("vectors", axis) for axis in _names(vectors)]
+        matrices = self._group("matrices")
+        for rows_axis in _names(matrices):
+            rows = self._group("matrices", rows_axis)
+            groups += [self._group("matrices", rows_axis, columns_axis) for columns_axis in _names(rows)]
+        for group in groups:
+            if group is not None:
+                for name in [name for name in group.keys() if name.startswith(_STAGING)]:
+                    _delete(group, name)
+
+    def _delete_property(self, group: h5py.Group, name: str, for_set: bool) -> None:
+        if for_set:
+            with self._writing(f"property: {name}", commit=False):
+                self._replace(group, name)
+        else:
+            with self._writing(f"property: {name}"):
+                _delete(group, name)
+
+    # Space.
+
+    def _allocate(self, dataset: h5py.Dataset, nbytes: int) -> bool:
+        """Allocate the file space of an early-allocated dataset (so writing it, even through a map, can't hit a full
+        disk or a file-size limit). Returns whether any of it may hold old bytes (space HDF5 reused)."""
+        offset = dataset.id.get_offset()
+        with open(self.path, "r+b") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            if nbytes:
+                os.posix_fallocate(handle.fileno(), offset, nbytes)
+        return offset < size
+
     # Mapping.
 
-    def _read_dataset(self, dataset: h5py.Dataset) -> tuple[np.ndarray, CacheGroup]:
-        """A dataset's values in Daf's (C, HDF5-shaped) form: mapped if possible, else read."""
+    def _read_dataset(self, dataset: h5py.Dataset, what: str,
+                      shape: tuple[int, ...] | None = None) -> tuple[np.ndarray, CacheGroup]:
+        """A dataset's values in Daf's (C, HDF5-shaped) form: mapped if possible, else read. ``shape`` is what it
+        must be; its declared size is checked against the file before anything is allocated or mapped."""
+        if shape is not None:
+            _check_shape(dataset, shape, what)
+        if dataset.ndim > 2:
+            raise DafFormatError(f"the {what}\nin the H5df file: {self.path}\nhas {dataset.ndim} dimensions")
         stored, daf_dtype = _dataset_dtypes(dataset)
         if stored == STRING_DTYPE:
+            _check_declared_size(dataset, 16, what, self.path)  # a variable-length string takes at least 16 bytes
             return dataset.asstr()[()], CacheGroup.MemoryData
+        _check_declared_size(dataset, stored.itemsize, what, self.path)
         mapped = self._map_dataset(dataset, stored, writable=False)
         if mapped is not None:
             return (mapped if daf_dtype == stored else mapped.view(daf_dtype)), CacheGroup.MappedData
@@ -246,139 +715,183 @@ class H5dfFormat(FormatWriter):
         offset = dataset.id.get_offset()
         if offset is None or offset % dtype.itemsize:
             return None
-        region = map_region(self.path, offset, dataset.size * dtype.itemsize, writable=writable)
+        region = map_region(self.path, offset, dataset.size * dtype.itemsize, writable=writable,
+                            keep_alive=self._open_file.map_hold())
         return np.frombuffer(region, dtype=dtype, count=dataset.size).reshape(dataset.shape)
 
     def _allocate_mapped(self, group: h5py.Group, name: str, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
         """Create a contiguous dataset, allocate it, and return a writable, zero-filled map of it."""
-        # The file's size before the dataset exists: HDF5 extends the file when it allocates the dataset, so only
-        # space below this size can hold old bytes (and needs zeroing); space above it is fresh.
-        self.file.flush()
-        size = os.path.getsize(self.path)
         dataset = _create_dataset(group, name, dtype, shape, allocate=True)
         if dataset.size == 0:
             return np.zeros(shape, dtype=dtype)
-        self.file.flush()
-        offset = dataset.id.get_offset()
-        nbytes = dataset.size * dtype.itemsize
-        if offset + nbytes > size:
-            os.truncate(self.path, offset + nbytes)  # fresh space at the end: the extension reads as zeros
+        reused = self._allocate(dataset, dataset.size * dtype.itemsize)
         mapped = self._map_dataset(dataset, np.dtype(np.uint8) if dtype == np.bool_ else dtype, writable=True)
         assert mapped is not None, "an allocated contiguous dataset must be mappable"
-        if offset < size:  # reused space may hold old bytes
+        if reused:  # reused space may hold old bytes; fresh space (past the old end of the file) reads as zeros
             populate_pages(mapped)
             mapped[...] = 0
         return mapped.view(dtype) if dtype == np.bool_ else mapped
 
+    def _write_numbers(self, group: h5py.Group, name: str, values: np.ndarray | np.generic) -> h5py.Dataset:
+        """Write a numeric array (C order, HDF5 shape) or scalar as a contiguous dataset, its space allocated first."""
+        return _write_numbers(group, name, values, allocate=self._allocate)
+
     # Scalars.
 
     def format_has_scalar(self, name: str) -> bool:
-        return name in self.root["scalars"]
+        with self._reading(f"scalar: {name}"):
+            return _is_link_name(name) and _link_type(self._required_group("scalars"), name) is not None
 
     def format_scalars_set(self) -> set[str]:
-        return set(self.root["scalars"].keys())
+        with self._reading("scalars"):
+            return _names(self._required_group("scalars"))
 
     def format_get_scalar(self, name: str) -> StorageScalar:
-        dataset = self.root["scalars"][name]
-        stored, daf_dtype = _dataset_dtypes(dataset)
-        if dataset.shape not in ((), (1,)):
-            raise DafFormatError(f"the scalar: {name}\nin the H5df file: {self.path}\nis not a scalar dataset "
-                                 f"(shape: {dataset.shape})")
-        if stored == STRING_DTYPE:
-            value = dataset.asstr()[()]
-            return str(value if dataset.shape == () else value[0])
-        values, _ = self._read_dataset(dataset)
-        return daf_dtype.type(values.reshape(-1)[0] if values.shape else values[()])
+        what = f"scalar: {name}"
+        with self._reading(what):
+            dataset = self._node("scalar", "scalars", name)
+            if not isinstance(dataset, h5py.Dataset) or dataset.shape not in ((), (1,)):
+                raise DafFormatError(f"the scalar: {name}\nin the H5df file: {self.path}\nis not a scalar dataset "
+                                     f"(shape: {getattr(dataset, 'shape', None)})")
+            stored, daf_dtype = _dataset_dtypes(dataset)
+            if stored == STRING_DTYPE:
+                value = dataset.asstr()[()]
+                return str(value if dataset.shape == () else value[0])
+            values, _ = self._read_dataset(dataset, what)
+            return daf_dtype.type(values.reshape(-1)[0] if values.shape else values[()])
 
     def format_set_scalar(self, name: str, value: StorageScalar) -> None:
-        if isinstance(value, str):
-            _write_scalar_string(self.root["scalars"], name, value)
-        else:
-            _write_numbers(self.root["scalars"], name, np.array(value, dtype=scalar_dtype(value)))
+        _check_link_name(name, "scalar")
+        scalars = self._required_group("scalars")
+        with self._writing(f"scalar: {name}", (scalars, name)):
+            if isinstance(value, str):
+                _write_scalar_string(scalars, name, value)
+            else:
+                self._write_numbers(scalars, name, np.array(value, dtype=scalar_dtype(value)))
 
     def format_delete_scalar(self, name: str, *, for_set: bool) -> None:
-        _delete(self.root["scalars"], name)
+        _check_link_name(name, "scalar")
+        self._delete_property(self._required_group("scalars"), name, for_set)
 
     # Axes.
 
     def format_has_axis(self, axis: str, *, for_change: bool) -> bool:
-        return axis in self.root["axes"]
+        with self._reading(f"axis: {axis}"):
+            return _is_link_name(axis) and _link_type(self._required_group("axes"), axis) is not None
 
     def format_axes_set(self) -> set[str]:
-        return set(self.root["axes"].keys())
+        with self._reading("axes"):
+            return _names(self._required_group("axes"))
+
+    def _axis_dataset(self, axis: str) -> h5py.Dataset:
+        dataset = self._node("axis", "axes", axis)
+        if not isinstance(dataset, h5py.Dataset) or dataset.ndim != 1 or _dataset_dtypes(dataset)[0] != STRING_DTYPE:
+            raise DafFormatError(f"the axis: {axis}\nin the H5df file: {self.path}\nis not a 1-dimensional dataset "
+                                 "of strings")
+        _check_declared_size(dataset, 16, f"axis: {axis}", self.path)
+        return dataset
 
     def format_axis_vector(self, axis: str) -> tuple[np.ndarray, CacheGroup | None]:
-        return self.root["axes"][axis].asstr()[()], CacheGroup.MemoryData
+        with self._reading(f"axis: {axis}"):
+            return self._axis_dataset(axis).asstr()[()], CacheGroup.MemoryData
 
     def format_axis_length(self, axis: str) -> int:
-        return int(self.root["axes"][axis].shape[0])
+        # (No size check here: a length allocates nothing, and whatever is read with it is checked itself.)
+        with self._reading(f"axis: {axis}"):
+            dataset = self._node("axis", "axes", axis)
+            if not isinstance(dataset, h5py.Dataset) or dataset.ndim != 1:
+                raise DafFormatError(f"the axis: {axis}\nin the H5df file: {self.path}\nis not 1-dimensional")
+            return int(dataset.shape[0])
 
     def format_add_axis(self, axis: str, entries: np.ndarray) -> None:
-        _write_strings(self.root["axes"], axis, entries)
-        self.root["vectors"].create_group(axis)
-        matrices = self.root["matrices"]
-        axis_group = matrices.create_group(axis)
-        for other in self.root["axes"]:
-            axis_group.create_group(other)
-            if other != axis:
-                matrices.require_group(other).create_group(axis)
+        _check_link_name(axis, "axis")
+        axes, vectors, matrices = (self._required_group(name) for name in ("axes", "vectors", "matrices"))
+        with self._writing(f"axis: {axis}", (axes, axis), (vectors, axis), (matrices, axis)):
+            # The axis itself last, so a reader never finds an axis whose groups are missing.
+            vectors.create_group(axis)
+            axis_group = matrices.create_group(axis)
+            for other in _names(axes) | {axis}:
+                axis_group.require_group(other)
+                if other != axis:
+                    matrices.require_group(other).require_group(axis)
+            _write_strings(axes, axis, entries)
 
     def format_delete_axis(self, axis: str) -> None:
-        _delete(self.root["axes"], axis)
-        for container in (self.root["vectors"], self.root["matrices"]):
-            if axis in container:
-                _delete(container, axis)
-        for rows_group in self.root["matrices"].values():
-            if axis in rows_group:
-                _delete(rows_group, axis)
+        _check_link_name(axis, "axis")
+        with self._writing(f"axis: {axis}"):
+            _delete(self._required_group("axes"), axis)
+            for container in (self._group("vectors"), self._group("matrices")):
+                if container is not None and _link_type(container, axis) is not None:
+                    _delete(container, axis)
+            matrices = self._group("matrices")
+            for rows_axis in _names(matrices):
+                rows_group = self._group("matrices", rows_axis)
+                if rows_group is not None and _link_type(rows_group, axis) is not None:
+                    _delete(rows_group, axis)
 
     # Vectors.
 
     def _vectors(self, axis: str) -> h5py.Group:
-        return self.root["vectors"].require_group(axis)
+        _check_link_name(axis, "axis")
+        return self._required_group("vectors").require_group(axis)
 
     def format_has_vector(self, axis: str, name: str) -> bool:
-        vectors = self.root["vectors"]
-        return axis in vectors and name in vectors[axis]
+        with self._reading(f"vector: {name} of the axis: {axis}"):
+            vectors = self._group("vectors", axis)
+            return vectors is not None and _is_link_name(name) and _link_type(vectors, name) is not None
 
     def format_vectors_set(self, axis: str) -> set[str]:
-        vectors = self.root["vectors"]
-        return set(vectors[axis].keys()) if axis in vectors else set()
+        with self._reading(f"vectors of the axis: {axis}"):
+            return _names(self._group("vectors", axis))
 
     def format_get_vector(self, axis: str, name: str) -> tuple[StoredVector, CacheGroup | None]:
-        node = self.root["vectors"][axis][name]
-        length = self.format_axis_length(axis)
-        if isinstance(node, h5py.Dataset):
-            values, group = self._read_dataset(node)
-            if values.ndim != 1:
-                raise DafFormatError(f"the vector: {name}\nof the axis: {axis}\nin the H5df file: {self.path}\n"
-                                     f"is not 1-dimensional (shape: {values.shape})")
-            return values, group
-        nzind, group = self._read_dataset(node["nzind"])
-        if "nztxt" in node:
-            return dense_string_vector(length, nzind, node["nztxt"].asstr()[()]), CacheGroup.MemoryData
-        if "nzval" in node:
-            nzval, nzval_group = self._read_dataset(node["nzval"])
-        else:
-            nzval, nzval_group = np.ones(nzind.shape[0], dtype=np.bool_), CacheGroup.MemoryData
-        return SparseVector(length, nzind, nzval), weakest_cache_group(group, nzval_group)
+        what = f"vector: {name}\nof the axis: {axis}"
+        with self._reading(what):
+            node = self._node("vector", "vectors", axis, name)
+            length = self.format_axis_length(axis)
+            if isinstance(node, h5py.Dataset):
+                return self._read_dataset(node, what, (length,))
+            nzind, group = self._read_part(node, "nzind", what)
+            if nzind.ndim != 1 or nzind.shape[0] > length:
+                raise DafFormatError(f"the nzind of the {what}\nin the H5df file: {self.path}\nhas the shape: "
+                                     f"{nzind.shape}\nfor the axis length: {length}")
+            if _child(node, "nztxt", "strings") is not None:
+                texts, _ = self._read_part(node, "nztxt", what, nzind.shape)
+                _check_positions(nzind, length, f"nzind of the {what}", self.path)
+                return dense_string_vector(length, nzind, texts), CacheGroup.MemoryData
+            if _child(node, "nzval", "values") is not None:
+                nzval, nzval_group = self._read_part(node, "nzval", what, nzind.shape)
+            else:
+                nzval, nzval_group = np.ones(nzind.shape[0], dtype=np.bool_), CacheGroup.MemoryData
+            return SparseVector(length, nzind, nzval), weakest_cache_group(group, nzval_group)
+
+    def _read_part(self, group: h5py.Group, part: str, what: str,
+                   shape: tuple[int, ...] | None = None) -> tuple[np.ndarray, CacheGroup]:
+        """A component (``nzind``, ``colptr``, …) of a sparse property."""
+        node = _child(group, part, f"{part} of the {what}")
+        if not isinstance(node, h5py.Dataset):
+            raise DafFormatError(f"missing dataset: {part}\nof the {what}\nin the H5df file: {self.path}")
+        return self._read_dataset(node, f"{part} of the {what}", shape)
 
     def format_set_vector(self, axis: str, name: str, vector: StoredVector | StorageScalar) -> None:
+        _check_link_name(name, "vector")
         vectors = self._vectors(axis)
-        if isinstance(vector, SparseVector):
-            group = vectors.create_group(name)
-            _write_numbers(group, "nzind", vector.nzind)
-            if not (vector.nzval.dtype == np.bool_ and vector.nzval.all()):
-                _write_numbers(group, "nzval", vector.nzval)
-        elif isinstance(vector, np.ndarray):
-            if vector.dtype == STRING_DTYPE:
-                self._write_string_vector(vectors, name, vector)
+        with self._writing(f"vector: {name}\nof the axis: {axis}", (vectors, name)):
+            if isinstance(vector, SparseVector):
+                group = vectors.create_group(name)
+                self._write_numbers(group, "nzind", vector.nzind)
+                if not (vector.nzval.dtype == np.bool_ and vector.nzval.all()):
+                    self._write_numbers(group, "nzval", vector.nzval)
+            elif isinstance(vector, np.ndarray):
+                if vector.dtype == STRING_DTYPE:
+                    self._write_string_vector(vectors, name, vector)
+                else:
+                    self._write_numbers(vectors, name, vector)
+            elif isinstance(vector, str):
+                _write_strings(vectors, name, np.full(self.format_axis_length(axis), vector, dtype=object))
             else:
-                _write_numbers(vectors, name, vector)
-        elif isinstance(vector, str):
-            _write_strings(vectors, name, np.full(self.format_axis_length(axis), vector, dtype=object))
-        else:
-            self._allocate_mapped(vectors, name, scalar_dtype(vector), (self.format_axis_length(axis),))[...] = vector
+                self._allocate_mapped(vectors, name, scalar_dtype(vector), (self.format_axis_length(axis),))[...] = \
+                    vector
 
     def _write_string_vector(self, vectors: h5py.Group, name: str, vector: np.ndarray) -> None:
         if not sparse_strings_are_smaller(vector, None):
@@ -386,81 +899,124 @@ class H5dfFormat(FormatWriter):
             return
         nzind, texts = sparse_string_vector(vector)
         group = vectors.create_group(name)
-        _write_numbers(group, "nzind", nzind)
+        self._write_numbers(group, "nzind", nzind)
         _write_strings(group, "nztxt", texts)
 
     def format_delete_vector(self, axis: str, name: str, *, for_set: bool) -> None:
-        _delete(self.root["vectors"][axis], name)
+        _check_link_name(name, "vector")
+        self._delete_property(self._vectors(axis), name, for_set)
+
+    def _start_building(self, group: h5py.Group, name: str, what: str) -> str:
+        """Start a builder of ``name`` in ``group``: returns the staging name its data is created under."""
+        _check_link_name(name, what)
+        if _link_type(group, _NEW + name) is not None:
+            _delete(group, _NEW + name)
+        self._building.append((group, name))
+        return _NEW + name
+
+    def _filled(self, what: str) -> None:
+        """A builder's buffers are filled: move its data into place and commit."""
+        with self._writing(what):
+            for group, name in self._building:
+                group.move(_NEW + name, name)
+            self._building.clear()
 
     def format_get_empty_dense_vector(self, axis: str, name: str, dtype: np.dtype) -> np.ndarray:
-        return self._allocate_mapped(self._vectors(axis), name, dtype, (self.format_axis_length(axis),))
+        vectors = self._vectors(axis)
+        with self._writing(f"vector: {name}\nof the axis: {axis}", commit=False):
+            staging = self._start_building(vectors, name, "vector")
+            return self._allocate_mapped(vectors, staging, dtype, (self.format_axis_length(axis),))
+
+    def format_filled_empty_dense_vector(self, axis: str, name: str, filled: np.ndarray) -> None:
+        self._filled(f"vector: {name}\nof the axis: {axis}")
 
     def format_get_empty_sparse_vector(self, axis: str, name: str, dtype: np.dtype, nnz: int,
                                        indtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
-        group = self._vectors(axis).create_group(name)
-        return self._allocate_mapped(group, "nzind", indtype, (nnz,)), self._allocate_mapped(group, "nzval", dtype,
-                                                                                             (nnz,))
+        vectors = self._vectors(axis)
+        with self._writing(f"vector: {name}\nof the axis: {axis}", commit=False):
+            group = vectors.create_group(self._start_building(vectors, name, "vector"))
+            return (self._allocate_mapped(group, "nzind", indtype, (nnz,)),
+                    self._allocate_mapped(group, "nzval", dtype, (nnz,)))
+
+    def format_filled_empty_sparse_vector(self, axis: str, name: str, filled: SparseVector) -> None:
+        self._filled(f"vector: {name}\nof the axis: {axis}")
+
+    def format_discard_empty(self) -> None:
+        with self._writing("data set (discarding a builder)"):
+            for group, name in self._building:
+                if _link_type(group, _NEW + name) is not None:
+                    _delete(group, _NEW + name)
+            self._building.clear()
 
     # Matrices.
 
     def format_has_matrix(self, rows_axis: str, columns_axis: str, name: str) -> bool:
-        matrices = self.root["matrices"]
-        return rows_axis in matrices and columns_axis in matrices[rows_axis] and name in matrices[rows_axis][
-            columns_axis]
+        with self._reading(f"matrix: {name} of the axes: {rows_axis}, {columns_axis}"):
+            matrices = self._group("matrices", rows_axis, columns_axis)
+            return matrices is not None and _is_link_name(name) and _link_type(matrices, name) is not None
 
     def format_matrices_set(self, rows_axis: str, columns_axis: str) -> set[str]:
-        matrices = self.root["matrices"]
-        if rows_axis not in matrices or columns_axis not in matrices[rows_axis]:
-            return set()
-        return set(matrices[rows_axis][columns_axis].keys())
+        with self._reading(f"matrices of the axes: {rows_axis}, {columns_axis}"):
+            return _names(self._group("matrices", rows_axis, columns_axis))
 
     def _matrices(self, rows_axis: str, columns_axis: str) -> h5py.Group:
-        return self.root["matrices"].require_group(rows_axis).require_group(columns_axis)
+        _check_link_name(rows_axis, "axis")
+        _check_link_name(columns_axis, "axis")
+        return self._required_group("matrices").require_group(rows_axis).require_group(columns_axis)
 
     def format_get_matrix(self, rows_axis: str, columns_axis: str, name: str) -> tuple[StoredMatrix,
                                                                                        CacheGroup | None]:
-        node = self.root["matrices"][rows_axis][columns_axis][name]
-        shape = (self.format_axis_length(rows_axis), self.format_axis_length(columns_axis))
-        if isinstance(node, h5py.Dataset):
-            values, group = self._read_dataset(node)
-            if values.shape != (shape[1], shape[0]):
-                raise DafFormatError(f"the matrix: {name}\nof the axes: {rows_axis}, {columns_axis}\nin the H5df file: "
-                                     f"{self.path}\nhas the HDF5 shape: {values.shape}\ninstead of: "
-                                     f"({shape[1]}, {shape[0]})")
-            return values.T, group
-        colptr, colptr_group = self._read_dataset(node["colptr"])
-        rowval, rowval_group = self._read_dataset(node["rowval"])
-        if "nztxt" in node:
-            return dense_string_matrix(shape, colptr, rowval, node["nztxt"].asstr()[()]), CacheGroup.MemoryData
-        if rowval.dtype != colptr.dtype:
-            rowval, rowval_group = rowval.astype(colptr.dtype), CacheGroup.MemoryData
-        if "nzval" in node:
-            nzval, nzval_group = self._read_dataset(node["nzval"])
-        else:
-            nzval, nzval_group = np.ones(rowval.shape[0], dtype=np.bool_), CacheGroup.MemoryData
-        matrix = SparseMatrixCSC(shape, colptr, rowval, nzval)
-        return matrix, weakest_cache_group(colptr_group, rowval_group, nzval_group)
+        what = f"matrix: {name}\nof the axes: {rows_axis}, {columns_axis}"
+        with self._reading(what):
+            node = self._node("matrix", "matrices", rows_axis, columns_axis, name)
+            shape = (self.format_axis_length(rows_axis), self.format_axis_length(columns_axis))
+            if isinstance(node, h5py.Dataset):
+                values, group = self._read_dataset(node, what, (shape[1], shape[0]))
+                return values.T, group
+            colptr, colptr_group = self._read_part(node, "colptr", what, (shape[1] + 1,))
+            rowval, rowval_group = self._read_part(node, "rowval", what)
+            if rowval.ndim != 1 or int(colptr[0]) != 1 or int(colptr[-1]) != rowval.shape[0] + 1 or \
+                    rowval.shape[0] > shape[0] * shape[1]:
+                raise DafFormatError(f"the colptr and rowval of the {what}\nin the H5df file: {self.path}\nare not "
+                                     f"a 1-based CSC of {shape[0]} x {shape[1]} (colptr from {colptr[0]} to "
+                                     f"{colptr[-1]}, {rowval.shape[0]} rowval)")
+            if _child(node, "nztxt", "strings") is not None:
+                texts, _ = self._read_part(node, "nztxt", what, rowval.shape)
+                if np.any(np.diff(colptr.astype(np.int64)) < 0):
+                    raise DafFormatError(f"the colptr of the {what}\nin the H5df file: {self.path}\ndecreases")
+                _check_positions(rowval, shape[0], f"rowval of the {what}", self.path)
+                return dense_string_matrix(shape, colptr, rowval, texts), CacheGroup.MemoryData
+            if rowval.dtype != colptr.dtype:
+                rowval, rowval_group = rowval.astype(colptr.dtype), CacheGroup.MemoryData
+            if _child(node, "nzval", "values") is not None:
+                nzval, nzval_group = self._read_part(node, "nzval", what, rowval.shape)
+            else:
+                nzval, nzval_group = np.ones(rowval.shape[0], dtype=np.bool_), CacheGroup.MemoryData
+            matrix = SparseMatrixCSC(shape, colptr, rowval, nzval)
+            return matrix, weakest_cache_group(colptr_group, rowval_group, nzval_group)
 
     def format_set_matrix(self, rows_axis: str, columns_axis: str, name: str,
                           matrix: StoredMatrix | StorageScalar) -> None:
+        _check_link_name(name, "matrix")
         matrices = self._matrices(rows_axis, columns_axis)
-        if isinstance(matrix, SparseMatrixCSC):
-            group = matrices.create_group(name)
-            _write_numbers(group, "colptr", matrix.colptr)
-            _write_numbers(group, "rowval", matrix.rowval)
-            if not (matrix.nzval.dtype == np.bool_ and matrix.nzval.all()):
-                _write_numbers(group, "nzval", matrix.nzval)
-        elif isinstance(matrix, np.ndarray):
-            if matrix.dtype == STRING_DTYPE:
-                self._write_string_matrix(matrices, name, matrix)
+        with self._writing(f"matrix: {name}\nof the axes: {rows_axis}, {columns_axis}", (matrices, name)):
+            if isinstance(matrix, SparseMatrixCSC):
+                group = matrices.create_group(name)
+                self._write_numbers(group, "colptr", matrix.colptr)
+                self._write_numbers(group, "rowval", matrix.rowval)
+                if not (matrix.nzval.dtype == np.bool_ and matrix.nzval.all()):
+                    self._write_numbers(group, "nzval", matrix.nzval)
+            elif isinstance(matrix, np.ndarray):
+                if matrix.dtype == STRING_DTYPE:
+                    self._write_string_matrix(matrices, name, matrix)
+                else:
+                    self._write_numbers(matrices, name, matrix.T)
             else:
-                _write_numbers(matrices, name, matrix.T)
-        else:
-            shape = (self.format_axis_length(columns_axis), self.format_axis_length(rows_axis))
-            if isinstance(matrix, str):
-                _write_strings(matrices, name, np.full(shape, matrix, dtype=object))
-            else:
-                self._allocate_mapped(matrices, name, scalar_dtype(matrix), shape)[...] = matrix
+                shape = (self.format_axis_length(columns_axis), self.format_axis_length(rows_axis))
+                if isinstance(matrix, str):
+                    _write_strings(matrices, name, np.full(shape, matrix, dtype=object))
+                else:
+                    self._allocate_mapped(matrices, name, scalar_dtype(matrix), shape)[...] = matrix
 
     def _write_string_matrix(self, matrices: h5py.Group, name: str, matrix: np.ndarray) -> None:
         if not sparse_strings_are_smaller(matrix, matrix.shape[1]):
@@ -472,29 +1028,46 @@ class H5dfFormat(FormatWriter):
                                    "string matrices)")
         colptr, rowval, texts = sparse_string_matrix(matrix)
         group = matrices.create_group(name)
-        _write_numbers(group, "colptr", colptr)
-        _write_numbers(group, "rowval", rowval)
+        self._write_numbers(group, "colptr", colptr)
+        self._write_numbers(group, "rowval", rowval)
         _write_strings(group, "nztxt", texts)
 
     def format_delete_matrix(self, rows_axis: str, columns_axis: str, name: str, *, for_set: bool) -> None:
-        _delete(self.root["matrices"][rows_axis][columns_axis], name)
+        _check_link_name(name, "matrix")
+        self._delete_property(self._matrices(rows_axis, columns_axis), name, for_set)
 
     def format_get_empty_dense_matrix(self, rows_axis: str, columns_axis: str, name: str,
                                       dtype: np.dtype) -> np.ndarray:
+        matrices = self._matrices(rows_axis, columns_axis)
         shape = (self.format_axis_length(columns_axis), self.format_axis_length(rows_axis))
-        return self._allocate_mapped(self._matrices(rows_axis, columns_axis), name, dtype, shape).T
+        with self._writing(f"matrix: {name}\nof the axes: {rows_axis}, {columns_axis}", commit=False):
+            staging = self._start_building(matrices, name, "matrix")
+            return self._allocate_mapped(matrices, staging, dtype, shape).T
+
+    def format_filled_empty_dense_matrix(self, rows_axis: str, columns_axis: str, name: str,
+                                         filled: np.ndarray) -> None:
+        self._filled(f"matrix: {name}\nof the axes: {rows_axis}, {columns_axis}")
 
     def format_get_empty_sparse_matrix(self, rows_axis: str, columns_axis: str, name: str, dtype: np.dtype,
                                        nnz: int, indtype: np.dtype) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        group = self._matrices(rows_axis, columns_axis).create_group(name)
-        colptr = self._allocate_mapped(group, "colptr", indtype, (self.format_axis_length(columns_axis) + 1,))
-        rowval = self._allocate_mapped(group, "rowval", indtype, (nnz,))
-        nzval = self._allocate_mapped(group, "nzval", dtype, (nnz,))
-        return colptr, rowval, nzval
+        matrices = self._matrices(rows_axis, columns_axis)
+        n_columns = self.format_axis_length(columns_axis)
+        with self._writing(f"matrix: {name}\nof the axes: {rows_axis}, {columns_axis}", commit=False):
+            group = matrices.create_group(self._start_building(matrices, name, "matrix"))
+            return (self._allocate_mapped(group, "colptr", indtype, (n_columns + 1,)),
+                    self._allocate_mapped(group, "rowval", indtype, (nnz,)),
+                    self._allocate_mapped(group, "nzval", dtype, (nnz,)))
+
+    def format_filled_empty_sparse_matrix(self, rows_axis: str, columns_axis: str, name: str,
+                                          filled: SparseMatrixCSC) -> None:
+        self._filled(f"matrix: {name}\nof the axes: {rows_axis}, {columns_axis}")
 
 
 def _delete(group: h5py.Group, name: str) -> None:
     """Delete a dataset or group, first detaching live maps of its data (HDF5 may reuse or cut off the space)."""
+    if _link_type(group, name) != h5l.TYPE_HARD:  # a soft or external link: only the link goes
+        del group[name]
+        return
     node = group[name]
     datasets = [node] if isinstance(node, h5py.Dataset) else []
     if isinstance(node, h5py.Group):
@@ -507,19 +1080,28 @@ def _delete(group: h5py.Group, name: str) -> None:
 
 
 def _is_daf_root(group: h5py.Group) -> bool:
-    return "daf" in group
+    try:
+        return _link_type(group, "daf") is not None
+    except _READ_ERRORS as error:
+        raise DafFormatError(f"can't read the daf data: {_root_text(group)}\n({type(error).__name__}: {error})") \
+            from error
 
 
 def _verify_version(group: h5py.Group, where: str) -> None:
-    node = group["daf"]
-    if not isinstance(node, h5py.Dataset) or node.shape != (2,) or node.dtype.kind != "u":
-        raise DafFormatError(f"invalid daf version dataset (expected 2 unsigned integers)\nfor the daf data: {where}")
-    major, minor = (int(value) for value in node[()])
+    try:
+        node = _child(group, "daf", "version dataset")
+        if not isinstance(node, h5py.Dataset) or node.shape != (2,) or node.dtype.kind != "u":
+            raise DafFormatError(f"invalid daf version dataset (expected 2 unsigned integers)\nfor the daf data: "
+                                 f"{where}")
+        major, minor = (int(value) for value in node[()])
+        groups = [_child(group, name, "group") for name in ("scalars", "axes", "vectors", "matrices")]
+    except _READ_ERRORS as error:
+        raise DafFormatError(f"can't read the daf data: {where}\n({type(error).__name__}: {error})") from error
     if major != MAJOR_VERSION or minor > MINOR_VERSION:
         raise DafFormatError(f"incompatible format version: {major}.{minor}\nfor the daf data: {where}\n"
                              f"the code supports version: {MAJOR_VERSION}.{MINOR_VERSION}")
-    for name in ("scalars", "axes", "vectors", "matrices"):
-        if not isinstance(group.get(name), h5py.Group):
+    for name, node in zip(("scalars", "axes", "vectors", "matrices"), groups, strict=True):
+        if not isinstance(node, h5py.Group):
             raise DafFormatError(f"missing group: {name}\nin the daf data: {where}")
 
 
@@ -610,6 +1192,7 @@ class H5df(DafWriter):
                                  "use mode w to replace it)")
         self._format = H5dfFormat(group, mode, default_name=where, complete_path=complete_path)
         DafReader.__init__(self, self._format, name=name)
+        self._state = self._format.shared_state(self._state)  # one lock and cache per data set, whatever the handle
 
     def flush(self) -> None:
         """Flush the HDF5 file to disk.

@@ -5,6 +5,11 @@ file is truncated), HDF5 may reuse or cut off those bytes, and an array still he
 the process (SIGBUS). So every map is registered, and before storage releases a region, :func:`detach_region` turns
 the live maps that cover it into private anonymous memory holding the same bytes (atomically with ``mremap`` on
 Linux). Arrays keep their values and addresses; only data that is deleted while still in use is ever copied.
+
+Maps are registered by the file's identity (device and inode), not its path, so a file reached through a symbolic
+link, a hard link or a relative path is one file here. Detaching holds a strong reference to every map it copies:
+another thread may drop the last array of a map (and so unmap it) at any moment, and copying from, or ``mremap``-ing
+onto, an address that was unmapped (and maybe reused by another map) would crash or corrupt the process.
 """
 
 from __future__ import annotations
@@ -37,6 +42,24 @@ if _mremap is not None:
     _mremap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p]
 
 
+FileKey = tuple[int, int]
+"""A file's identity: ``(st_dev, st_ino)``."""
+
+
+def file_key(path: str | os.PathLike | int) -> FileKey | None:
+    """The identity of a file (a path or an open descriptor), or ``None`` if it does not exist.
+
+    Example:
+        >>> file_key("/no/such/file") is None
+        True
+    """
+    try:
+        status = os.fstat(path) if isinstance(path, int) else os.stat(path)
+    except FileNotFoundError:
+        return None
+    return status.st_dev, status.st_ino
+
+
 @dataclass
 class _Map:
     array: weakref.ref[np.ndarray]
@@ -47,26 +70,41 @@ class _Map:
     detached: bool = False
 
 
-_maps: dict[str, list[_Map]] = {}
-_maps_lock = threading.Lock()
+_maps: dict[FileKey, list[_Map]] = {}
+_maps_lock = threading.RLock()  # reentrant: a map dropped while it is held may run finalizers
 
 
-def map_region(path: str, offset: int, nbytes: int, *, writable: bool) -> np.ndarray:
+def _keep(_: object) -> None:
+    """The callback of a map's finalizer: holding its argument keeps that object alive as long as the map."""
+
+
+def map_region(path: str, offset: int, nbytes: int, *, writable: bool, keep_alive: object = None) -> np.ndarray:
     """A ``uint8`` array over ``nbytes`` of a file from ``offset`` (read-only unless ``writable``); regions past the
-    end of the file are refused (touching them would kill the process)."""
+    end of the file are refused (touching them would kill the process). ``keep_alive`` (e.g. a lock on the file) is
+    kept alive as long as the map is.
+
+    Example:
+        >>> import tempfile
+        >>> with tempfile.NamedTemporaryFile() as handle:
+        ...     _ = handle.write(b"hello"); handle.flush()
+        ...     bytes(map_region(handle.name, 1, 3, writable=False))
+        b'ell'
+    """
     start = offset - offset % mmap.ALLOCATIONGRANULARITY
     with open(path, "r+b" if writable else "rb") as handle:
-        size = os.fstat(handle.fileno()).st_size
-        if offset + nbytes > size:
+        status = os.fstat(handle.fileno())
+        if offset < 0 or nbytes < 0 or offset + nbytes > status.st_size:
             raise DafFormatError(f"truncated file: {path}\n(data at offset {offset} of {nbytes} bytes ends past the "
-                                 f"end of the file, at {size} bytes)")
+                                 f"end of the file, at {status.st_size} bytes)")
         region = mmap.mmap(handle.fileno(), offset + nbytes - start,
                            access=mmap.ACCESS_WRITE if writable else mmap.ACCESS_READ, offset=start)
     whole = np.frombuffer(region, dtype=np.uint8)
     address = whole.__array_interface__["data"][0]
     array = whole[offset - start:]
     entry = _Map(weakref.ref(whole), address, len(region), start, writable)
-    key = os.path.abspath(path)
+    if keep_alive is not None:
+        weakref.finalize(whole, _keep, keep_alive)
+    key = (status.st_dev, status.st_ino)
     with _maps_lock:
         entries = [live for live in _maps.get(key, []) if live.array() is not None]
         entries.append(entry)
@@ -74,20 +112,31 @@ def map_region(path: str, offset: int, nbytes: int, *, writable: bool) -> np.nda
     return array
 
 
-def detach_region(path: str, offset: int = 0, nbytes: int | None = None) -> int:
-    """Move the live maps that overlap ``[offset, offset + nbytes)`` of a file (all of it if ``nbytes`` is None)
-    into private memory with the same contents. Returns how many maps were detached."""
-    key = os.path.abspath(path)
+def detach_region(path: str | int, offset: int = 0, nbytes: int | None = None) -> int:
+    """Move the live maps that overlap ``[offset, offset + nbytes)`` of a file (a path or an open descriptor; all of
+    it if ``nbytes`` is None) into private memory with the same contents. Returns how many maps were detached.
+
+    Example:
+        >>> detach_region("/no/such/file")
+        0
+    """
+    key = file_key(path)
+    if key is None:
+        return 0
     end = None if nbytes is None else offset + nbytes
     detached = 0
+    held: list[tuple[_Map, np.ndarray | None]] = []
     with _maps_lock:
-        entries = [live for live in _maps.get(key, []) if live.array() is not None and not live.detached]
+        # Strong references: no other thread can unmap these while they are copied and remapped.
+        held = [(entry, entry.array()) for entry in _maps.get(key, []) if not entry.detached]
+        entries = [entry for entry, array in held if array is not None]
         for entry in entries:
             if (end is None or entry.start < end) and offset < entry.start + entry.length:
                 _detach(entry)
                 entry.detached = True
                 detached += 1
         _maps[key] = [entry for entry in entries if not entry.detached]
+    del held  # (outside the lock: dropping the last reference to a map unmaps it and runs its finalizers)
     return detached
 
 
@@ -112,10 +161,15 @@ def _detach(entry: _Map) -> None:
 
 
 def live_maps(path: str) -> int:
-    """How many maps of a file are alive and attached (for tests and diagnostics)."""
+    """How many maps of a file are alive and attached (for tests and diagnostics).
+
+    Example:
+        >>> live_maps("/no/such/file")
+        0
+    """
+    key = file_key(path)
     with _maps_lock:
-        return sum(1 for entry in _maps.get(os.path.abspath(path), []) if entry.array() is not None and
-                   not entry.detached)
+        return sum(1 for entry in _maps.get(key, []) if entry.array() is not None and not entry.detached)
 
 
 _MADV_DONTNEED = 4
