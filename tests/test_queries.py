@@ -47,16 +47,9 @@ def fill(daf: pydaf.DafWriter) -> pydaf.DafWriter:
     return daf
 
 
-@pytest.fixture(params=["memory", "h5df", "files", "chain"])
-def daf(request, tmp_path) -> pydaf.DafWriter:
-    if request.param == "memory":
-        return fill(pydaf.MemoryDaf(name="test!"))
-    if request.param == "h5df":
-        return fill(pydaf.H5df(str(tmp_path / "test.h5df"), "w+", name="test!"))
-    if request.param == "files":
-        return fill(pydaf.FilesDaf(str(tmp_path / "test.daf"), "w+", name="test!"))
-    base = fill(pydaf.MemoryDaf(name="base!"))
-    return pydaf.chain_writer([base, pydaf.MemoryDaf(name="top!")], name="test!")
+@pytest.fixture
+def daf(backend, tmp_path) -> pydaf.DafWriter:
+    return fill(backend.new(tmp_path, "test!"))
 
 
 UMIS = np.array([[0, 1, 0], [2, 0, 0], [0, 0, 3], [4, 5, 0]])
