@@ -5,7 +5,6 @@ Julia's recorded results are checked in ``test_query_parity.py``; these tests co
 
 from __future__ import annotations
 
-import mmap
 import threading
 
 import numpy as np
@@ -31,6 +30,7 @@ from pydaf.queries import (
     query_result_dimensions,
 )
 from pydaf.queries.operations import Mean, Sum
+from pydaf.testing import is_file_map
 
 
 def fill(daf: pydaf.DafWriter) -> pydaf.DafWriter:
@@ -70,20 +70,14 @@ def test_result_forms(daf):
     assert daf["@ cell : age / type =@ >> Sum || 0"].to_dict() == {"T1": 40, "T2": 20, "T3": 0}
 
 
-def _is_file_map(array: object) -> bool:
-    while array is not None and not isinstance(array, mmap.mmap):
-        array = array.obj if isinstance(array, memoryview) else array.base
-    return isinstance(array, mmap.mmap)
-
-
-def test_numpy_forms_share_the_stored_data(daf):
+def test_numpy_forms_share_the_stored_data(daf, backend):
     """The values of a plain lookup are the stored arrays: the file map itself for the mapped backends."""
     sparse = daf.get_np_query("@ cell @ gene :: UMIs")
     dense = daf.get_np_query("@ cell @ gene :: score")
     assert isinstance(sparse, sp.csc_matrix) and np.array_equal(sparse.toarray(), UMIS)
     assert not dense.flags.writeable and dense.flags.f_contiguous
-    if isinstance(daf, pydaf.H5df | pydaf.FilesDaf):
-        assert _is_file_map(sparse.data) and _is_file_map(dense)
+    if backend.maps_files:
+        assert is_file_map(sparse.data) and is_file_map(dense)
     else:
         assert np.shares_memory(sparse.data, daf.get_stored_matrix("cell", "gene", "UMIs").nzval)
         assert np.shares_memory(dense, daf.get_matrix("cell", "gene", "score"))

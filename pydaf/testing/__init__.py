@@ -16,6 +16,6 @@ Example:
 """
 
 from .backend import DafBackend
-from .conformance import INDEX_DTYPES, NUMBER_DTYPES, DafConformance, sample_values
+from .conformance import INDEX_DTYPES, NUMBER_DTYPES, DafConformance, is_file_map, sample_values
 
-__all__ = ["INDEX_DTYPES", "NUMBER_DTYPES", "DafBackend", "DafConformance", "sample_values"]
+__all__ = ["INDEX_DTYPES", "NUMBER_DTYPES", "DafBackend", "DafConformance", "is_file_map", "sample_values"]

@@ -849,9 +849,7 @@ class DafConformance:
                 buffer[:] = [1, 2, 3, 4]
             with target.empty_dense_matrix("cell", "gene", "dense", "UInt8", overwrite=overwrite) as buffer:
                 buffer[:, :] = 5
-        for name in ("ratio",):
-            overwritten.delete_scalar(name)
-        overwritten.delete_vector("gene", "score")
+        overwritten.delete_scalar("ratio").delete_vector("gene", "score")  # what the fresh one never had
         assert self.snapshot(overwritten) == self.snapshot(fresh)
 
     def test_reading_never_writes(self, daf):
@@ -882,7 +880,7 @@ class DafConformance:
         sparse = daf.get_stored_matrix("cell", "gene", "sparse")
         for array in (daf.get_vector("cell", "age"), daf.get_matrix("cell", "gene", "dense"), sparse.colptr,
                       sparse.rowval, sparse.nzval):
-            assert _is_file_map(array) and not array.flags.writeable
+            assert is_file_map(array) and not array.flags.writeable
 
     def test_open_daf_recognises_the_path(self, tmp_path):
         """The format registry sends this backend's paths to it, for writing and for reading back."""
@@ -897,8 +895,15 @@ class DafConformance:
         assert reader.get_vector("cell", "age").tolist() == [1, 2]
 
 
-def _is_file_map(array: object) -> bool:
-    """Whether an array's memory is (a view of) a memory map."""
+def is_file_map(array: object) -> bool:
+    """Whether an array's memory is (a view of) a memory map, as zero-copy reads of mapped storage must be.
+
+    Example:
+        >>> import mmap, numpy as np
+        >>> region = mmap.mmap(-1, 16)
+        >>> is_file_map(np.frombuffer(region, np.uint8)[4:]), is_file_map(np.zeros(4))
+        (True, False)
+    """
     while array is not None and not isinstance(array, mmap.mmap):
         array = array.obj if isinstance(array, memoryview) else getattr(array, "base", None)
     return isinstance(array, mmap.mmap)
