@@ -15,7 +15,12 @@ Example:
     'x!'
 """
 
-from .backend import DafBackend
-from .conformance import INDEX_DTYPES, NUMBER_DTYPES, DafConformance, is_file_map, sample_values
+import pytest
+
+# Under pytest, the suite's asserts show the compared values, as in a test module (a no-op outside pytest).
+pytest.register_assert_rewrite("pydaf.testing.conformance")
+
+from .backend import DafBackend  # noqa: E402 - after registering the rewrite
+from .conformance import INDEX_DTYPES, NUMBER_DTYPES, DafConformance, is_file_map, sample_values  # noqa: E402
 
 __all__ = ["INDEX_DTYPES", "NUMBER_DTYPES", "DafBackend", "DafConformance", "is_file_map", "sample_values"]
