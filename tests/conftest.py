@@ -99,7 +99,7 @@ class H5dfBackend(DafBackend):
 class H5dfGroupBackend(H5dfBackend):
     """A data set in a group of an ``.h5dfs`` file that holds another data set, which must stay intact."""
 
-    name = "h5df-group"
+    name = "h5df_group"
 
     def path(self, directory: Path) -> str:
         return f"{_new_path(directory, '.h5dfs')}#/nested/group"
@@ -150,7 +150,7 @@ class ChainBackend(DafBackend):
 
     def __init__(self, top: DafBackend) -> None:
         self.top = top
-        self.name = "chain" if isinstance(top, MemoryBackend) else f"chain-over-{top.name}"
+        self.name = "chain" if isinstance(top, MemoryBackend) else f"chain_over_{top.name}"
         self.persistent, self.maps_files = top.persistent, top.maps_files
 
     def new(self, directory: Path, name: str) -> pydaf.DafWriter:
