@@ -169,10 +169,11 @@ class ChainBackend(DafBackend):
                 **{f"top:{key}": value for key, value in self.top.snapshot(top).items()}}
 
 
-MEMORY = MemoryBackend()
+MEMORY, H5DF, H5DF_GROUP, FILES = MemoryBackend(), H5dfBackend(), H5dfGroupBackend(), FilesBackend()
+CHAIN = ChainBackend(MEMORY)
 
 #: Every backend the tests run on.
-BACKENDS: list[DafBackend] = [MEMORY, H5dfBackend(), H5dfGroupBackend(), FilesBackend(), ChainBackend(MEMORY)]
+BACKENDS: list[DafBackend] = [MEMORY, H5DF, H5DF_GROUP, FILES, CHAIN]
 
 
 @pytest.fixture(params=BACKENDS, ids=str)

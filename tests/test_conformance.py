@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydaf.testing import DafConformance
 
-from .conftest import BACKENDS, MEMORY, ChainBackend, FilesBackend, H5dfBackend, H5dfGroupBackend
+from .conftest import BACKENDS, CHAIN, FILES, H5DF, H5DF_GROUP, MEMORY, ChainBackend
 
 
 class TestMemoryDaf(DafConformance):
@@ -12,29 +12,28 @@ class TestMemoryDaf(DafConformance):
 
 
 class TestH5df(DafConformance):
-    backend = H5dfBackend()
+    backend = H5DF
 
 
 class TestH5dfGroup(DafConformance):
-    backend = H5dfGroupBackend()
+    backend = H5DF_GROUP
 
 
 class TestFilesDaf(DafConformance):
-    backend = FilesBackend()
+    backend = FILES
 
 
 class TestWriteChain(DafConformance):
     """A write chain over memory members behaves like the data set it writes into."""
 
-    backend = ChainBackend(MEMORY)
+    backend = CHAIN
 
 
 class TestWriteChainOverH5df(DafConformance):
     """A write chain whose last member is persistent: writes reach the file, and read back through the chain."""
 
-    backend = ChainBackend(H5dfBackend())
+    backend = ChainBackend(H5DF)
 
 
 def test_every_backend_runs_the_suite():
-    tested = {type(cls.backend).__name__ + str(cls.backend) for cls in DafConformance.__subclasses__()}
-    assert {type(backend).__name__ + str(backend) for backend in BACKENDS} <= tested
+    assert set(BACKENDS) <= {cls.backend for cls in DafConformance.__subclasses__()}
