@@ -1,4 +1,9 @@
-"""The ``pydaf`` command: ``demo``, ``query PATH QUERY``, ``describe PATH``, ``repack SRC DST``, ``convert SRC DST``."""
+"""The ``pydaf`` command: ``demo``, ``query PATH QUERY``, ``describe PATH``, ``repack SRC DST``, ``convert SRC DST``.
+
+Every command opens its paths through the format registry (:mod:`pydaf.formats.registry`), so each works on every
+registered format; ``convert`` also reads and writes AnnData ``.h5ad`` files. Each sub-command's parser names the
+function that runs it (``set_defaults(func=...)``).
+"""
 
 from __future__ import annotations
 
@@ -10,55 +15,28 @@ import time
 
 import numpy as np
 
+from .composition.copies import copy_all
+from .demo import build_demo
+from .errors import DafError, DafFormatError, DafValueError
+from .formats.registry import FormatEntry, guess_format, registered_formats
+from .interop.anndata import daf_as_h5ad, h5ad_as_daf
+from .open import open_daf
 
-def build_demo(path: str, *, n_cells: int = 20_000, n_genes: int = 2_000, n_types: int = 8, seed: int = 123,
-               progress: bool = True) -> None:
-    """Write a deterministic synthetic single-cell-like data set as H5df: a cells x genes sparse UMI matrix (~90%
-    zeros, both layouts), per-cell and per-gene vectors, and a ``type`` axis with its own vectors.
+
+def demo(path: str | None, *, n_cells: int, n_genes: int, progress: bool) -> None:
+    """Build the demo data set (:func:`~pydaf.demo.build_demo`) at ``path`` (default: a temporary file), open it
+    mapped and read-only, and print its description and the time of a few reads and queries.
 
     Example:
         >>> import os, tempfile
         >>> path = os.path.join(tempfile.mkdtemp(), "demo.h5df")
-        >>> build_demo(path, n_cells=100, n_genes=50, progress=False)
-        >>> import pydaf
-        >>> pydaf.H5df(path, "r").axis_length("cell")
-        100
+        >>> demo(path, n_cells=100, n_genes=50, progress=False)  # doctest: +ELLIPSIS
+        name: ...demo.h5df.read_only
+        type: ReadOnly
+        base: H5df ...demo.h5df
+        ...
+        @ cell [ donor_age > 60 ] : type * donor_age: DataFrame (8, 17) in ... ms
     """
-    from tqdm.auto import tqdm
-
-    from .formats.h5df import H5df
-
-    generator = np.random.default_rng(seed)
-    daf = H5df(path, "w", name="demo!")
-    daf.set_scalar("organism", "synthetic").set_scalar("seed", seed)
-    daf.add_axis("cell", [f"cell{index:06d}" for index in range(n_cells)])
-    daf.add_axis("gene", [f"gene{index:05d}" for index in range(n_genes)])
-    daf.add_axis("type", [f"type{index}" for index in range(n_types)])
-    daf.set_vector("type", "color", [f"#{(index * 2654435761) % 0xFFFFFF:06x}" for index in range(n_types)])
-    cell_types = generator.integers(0, n_types, n_cells)
-    daf.set_vector("cell", "type", np.array([f"type{index}" for index in cell_types], dtype=object))
-    daf.set_vector("cell", "donor_age", generator.integers(20, 90, n_cells).astype(np.uint8))
-    daf.set_vector("gene", "is_lateral", generator.random(n_genes) < 0.1)
-
-    # Per column (gene), ~10% of the cells have counts; written straight into the file's map, column block by block.
-    column_nnz = generator.binomial(n_cells, 0.1, n_genes)
-    nnz = int(column_nnz.sum())
-    with daf.empty_sparse_matrix("cell", "gene", "UMIs", "UInt16", nnz, "Int64") as (colptr, rowval, nzval):
-        colptr[1:] = np.cumsum(column_nnz) + 1
-        for gene in tqdm(range(n_genes), desc="UMIs", unit="gene", disable=not progress, mininterval=0.5):
-            start, stop = int(colptr[gene]) - 1, int(colptr[gene + 1]) - 1
-            rowval[start:stop] = np.sort(generator.choice(n_cells, stop - start, replace=False)) + 1
-            nzval[start:stop] = generator.geometric(0.3, stop - start)
-    daf.relayout_matrix("cell", "gene", "UMIs")
-    daf.set_vector("cell", "total_UMIs", np.asarray(daf.get_matrix("cell", "gene", "UMIs").sum(axis=1)).ravel(),
-                   eltype="UInt32")
-    daf.set_matrix("type", "gene", "mean_UMIs", np.zeros((n_types, n_genes), np.float32))
-    daf.flush()
-
-
-def demo(path: str | None, *, n_cells: int, n_genes: int, progress: bool) -> None:
-    from .formats.h5df import H5df
-
     folder = None
     if path is None:
         folder = tempfile.TemporaryDirectory(prefix="pydaf-demo-")
@@ -68,7 +46,7 @@ def demo(path: str | None, *, n_cells: int, n_genes: int, progress: bool) -> Non
     written = time.perf_counter() - started
 
     started = time.perf_counter()
-    daf = H5df(path, "r")
+    daf = open_daf(path, "r")
     opened = time.perf_counter() - started
     started = time.perf_counter()
     umis = daf.get_stored_matrix("cell", "gene", "UMIs")
@@ -92,9 +70,16 @@ def demo(path: str | None, *, n_cells: int, n_genes: int, progress: bool) -> Non
 
 
 def query(path: str, text: str) -> None:
-    import pandas as pd
+    """Print the result of a query applied to the data set at ``path`` (pandas results abbreviated, sets sorted).
 
-    from .open import open_daf
+    Example:
+        >>> import os, tempfile, pydaf
+        >>> path = os.path.join(tempfile.mkdtemp(), "x.daf")
+        >>> _ = pydaf.FilesDaf(path, "w").add_axis("cell", ["A", "B"]).set_vector("cell", "age", [3, 5])
+        >>> query(path, "@ cell : age >> Sum")
+        8
+    """
+    import pandas as pd  # only for printing; importing it costs more than the rest of a small query
 
     result = open_daf(path, "r")[text]
     with pd.option_context("display.max_rows", 20, "display.max_columns", 10, "display.width", 120):
@@ -102,19 +87,62 @@ def query(path: str, text: str) -> None:
 
 
 def describe(path: str, *, deep: bool) -> None:
-    from .formats.h5df import H5df
+    """Print the description of the data set at ``path``.
 
-    print(H5df(path, "r").description(deep=deep), end="")
+    Example:
+        >>> import os, tempfile, pydaf
+        >>> path = os.path.join(tempfile.mkdtemp(), "x.daf")
+        >>> _ = pydaf.FilesDaf(path, "w").set_scalar("name", "x!").add_axis("cell", ["A", "B"])
+        >>> describe(path, deep=False)
+        name: x!.read_only
+        type: ReadOnly
+        base: FilesDaf x!
+        scalars:
+          name: "x!"
+        axes:
+          cell: 2 entries
+    """
+    print(open_daf(path, "r").description(deep=deep), end="")
 
 
-def _is_h5ad(path: str) -> bool:
-    return path.endswith(".h5ad")
+def repack(source: str, destination: str, *, progress: bool) -> None:
+    """Rewrite the data set at ``source`` compactly into ``destination``, with its format's repack (H5df's
+    :func:`~pydaf.repack`); a :class:`~pydaf.DafFormatError` for formats that have none.
+
+    Example:
+        >>> import os, tempfile, pydaf
+        >>> folder = tempfile.mkdtemp()
+        >>> _ = pydaf.FilesDaf(os.path.join(folder, "x.daf"), "w")
+        >>> repack(os.path.join(folder, "x.daf"), os.path.join(folder, "y.daf"), progress=False)
+        Traceback (most recent call last):
+        ...
+        pydaf.errors.DafFormatError: can't repack the FilesDaf data set: ...x.daf
+        (only these formats can be repacked: H5df)
+    """
+    entry = guess_format(source)
+    if entry.repack is None:
+        able = ", ".join(known.name for known in registered_formats() if known.repack is not None)
+        raise DafFormatError(f"can't repack the {entry.name} data set: {source}\n"
+                             f"(only these formats can be repacked: {able})")
+    entry.repack(source, destination, progress=progress)
+
+
+def _convert_format(path: str) -> FormatEntry | None:
+    """What ``convert`` reads or writes at ``path``: ``None`` for an AnnData ``.h5ad`` file (interop, not a Daf
+    format, so not in the registry; known by its suffix, since its content is HDF5 like an H5df's), else the
+    registered format that opens it."""
+    if path.endswith(".h5ad"):
+        return None
+    try:
+        return guess_format(path)
+    except DafFormatError as error:
+        raise DafFormatError(f"{error}\n- AnnData: an .h5ad file (for convert)") from None
 
 
 def convert(source: str, destination: str, *, obs_is: str | None = None, var_is: str | None = None,
             X_is: str | None = None, relayout: bool = False, unsupported: str = "warn", progress: bool = True) -> None:
-    """Convert between ``.h5ad`` files and Daf data sets (``.h5df``, ``.h5dfs#/group``, FilesDaf directories), chosen
-    by the paths; the destination is overwritten.
+    """Convert between ``.h5ad`` files and Daf data sets (``.h5df``, ``.h5dfs#/group``, FilesDaf directories, any
+    registered format), chosen by the paths; the destination is overwritten.
 
     Example:
         >>> import os, tempfile, numpy as np, pydaf
@@ -126,54 +154,52 @@ def convert(source: str, destination: str, *, obs_is: str | None = None, var_is:
         >>> pydaf.open_daf(os.path.join(folder, "c.daf")).get_matrix("obs", "var", "X").tolist()
         [[7.0]]
     """
-    from .errors import DafValueError
-    from .interop.anndata import daf_as_h5ad, h5ad_as_daf
-    from .open import open_daf
-
     names = {"obs_is": obs_is, "var_is": var_is, "X_is": X_is}
-    if _is_h5ad(source) and _is_h5ad(destination):
+    source_format, destination_format = _convert_format(source), _convert_format(destination)
+    if source_format is None and destination_format is None:
         raise DafValueError(f"nothing to convert from: {source}\nto: {destination}\n(both are h5ad files)")
-    if _is_h5ad(source):
+    if source_format is None:
         h5ad_as_daf(source, destination, unsupported_handler=unsupported, relayout=relayout, progress=progress,
                     **names)
-    elif _is_h5ad(destination):
-        daf_as_h5ad(open_daf(source, "r"), destination, progress=progress, **names)
+    elif destination_format is None:
+        daf_as_h5ad(source_format.open(source, "r"), destination, progress=progress, **names)
     else:
-        from .composition.copies import copy_all
-
         if any(value is not None for value in names.values()):
             raise DafValueError("--obs-is, --var-is and --X-is only apply to conversions from or to h5ad")
-        source_daf = open_daf(source, "r")
-        copy_all(open_daf(destination, "w", name=source_daf.name), source_daf, progress=progress)
+        source_daf = source_format.open(source, "r")
+        copy_all(destination_format.open(destination, "w", name=source_daf.name), source_daf, progress=progress)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the ``pydaf`` command line.
-
-    Example:
-        >>> main(["describe", "/no/such/file.h5df"])  # prints "pydaf: missing H5df file: ..." to stderr
-        1
-    """
-    from .errors import DafError
-    from .formats.h5df import repack
-
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pydaf", description="Daf data sets in native Python.")
     commands = parser.add_subparsers(dest="command", required=True)
+    paths = ".h5df file, .h5dfs#/group path or FilesDaf directory"
+
     demo_parser = commands.add_parser("demo", help="build a synthetic single-cell data set as H5df and read it mapped")
     demo_parser.add_argument("--output", help="where to write the .h5df (default: a temporary file)")
     demo_parser.add_argument("--cells", type=int, default=20_000)
     demo_parser.add_argument("--genes", type=int, default=2_000)
     demo_parser.add_argument("--no-progress", action="store_true")
+    demo_parser.set_defaults(func=lambda arguments: demo(arguments.output, n_cells=arguments.cells,
+                                                         n_genes=arguments.genes, progress=not arguments.no_progress))
+
     describe_parser = commands.add_parser("describe", help="print the description of a data set")
-    describe_parser.add_argument("path", help="an .h5df file or an .h5dfs#/group path")
+    describe_parser.add_argument("path", help=f"an {paths}")
     describe_parser.add_argument("--deep", action="store_true")
+    describe_parser.set_defaults(func=lambda arguments: describe(arguments.path, deep=arguments.deep))
+
     query_parser = commands.add_parser("query", help="apply a query to a data set and print the result")
-    query_parser.add_argument("path", help="an .h5df file, .h5dfs#/group path or FilesDaf directory")
+    query_parser.add_argument("path", help=f"an {paths}")
     query_parser.add_argument("query", help='a Daf query, e.g. "@ cell [ age > 60 ] : donor"')
+    query_parser.set_defaults(func=lambda arguments: query(arguments.path, arguments.query))
+
     repack_parser = commands.add_parser("repack", help="rewrite an H5df data set compactly into a new file")
     repack_parser.add_argument("source")
     repack_parser.add_argument("destination")
     repack_parser.add_argument("--no-progress", action="store_true")
+    repack_parser.set_defaults(func=lambda arguments: repack(arguments.source, arguments.destination,
+                                                             progress=not arguments.no_progress))
+
     convert_parser = commands.add_parser(
         "convert", help="convert between .h5ad files and Daf data sets (.h5df, .h5dfs#/group, FilesDaf directories)")
     convert_parser.add_argument("source")
@@ -187,21 +213,23 @@ def main(argv: list[str] | None = None) -> int:
     convert_parser.add_argument("--unsupported", choices=("ignore", "warn", "error"), default="warn",
                                 help="what to do with AnnData elements Daf can't hold (default: warn)")
     convert_parser.add_argument("--no-progress", action="store_true")
-    arguments = parser.parse_args(argv)
+    convert_parser.set_defaults(func=lambda arguments: convert(
+        arguments.source, arguments.destination, obs_is=arguments.obs_is, var_is=arguments.var_is,
+        X_is=arguments.X_is, relayout=arguments.relayout, unsupported=arguments.unsupported,
+        progress=not arguments.no_progress))
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the ``pydaf`` command line; a :class:`~pydaf.DafError` is printed (without a traceback) and exits 1.
+
+    Example:
+        >>> main(["describe", "/no/such/file.h5df"])  # prints "pydaf: missing H5df file: ..." to stderr
+        1
+    """
+    arguments = _parser().parse_args(argv)
     try:
-        if arguments.command == "demo":
-            demo(arguments.output, n_cells=arguments.cells, n_genes=arguments.genes,
-                 progress=not arguments.no_progress)
-        elif arguments.command == "query":
-            query(arguments.path, arguments.query)
-        elif arguments.command == "describe":
-            describe(arguments.path, deep=arguments.deep)
-        elif arguments.command == "convert":
-            convert(arguments.source, arguments.destination, obs_is=arguments.obs_is, var_is=arguments.var_is,
-                    X_is=arguments.X_is, relayout=arguments.relayout, unsupported=arguments.unsupported,
-                    progress=not arguments.no_progress)
-        else:
-            repack(arguments.source, arguments.destination, progress=not arguments.no_progress)
+        arguments.func(arguments)
     except DafError as error:
         print(f"pydaf: {error}", file=sys.stderr)
         return 1

@@ -1,17 +1,18 @@
-"""``open_daf``: open a data set of any storage format, chosen by its path."""
+"""``open_daf``: open a data set of any registered storage format, chosen by its path (see :mod:`.formats.registry`)."""
 
 from __future__ import annotations
 
 import os
 
 from .core.readers import DafReader
-from .formats.files import FilesDaf
-from .formats.h5df import H5df
+from .formats import files, h5df  # noqa: F401 - importing a format module registers its format
+from .formats.registry import guess_format
 
 
 def open_daf(path: str | os.PathLike, mode: str = "r", *, name: str | None = None) -> DafReader:
-    """Open ``x.h5df`` or ``x.h5dfs#/group`` as :class:`~pydaf.H5df`, anything else as a :class:`~pydaf.FilesDaf`
-    directory. Mode ``r`` returns a read-only data set.
+    """Open a data set in the format that recognises ``path`` (:func:`~pydaf.formats.registry.guess_format`): an
+    HDF5 file or a path ending with ``.h5df`` or holding ``.h5dfs#/group`` as :class:`~pydaf.H5df`, a directory or a
+    new path as a :class:`~pydaf.FilesDaf`. Mode ``r`` returns a read-only data set.
 
     Example:
         >>> import pydaf, tempfile, os
@@ -21,6 +22,4 @@ def open_daf(path: str | os.PathLike, mode: str = "r", *, name: str | None = Non
         ('H5df', 'FilesDaf')
     """
     text = os.fspath(path)
-    if text.endswith(".h5df") or ".h5dfs#/" in text:
-        return H5df(text, mode, name=name)
-    return FilesDaf(text, mode, name=name)
+    return guess_format(text).open(text, mode, name=name)

@@ -25,7 +25,6 @@ Comparison rules (each helper raises ``AssertionError`` naming what differs):
 
 from __future__ import annotations
 
-import itertools
 import json
 import math
 import re
@@ -38,6 +37,7 @@ import pandas as pd
 import pytest
 
 import pydaf
+from pydaf.testing import DafBackend
 
 from .julia_examples import FIXTURES, example_cells_daf, example_chain_daf, example_metacells_daf
 
@@ -97,8 +97,6 @@ def julia_scalar(value: Any, eltype: str) -> Any:
 
 # Data sets.
 
-BACKENDS = ("memory", "h5df", "files")
-
 _EXAMPLES: dict[str, Callable[[], pydaf.DafWriter]] = {
     "cells": example_cells_daf, "metacells": example_metacells_daf, "chain": example_chain_daf,
 }
@@ -117,24 +115,10 @@ def cached_example(which: str) -> pydaf.DafWriter:
     return _CACHED_EXAMPLES[which]
 
 
-def daf_factory(backend: str, directory: Path | None = None) -> Callable[[str], pydaf.DafWriter]:
-    """A function making a new empty data set of the given backend (in a new file or directory under ``directory``)."""
-    if backend not in BACKENDS:
-        raise ValueError(f"unknown backend: {backend}")
-    counter = itertools.count()
-
-    def new_daf(name: str) -> pydaf.DafWriter:
-        if backend == "memory":
-            return pydaf.MemoryDaf(name=name)
-        assert directory is not None, backend
-        suffix = {"h5df": ".h5df", "files": ".daf"}[backend]
-        path = next(path for path in (directory / f"parity{index}{suffix}" for index in counter)
-                    if not path.exists())
-        if backend == "h5df":
-            return pydaf.H5df(path, "w+", name=name)
-        return pydaf.FilesDaf(path, "w+", name=name)
-
-    return new_daf
+def daf_factory(backend: DafBackend, directory: Path | None = None) -> Callable[[str], pydaf.DafWriter]:
+    """A function making a new empty data set of a backend of ``conftest.BACKENDS`` (in a new file or directory under
+    ``directory``)."""
+    return lambda name: backend.new(directory, name)
 
 
 def apply_setup_ops(ops: list[dict] | None, *, new_daf: Callable[[str], pydaf.DafWriter] | None = None,

@@ -28,6 +28,9 @@ import scipy.sparse as sp
 
 import pydaf
 from pydaf.interop import anndata_as_daf, daf_as_anndata, daf_as_h5ad, h5ad_as_daf
+from pydaf.testing import DafBackend
+
+from .conftest import BACKENDS, MEMORY
 
 REPOSITORY = pathlib.Path(__file__).resolve().parents[1]
 FIXTURES = pathlib.Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "anndata"
@@ -35,7 +38,6 @@ FIXTURES = pathlib.Path(__file__).resolve().parents[2] / "shared" / "fixtures" /
 N_OBS, N_VAR = 6, 4
 X_KINDS = ["csr", "csc", "dense"]
 X_DTYPES = [np.int32, np.int64, np.float32, np.float64, np.bool_]
-STORE_KINDS = ["memory", "h5df", "files"]
 
 
 # Helpers.
@@ -230,32 +232,21 @@ def decoded(values: np.ndarray) -> list[str]:
 
 @dataclass
 class Store:
-    kind: str
-    path: pathlib.Path | None
+    backend: DafBackend
     writer: pydaf.DafWriter
 
     def reopen(self) -> pydaf.DafReader:
-        """The data as persisted (a fresh read-only open of the file or directory)."""
-        return self.writer if self.path is None else pydaf.open_daf(str(self.path), "r")
+        """The data as persisted (a fresh read-only open of the storage; the data set itself when in memory)."""
+        return self.backend.reopen(self.writer, "r")
 
     def is_empty(self) -> bool:
         daf = self.reopen()
         return daf.axes_set() == set() and daf.scalars_set() == set()
 
 
-def new_store(kind: str, tmp_path: pathlib.Path, stem: str = "x") -> Store:
-    if kind == "memory":
-        return Store(kind, None, pydaf.MemoryDaf(name="target!"))
-    if kind == "h5df":
-        path = tmp_path / f"{stem}.h5df"
-        return Store(kind, path, pydaf.H5df(str(path), "w", name="target!"))
-    path = tmp_path / f"{stem}.daf"
-    return Store(kind, path, pydaf.FilesDaf(str(path), "w", name="target!"))
-
-
-@pytest.fixture(params=STORE_KINDS)
-def store(request, tmp_path) -> Store:
-    return new_store(request.param, tmp_path)
+@pytest.fixture
+def store(backend, tmp_path) -> Store:
+    return Store(backend, backend.new(tmp_path, "target!"))
 
 
 # h5ad files written by anndata, read into Daf.
@@ -596,9 +587,9 @@ def build_daf(daf: pydaf.DafWriter) -> pydaf.DafWriter:
     return daf
 
 
-@pytest.fixture(params=STORE_KINDS)
+@pytest.fixture(params=BACKENDS, ids=str)
 def source(request, tmp_path) -> pydaf.DafWriter:
-    return build_daf(new_store(request.param, tmp_path, "source").writer)
+    return build_daf(request.param.new(tmp_path, "target!"))
 
 
 def check_adata_holds(adata: anndata.AnnData, daf: pydaf.DafReader, *, obs: str, var: str, X: str,
@@ -862,7 +853,7 @@ def test_anndata_as_daf_nullable_and_unsupported(store):
     adata.var["symbol"] = pd.array(["a", "b", "c", "d"], dtype="string")  # nothing missing: not reported
     reported = elements | {"obs/n_genes", "obs/passed", "obs/sample"}
 
-    target = Store("memory", None, pydaf.MemoryDaf(name="target!"))
+    target = Store(MEMORY, pydaf.MemoryDaf(name="target!"))
     with pytest.raises(pydaf.DafUnsupportedError) as raised:
         anndata_as_daf(adata, target.writer, unsupported_handler="error")
     assert any(element in str(raised.value) for element in reported)

@@ -14,10 +14,11 @@ from pydaf.interop import daf_as_h5ad, h5ad_as_daf
 anndata = pytest.importorskip("anndata")
 
 
-@pytest.fixture(params=["memory", "h5df", "files"])
-def destination(request, tmp_path):
-    """Where h5ad_as_daf writes: a new MemoryDaf (None), an H5df path, a FilesDaf directory path."""
-    return {"memory": None, "h5df": str(tmp_path / "out.h5df"), "files": str(tmp_path / "out.daf")}[request.param]
+@pytest.fixture
+def destination(backend, tmp_path):
+    """Where h5ad_as_daf writes: a path that open_daf creates, for backends that have one, else a new data set."""
+    path = backend.path(tmp_path)
+    return path if path is not None else backend.new(tmp_path, "out!")
 
 
 def _dense(matrix) -> np.ndarray:

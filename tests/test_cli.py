@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 import pydaf
 
@@ -64,3 +65,41 @@ def test_errors_are_reported_without_a_traceback(tmp_path):
     result = run("describe", str(tmp_path / "missing.h5df"))
     assert result.returncode == 1
     assert result.stderr.startswith("pydaf: missing H5df file:") and "Traceback" not in result.stderr
+
+
+def test_commands_open_every_format_through_the_registry(backend, tmp_path):
+    path = backend.path(tmp_path)
+    if path is None:
+        pytest.skip(f"the backend: {backend} has no path for a command to open")
+    daf = pydaf.open_daf(path, "w", name="any!").set_scalar("name", "any!").add_axis("cell", ["x", "y"])
+    daf.set_vector("cell", "age", np.array([30, 70], np.uint8))
+    del daf
+    described = run("describe", path)
+    assert described.returncode == 0, described.stderr
+    assert described.stdout.startswith("name: any!.read_only\ntype: ReadOnly\nbase: ")
+    assert "age: 2 x UInt8 (Dense)" in described.stdout
+    queried = run("query", path, "@ cell : age >> Sum")
+    assert queried.returncode == 0, queried.stderr
+    assert queried.stdout.strip() == "100"
+
+
+def test_unknown_paths_list_the_known_formats(tmp_path):
+    notes = tmp_path / "notes.txt"
+    notes.write_text("not a data set\n")
+    for arguments in (("describe", str(notes)), ("query", str(notes), ". name"),
+                      ("convert", str(notes), str(tmp_path / "out.h5df"))):
+        result = run(*arguments)
+        assert result.returncode == 1 and "Traceback" not in result.stderr
+        assert result.stderr.startswith(f"pydaf: no known Daf format can open the path: {notes}\n"
+                                        "the known formats are:\n- H5df: ")
+        assert ("\n- AnnData: an .h5ad file (for convert)" in result.stderr) == (arguments[0] == "convert")
+    assert not (tmp_path / "out.h5df").exists()
+
+
+def test_repack_applies_only_to_formats_that_have_it(tmp_path):
+    pydaf.FilesDaf(tmp_path / "x.daf", "w").set_scalar("x", 1)
+    result = run("repack", str(tmp_path / "x.daf"), str(tmp_path / "y.daf"))
+    assert result.returncode == 1
+    assert result.stderr == (f"pydaf: can't repack the FilesDaf data set: {tmp_path / 'x.daf'}\n"
+                             "(only these formats can be repacked: H5df)\n")
+    assert not (tmp_path / "y.daf").exists()

@@ -19,21 +19,12 @@ def record(name: str) -> dict:
     return json.loads((API / f"{name}.json").read_text(encoding="utf-8"))
 
 
-@pytest.fixture(params=["memory", "h5df", "files"])
-def build(request, tmp_path):
+@pytest.fixture
+def build(backend, tmp_path):
     """Build ``cells`` or ``metacells`` in the backend under test."""
 
-    count = iter(range(1_000_000))
-
     def make(which: str) -> pydaf.DafWriter:
-        name = f"{which}!"
-        which_path = f"{which}{next(count)}"
-        if request.param == "memory":
-            daf = pydaf.MemoryDaf(name=name)
-        elif request.param == "h5df":
-            daf = pydaf.H5df(tmp_path / f"{which_path}.h5df", "w", name=name)
-        else:
-            daf = pydaf.FilesDaf(tmp_path / f"{which_path}.daf", "w", name=name)
+        daf = backend.new(tmp_path, f"{which}!")
         example_daf("c" if which == "cells" else "m", daf)
         if which == "cells":
             daf.set_scalar("organism", "human").set_scalar("reference", "test")

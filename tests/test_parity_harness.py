@@ -10,9 +10,9 @@ import pytest
 
 import pydaf
 
+from .conftest import BACKENDS
 from .julia_examples import needs_fixtures
 from .parity import (
-    BACKENDS,
     apply_setup_ops,
     assert_doctest_result,
     assert_frame,
@@ -220,7 +220,7 @@ def test_julia_literals():
 
 
 @needs_parity
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", BACKENDS, ids=str)
 def test_inline_setups_build_the_described_data(backend, tmp_path):
     daf = apply_setup_ops(inline(119)["setup_ops"], new_daf=daf_factory(backend, tmp_path))["daf"]
     assert daf.name == "memory!" and daf.axis_vector("cell").tolist() == ["A", "B"]

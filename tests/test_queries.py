@@ -5,7 +5,6 @@ Julia's recorded results are checked in ``test_query_parity.py``; these tests co
 
 from __future__ import annotations
 
-import mmap
 import threading
 
 import numpy as np
@@ -36,6 +35,7 @@ from pydaf.queries import (
 from pydaf.queries import operations as operations_module
 from pydaf.queries.operations import Mean, Sum
 from pydaf.queries.state import Purpose, ScalarState
+from pydaf.testing import is_file_map
 
 
 def fill(daf: pydaf.DafWriter) -> pydaf.DafWriter:
@@ -52,16 +52,9 @@ def fill(daf: pydaf.DafWriter) -> pydaf.DafWriter:
     return daf
 
 
-@pytest.fixture(params=["memory", "h5df", "files", "chain"])
-def daf(request, tmp_path) -> pydaf.DafWriter:
-    if request.param == "memory":
-        return fill(pydaf.MemoryDaf(name="test!"))
-    if request.param == "h5df":
-        return fill(pydaf.H5df(str(tmp_path / "test.h5df"), "w+", name="test!"))
-    if request.param == "files":
-        return fill(pydaf.FilesDaf(str(tmp_path / "test.daf"), "w+", name="test!"))
-    base = fill(pydaf.MemoryDaf(name="base!"))
-    return pydaf.chain_writer([base, pydaf.MemoryDaf(name="top!")], name="test!")
+@pytest.fixture
+def daf(backend, tmp_path) -> pydaf.DafWriter:
+    return fill(backend.new(tmp_path, "test!"))
 
 
 UMIS = np.array([[0, 1, 0], [2, 0, 0], [0, 0, 3], [4, 5, 0]])
@@ -82,20 +75,14 @@ def test_result_forms(daf):
     assert daf["@ cell : age / type =@ >> Sum || 0"].to_dict() == {"T1": 40, "T2": 20, "T3": 0}
 
 
-def _is_file_map(array: object) -> bool:
-    while array is not None and not isinstance(array, mmap.mmap):
-        array = array.obj if isinstance(array, memoryview) else array.base
-    return isinstance(array, mmap.mmap)
-
-
-def test_numpy_forms_share_the_stored_data(daf):
+def test_numpy_forms_share_the_stored_data(daf, backend):
     """The values of a plain lookup are the stored arrays: the file map itself for the mapped backends."""
     sparse = daf.get_np_query("@ cell @ gene :: UMIs")
     dense = daf.get_np_query("@ cell @ gene :: score")
     assert isinstance(sparse, sp.csc_matrix) and np.array_equal(sparse.toarray(), UMIS)
     assert not dense.flags.writeable and dense.flags.f_contiguous
-    if isinstance(daf, pydaf.H5df | pydaf.FilesDaf):
-        assert _is_file_map(sparse.data) and _is_file_map(dense)
+    if backend.maps_files:
+        assert is_file_map(sparse.data) and is_file_map(dense)
     else:
         assert np.shares_memory(sparse.data, daf.get_stored_matrix("cell", "gene", "UMIs").nzval)
         assert np.shares_memory(dense, daf.get_matrix("cell", "gene", "score"))

@@ -1,6 +1,7 @@
 """Julia's recorded query results (``../shared/fixtures/parity``): every record of ``doctest_cases.json`` (the query
 doctests of ``src/queries.jl`` and the reader/writer/example-data doctests) and of ``inline_query_cases.json``
-(``test/queries.jl``), the inline ones on MemoryDaf, H5df and FilesDaf. The comparison rules are in ``parity.py``."""
+(``test/queries.jl``), the inline ones on every backend of ``conftest.BACKENDS``. The comparison rules are in
+``parity.py``."""
 
 from __future__ import annotations
 
@@ -8,9 +9,9 @@ import pytest
 
 import pydaf
 
+from .conftest import BACKENDS
 from .julia_examples import needs_fixtures
 from .parity import (
-    BACKENDS,
     apply_setup_ops,
     assert_api_result,
     assert_doctest_result,

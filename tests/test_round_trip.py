@@ -7,8 +7,7 @@ import scipy.sparse as sp
 
 import pydaf
 from pydaf import SparseMatrixCSC, SparseVector
-
-from .conformance import INDEX_DTYPES, NUMBER_DTYPES, sample_values
+from pydaf.testing import INDEX_DTYPES, NUMBER_DTYPES, sample_values
 
 
 def copy_stored(source: pydaf.DafReader, destination: pydaf.DafWriter) -> pydaf.DafWriter:

@@ -61,7 +61,7 @@ class DafReader:
 
     def __init__(self, format: FormatReader, *, name: str | None = None, state: _State | None = None) -> None:
         self._format = format
-        self._state = state or _State()
+        self._state = format.format_shared_state(state or _State())
         if name is None:
             stored = format.format_get_scalar("name") if format.format_has_scalar("name") else None
             name = stored if isinstance(stored, str) else format.format_default_name()

@@ -4,19 +4,30 @@ A backend is one subclass of :class:`FormatWriter` (or :class:`FormatReader` for
 data: the reader/writer layer above (:mod:`pydaf.core`) has already validated names, axes, shapes and types, holds
 the data lock, and owns caching and version counters. So a ``format_*`` method may assume:
 
+- the data set's lock is held: at least its read lock for a :class:`FormatReader` method, its write lock for a
+  :class:`FormatWriter` method (so no other call on this storage runs at the same time as a write);
 - the axes it is given exist (or, for ``format_add_axis``, do not), and the property does (for getters and deletes)
-  or does not (for setters) exist;
+  or does not (for setters and ``empty`` builders) exist; an overwrite is a delete with ``for_set=True`` followed by
+  a set, under the same write lock;
+- the names of new properties and axes are valid (:func:`pydaf.core.names.require_valid_name`: non-empty, no ``/``,
+  ``\\``, NUL or newline, not starting with ``.``); names given to the ``format_has_*`` lookups are passed as the
+  caller gave them, and a name the storage could never hold must simply not be found (never resolved to another
+  place in the storage or outside it);
 - dense matrices are column-major ``(n_rows, n_cols)`` numpy arrays, sparse data is a 1-based
   :class:`~pydaf.sparse.SparseVector` / :class:`~pydaf.sparse.SparseMatrixCSC`, strings are ``object`` arrays of
   ``str``, scalars are validated Python/numpy scalars;
 - vectors and matrices it returns are never written to by the caller (the reader layer marks them read-only).
+
+Getters return ``(value, group)``: the :class:`CacheGroup` under which the reader layer caches the value, or ``None``
+for values not worth caching (already in memory, e.g. MemoryDaf's own arrays). Each method below states what it
+trusts, in the manner of Julia's ``formats.jl``.
 """
 
 from __future__ import annotations
 
 import enum
 from abc import ABC, abstractmethod
-from typing import ClassVar, TypeAlias
+from typing import Any, ClassVar, TypeAlias
 
 import numpy as np
 
@@ -69,59 +80,125 @@ class FormatReader(ABC):
                                   tensors: bool) -> None:
         """Append storage-specific lines at the end of a description (nothing by default)."""
 
+    def format_shared_state(self, state: Any) -> Any:
+        """The state (data lock, cache, version counters) of the data set: ``state``, or, when another handle in this
+        process already opened the same storage (through another path or a symlink), that handle's state, so both
+        see one lock and one cache. ``state`` by default."""
+        return state
+
     def format_close(self) -> None:
         """Release OS resources (open files). Mapped arrays already handed out stay valid."""
 
     # Scalars.
 
     @abstractmethod
-    def format_has_scalar(self, name: str) -> bool: ...
+    def format_has_scalar(self, name: str) -> bool:
+        """Whether a scalar property called ``name`` exists.
+
+        This trusts that the read lock is held. ``name`` is unvalidated: one the storage could not hold is not found.
+        """
 
     @abstractmethod
-    def format_scalars_set(self) -> set[str]: ...
+    def format_scalars_set(self) -> set[str]:
+        """The names of the scalar properties (the caller copies the set, so it may be the backend's own).
+
+        This trusts that the read lock is held.
+        """
 
     @abstractmethod
-    def format_get_scalar(self, name: str) -> StorageScalar: ...
+    def format_get_scalar(self, name: str) -> StorageScalar:
+        """The value of the scalar property ``name``: a ``str``, or a numpy (or Python ``bool``/``int``/``float``)
+        number of a storage type, kept at its stored width.
+
+        This trusts that the read lock is held and that the scalar exists.
+        """
 
     # Axes.
 
     @abstractmethod
-    def format_has_axis(self, axis: str, *, for_change: bool) -> bool: ...
+    def format_has_axis(self, axis: str, *, for_change: bool) -> bool:
+        """Whether the axis exists. With ``for_change``, the answer decides an ``add_axis`` or ``delete_axis`` that
+        follows under the same write lock (a backend that composes others, or tracks what its axes are used for, may
+        need to know); otherwise it is a plain lookup.
+
+        This trusts that the read lock (the write lock, with ``for_change``) is held. ``axis`` is unvalidated.
+        """
 
     @abstractmethod
-    def format_axes_set(self) -> set[str]: ...
+    def format_axes_set(self) -> set[str]:
+        """The names of the axes (the caller copies the set, so it may be the backend's own).
+
+        This trusts that the read lock is held.
+        """
 
     @abstractmethod
     def format_axis_vector(self, axis: str) -> tuple[np.ndarray, CacheGroup | None]:
-        """The entries of the axis as an ``object`` array of ``str``, and how to cache it."""
+        """The entries of the axis, in order, as a 1-D ``object`` array of distinct ``str``, and how to cache it (the
+        reader layer caches it, with its entry-to-index dictionary, until the axis changes).
+
+        This trusts that the read lock is held and that the axis exists.
+        """
 
     @abstractmethod
-    def format_axis_length(self, axis: str) -> int: ...
+    def format_axis_length(self, axis: str) -> int:
+        """The number of entries of the axis (called often: it should not read the entries).
+
+        This trusts that the read lock is held and that the axis exists.
+        """
 
     # Vectors.
 
     @abstractmethod
-    def format_has_vector(self, axis: str, name: str) -> bool: ...
+    def format_has_vector(self, axis: str, name: str) -> bool:
+        """Whether the vector ``name`` of the axis exists (the virtual ``name`` and ``index`` vectors are the reader
+        layer's business: they are never asked for, and never stored).
+
+        This trusts that the read lock is held and that the axis exists. ``name`` is unvalidated.
+        """
 
     @abstractmethod
-    def format_vectors_set(self, axis: str) -> set[str]: ...
+    def format_vectors_set(self, axis: str) -> set[str]:
+        """The names of the vectors of the axis, without ``name`` and ``index`` (the caller copies the set).
+
+        This trusts that the read lock is held and that the axis exists.
+        """
 
     @abstractmethod
     def format_get_vector(self, axis: str, name: str) -> tuple[StoredVector, CacheGroup | None]:
-        """The stored vector (dense numpy or 1-based :class:`SparseVector`), and how to cache it."""
+        """The vector as stored, with the axis length: a dense numpy array of a storage type (strings as an
+        ``object`` array of ``str``) or a :class:`SparseVector` with 1-based, strictly increasing ``nzind``; and how
+        to cache it (:attr:`CacheGroup.MappedData` for a map of the storage, which should be returned without a
+        copy).
+
+        This trusts that the read lock is held, that the axis exists and that the vector exists.
+        """
 
     # Matrices.
 
     @abstractmethod
-    def format_has_matrix(self, rows_axis: str, columns_axis: str, name: str) -> bool: ...
+    def format_has_matrix(self, rows_axis: str, columns_axis: str, name: str) -> bool:
+        """Whether the matrix ``name`` is stored in this layout: column-major, with ``rows_axis`` rows and
+        ``columns_axis`` columns. The other layout is a different entry (the reader layer asks for both).
+
+        This trusts that the read lock is held and that both axes exist. ``name`` is unvalidated.
+        """
 
     @abstractmethod
-    def format_matrices_set(self, rows_axis: str, columns_axis: str) -> set[str]: ...
+    def format_matrices_set(self, rows_axis: str, columns_axis: str) -> set[str]:
+        """The names of the matrices stored in this layout (the caller copies the set).
+
+        This trusts that the read lock is held and that both axes exist.
+        """
 
     @abstractmethod
     def format_get_matrix(self, rows_axis: str, columns_axis: str, name: str) -> tuple[StoredMatrix,
                                                                                        CacheGroup | None]:
-        """The stored matrix (column-major numpy or 1-based :class:`SparseMatrixCSC`), and how to cache it."""
+        """The matrix as stored in this layout, of shape ``(len(rows_axis), len(columns_axis))``: a column-major
+        (Fortran-ordered) numpy array, or a :class:`SparseMatrixCSC` with 1-based ``colptr``/``rowval``; and how to
+        cache it (:attr:`CacheGroup.MappedData` for a map of the storage, returned without a copy).
+
+        This trusts that the read lock is held, that both axes exist and that the matrix exists in this layout.
+        """
 
 
 class FormatWriter(FormatReader):
@@ -132,32 +209,80 @@ class FormatWriter(FormatReader):
     # Scalars.
 
     @abstractmethod
-    def format_set_scalar(self, name: str, value: StorageScalar) -> None: ...
+    def format_set_scalar(self, name: str, value: StorageScalar) -> None:
+        """Store the scalar property ``name``: a ``str``, or a number of a storage type (a Python ``bool``, ``int``
+        or ``float`` is Julia's ``Bool``, ``Int64`` or ``Float64``), to be read back with the same type and width.
+
+        This trusts that the write lock is held, that ``name`` is valid and that the scalar does not exist (an
+        overwrite first deletes it with ``for_set=True``).
+        """
 
     @abstractmethod
-    def format_delete_scalar(self, name: str, *, for_set: bool) -> None: ...
+    def format_delete_scalar(self, name: str, *, for_set: bool) -> None:
+        """Delete the scalar property ``name``. With ``for_set``, this is the first half of an overwrite:
+        :meth:`format_set_scalar` follows under the same write lock, so a backend may keep what it needs to restore
+        the old value should the process die in between (FilesDaf keeps hidden backups until the new value is in
+        place), and skip checks that only a real delete needs (a chain refuses to delete a property that an earlier
+        member also holds, but a set hides it). Without ``for_set``, nothing of the scalar may remain.
+
+        This trusts that the write lock is held and that the scalar exists.
+        """
 
     # Axes.
 
     @abstractmethod
-    def format_add_axis(self, axis: str, entries: np.ndarray) -> None: ...
+    def format_add_axis(self, axis: str, entries: np.ndarray) -> None:
+        """Add the axis with its ``entries``: a 1-D ``object`` array of distinct ``str``, in order. From now on, the
+        axis has no vectors and no matrices.
+
+        This trusts that the write lock is held, that ``axis`` is valid and does not exist (an overwrite first
+        deletes it), and that the entries are distinct.
+        """
 
     @abstractmethod
     def format_delete_axis(self, axis: str) -> None:
-        """Delete the axis and every vector and matrix that uses it."""
+        """Delete the axis and every vector of it and matrix that uses it (either layout, square ones included);
+        nothing of them may remain (unlike Julia, whose caller deletes the properties first).
+
+        This trusts that the write lock is held and that the axis exists.
+        """
 
     # Vectors.
 
     @abstractmethod
     def format_set_vector(self, axis: str, name: str, vector: StoredVector | StorageScalar) -> None:
-        """Store a dense vector, a sparse vector, or a scalar repeated along the axis."""
+        """Store the vector ``name`` of the axis: a dense numpy array of a storage type (strings as an ``object``
+        array of ``str``), a :class:`SparseVector` (1-based, strictly increasing ``nzind``), or a scalar to repeat
+        along the axis. The backend may keep a reference to the arrays (MemoryDaf does) or copy them, and may store
+        the data in another form that reads back the same (FilesDaf and H5df store mostly-empty strings sparse).
+
+        This trusts that the write lock is held, that the axis exists, that ``name`` is valid and not ``name`` or
+        ``index``, that the vector does not exist (an overwrite first deletes it with ``for_set=True``), and that
+        the data has the axis length and a storage type.
+        """
 
     @abstractmethod
-    def format_delete_vector(self, axis: str, name: str, *, for_set: bool) -> None: ...
+    def format_delete_vector(self, axis: str, name: str, *, for_set: bool) -> None:
+        """Delete the vector ``name`` of the axis. With ``for_set``, this is the first half of an overwrite (a set or
+        an ``empty`` builder of the same vector follows under the same write lock; see
+        :meth:`format_delete_scalar`). Without ``for_set``, nothing of the vector may remain. Arrays returned
+        earlier keep their values (H5df, whose freed space HDF5 may reuse, first moves their maps into private
+        memory).
+
+        This trusts that the write lock is held, that the axis exists and that the vector exists.
+        """
 
     @abstractmethod
     def format_get_empty_dense_vector(self, axis: str, name: str, dtype: np.dtype) -> np.ndarray:
-        """A writable buffer of the axis length that becomes the vector; the caller fills it in place."""
+        """A writable buffer of the axis length and ``dtype``, zero-filled (or fresh space that reads as zeros),
+        that becomes the vector: the caller fills it in place, then calls
+        :meth:`format_filled_empty_dense_vector`; if the filling fails it calls :meth:`format_discard_empty`, then
+        deletes the vector if :meth:`format_has_vector` says it exists. The vector may exist from this call on
+        (MemoryDaf and H5df create it here) or only once filled (FilesDaf); the write lock is held throughout.
+
+        This trusts that the write lock is held, that the axis exists, that ``name`` is valid and not ``name`` or
+        ``index``, that the vector does not exist, and that ``dtype`` is a numeric storage type.
+        """
 
     def format_filled_empty_dense_vector(self, axis: str, name: str, filled: np.ndarray) -> None:
         """Called once the buffer of :meth:`format_get_empty_dense_vector` is filled (nothing by default)."""
@@ -165,7 +290,14 @@ class FormatWriter(FormatReader):
     @abstractmethod
     def format_get_empty_sparse_vector(self, axis: str, name: str, dtype: np.dtype, nnz: int,
                                        indtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
-        """Writable ``(nzind, nzval)`` buffers of length ``nnz``; the caller fills them (1-based) in place."""
+        """Writable ``(nzind, nzval)`` buffers of ``nnz`` elements, of ``indtype`` and ``dtype``, that become the
+        vector: the caller fills them (1-based, strictly increasing ``nzind``), checks them, and then calls
+        :meth:`format_filled_empty_sparse_vector`, or on failure :meth:`format_discard_empty` (as for
+        :meth:`format_get_empty_dense_vector`).
+
+        This trusts what :meth:`format_get_empty_dense_vector` trusts, that ``nnz`` is at most the axis length and
+        that ``indtype`` is an integer storage type.
+        """
 
     def format_filled_empty_sparse_vector(self, axis: str, name: str, filled: SparseVector) -> None:
         """Called once the buffers of :meth:`format_get_empty_sparse_vector` are filled (nothing by default)."""
@@ -175,15 +307,37 @@ class FormatWriter(FormatReader):
     @abstractmethod
     def format_set_matrix(self, rows_axis: str, columns_axis: str, name: str,
                           matrix: StoredMatrix | StorageScalar) -> None:
-        """Store a column-major dense matrix, a sparse matrix, or a scalar repeated over the whole matrix."""
+        """Store the matrix ``name`` in this layout only (rows ``rows_axis``, columns ``columns_axis``): a
+        column-major ``(n_rows, n_cols)`` numpy array of a storage type (strings as ``object``), a
+        :class:`SparseMatrixCSC` (1-based), or a scalar to repeat over the whole matrix (a backend may store a zero
+        fill as an empty sparse matrix, as Julia does). The other layout, if wanted, is stored afterwards by
+        :meth:`format_relayout_matrix`.
+
+        This trusts that the write lock is held, that both axes exist, that ``name`` is valid, that the matrix does
+        not exist in this layout (an overwrite first deletes it with ``for_set=True``), and that the data has the
+        axes' lengths and a storage type.
+        """
 
     @abstractmethod
-    def format_delete_matrix(self, rows_axis: str, columns_axis: str, name: str, *, for_set: bool) -> None: ...
+    def format_delete_matrix(self, rows_axis: str, columns_axis: str, name: str, *, for_set: bool) -> None:
+        """Delete the matrix ``name`` in this layout only (the reader layer deletes each layout it means to). With
+        ``for_set``, this is the first half of an overwrite (see :meth:`format_delete_scalar`); without it, nothing
+        of this layout may remain. Arrays returned earlier keep their values.
+
+        This trusts that the write lock is held, that both axes exist and that the matrix exists in this layout.
+        """
 
     @abstractmethod
     def format_get_empty_dense_matrix(self, rows_axis: str, columns_axis: str, name: str,
                                       dtype: np.dtype) -> np.ndarray:
-        """A writable column-major ``(n_rows, n_cols)`` buffer that becomes the matrix."""
+        """A writable, zero-filled, column-major ``(n_rows, n_cols)`` buffer of ``dtype`` that becomes the matrix in
+        this layout: the caller fills it in place, then calls :meth:`format_filled_empty_dense_matrix`, or on
+        failure :meth:`format_discard_empty` and, if :meth:`format_has_matrix` says it exists, a delete (as for
+        :meth:`format_get_empty_dense_vector`).
+
+        This trusts that the write lock is held, that both axes exist, that ``name`` is valid, that the matrix does
+        not exist in this layout, and that ``dtype`` is a numeric storage type.
+        """
 
     def format_filled_empty_dense_matrix(self, rows_axis: str, columns_axis: str, name: str,
                                          filled: np.ndarray) -> None:
@@ -192,8 +346,14 @@ class FormatWriter(FormatReader):
     @abstractmethod
     def format_get_empty_sparse_matrix(self, rows_axis: str, columns_axis: str, name: str, dtype: np.dtype,
                                        nnz: int, indtype: np.dtype) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Writable ``(colptr, rowval, nzval)`` buffers (zero-filled, or untouched fresh space that reads as zeros);
-        the caller fills them (1-based) in place."""
+        """Writable ``(colptr, rowval, nzval)`` buffers of ``n_cols + 1``, ``nnz`` and ``nnz`` elements (zero-filled,
+        or untouched fresh space that reads as zeros) that become the matrix in this layout: the caller fills them
+        (1-based CSC), checks them, then calls :meth:`format_filled_empty_sparse_matrix`, or on failure
+        :meth:`format_discard_empty` (as for :meth:`format_get_empty_dense_matrix`).
+
+        This trusts what :meth:`format_get_empty_dense_matrix` trusts, that ``nnz`` is at most ``n_rows * n_cols``
+        and that ``indtype`` is an integer storage type.
+        """
 
     def format_filled_empty_sparse_matrix(self, rows_axis: str, columns_axis: str, name: str,
                                           filled: SparseMatrixCSC) -> None:

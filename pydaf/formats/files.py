@@ -21,9 +21,6 @@ from typing import Any
 
 import numpy as np
 
-from ..core.read_only import DafReadOnly
-from ..core.readers import DafReader
-from ..core.writers import DafWriter
 from ..errors import DafFormatError
 from ..sparse import SparseMatrixCSC, SparseVector
 from ..storage_types import DTYPES_BY_NAME, STRING_DTYPE, StorageScalar, julia_name, scalar_dtype
@@ -41,6 +38,7 @@ from .base import (
     weakest_cache_group,
 )
 from .mapping import map_region
+from .registry import FormatEntry, PersistentDaf, register_format
 
 MAJOR_VERSION = 1
 MINOR_VERSION = 1
@@ -596,7 +594,7 @@ def _names_with_suffix(folder: str, suffix: str) -> set[str]:
     return {name[:-len(suffix)] for name in os.listdir(folder) if name.endswith(suffix) and not name.startswith(".")}
 
 
-class FilesDaf(DafWriter):
+class FilesDaf(PersistentDaf):
     """A Daf data set in a directory of plain files, Julia's preferred format for large data (every numeric file is
     memory-mapped). Modes as :class:`~pydaf.H5df`: ``r`` returns a :class:`~pydaf.DafReadOnly`; ``w+`` refuses a
     non-empty directory that is not a Daf data set.
@@ -613,11 +611,16 @@ class FilesDaf(DafWriter):
 
     _format: FilesFormat
 
-    def __new__(cls, path: str | os.PathLike, mode: str = "r", *, name: str | None = None) -> FilesDaf | DafReadOnly:
-        daf = super().__new__(cls)
-        daf._format = FilesFormat(os.fspath(path), mode)
-        DafReader.__init__(daf, daf._format, name=name)
-        return DafReadOnly(daf, name=name) if mode == "r" else daf
-
     def __init__(self, path: str | os.PathLike, mode: str = "r", *, name: str | None = None) -> None:
-        pass  # all the work is in __new__, because mode "r" returns a read-only wrapper instead
+        super().__init__(FilesFormat(os.fspath(path), mode), name=name)
+
+
+def _guess_can_open(path: str) -> bool:
+    """A directory (holding ``daf.json`` once it is a data set), or nothing yet: FilesDaf directories have no suffix,
+    so this format is the fallback, asked after the others, as Julia's ``open_daf`` opens a FilesDaf "otherwise"."""
+    return os.path.isdir(path) or not os.path.lexists(path)
+
+
+FORMAT = register_format(FormatEntry(
+    name="FilesDaf", paths="a directory holding daf.json (or a new path, which becomes one)",
+    guess_can_open=_guess_can_open, open=FilesDaf.open, fallback=True))

@@ -32,9 +32,6 @@ import h5py
 import numpy as np
 from h5py import h5d, h5f, h5l, h5o, h5p, h5s, h5t
 
-from ..core.read_only import DafReadOnly
-from ..core.readers import DafReader
-from ..core.writers import DafWriter
 from ..errors import (
     DafError,
     DafFormatError,
@@ -60,6 +57,7 @@ from .base import (
     weakest_cache_group,
 )
 from .mapping import FileKey, detach_region, file_key, map_region, populate_pages
+from .registry import FormatEntry, PersistentDaf, register_format
 
 MAJOR_VERSION = 1
 MINOR_VERSION = 0
@@ -521,9 +519,9 @@ class H5dfFormat(FormatWriter):
             with self._writing("the data set (removing what an interrupted writer left)"):
                 self._remove_staging()
 
-    def shared_state(self, state: Any) -> Any:
-        """The state (lock, cache, version counters) of this data set shared by every handle on it in this process:
-        ``state`` if it is the first."""
+    def format_shared_state(self, state: Any) -> Any:
+        """One lock, cache and set of version counters per data set, whatever the handle (path, symlink) it was opened
+        through: ``state`` if this is the first handle on it in this process."""
         states = self._open_file.states
         with _open_files_lock:
             shared = states.get(self.root.name)
@@ -1121,7 +1119,7 @@ def _root_text(group: h5py.Group) -> str:
     return f"{group.file.filename}#{group.name}"
 
 
-class H5df(DafWriter):
+class H5df(PersistentDaf):
     """A Daf data set in an HDF5 file (``x.h5df``) or in a group of one (``x.h5dfs#/group``), or in an open
     ``h5py.File``/``h5py.Group``. Modes: ``r`` (read-only; returns a :class:`~pydaf.DafReadOnly`), ``r+``, ``w+``
     (create if missing) and ``w`` (truncate). ``w+`` refuses to turn a non-empty HDF5 root that is not a Daf data set
@@ -1139,18 +1137,11 @@ class H5df(DafWriter):
 
     _format: H5dfFormat
 
-    def __new__(cls, root: str | os.PathLike | h5py.Group, mode: str = "r", *,
-                name: str | None = None) -> H5df | DafReadOnly:
-        daf = super().__new__(cls)
-        daf._open(root, mode, name)
-        if mode == "r":
-            return DafReadOnly(daf, name=name)
-        return daf
-
     def __init__(self, root: str | os.PathLike | h5py.Group, mode: str = "r", *, name: str | None = None) -> None:
-        pass  # all the work is in __new__, because mode "r" returns a read-only wrapper instead
+        super().__init__(self._open(root, mode), name=name)
 
-    def _open(self, root: str | os.PathLike | h5py.Group, mode: str, name: str | None) -> None:
+    @staticmethod
+    def _open(root: str | os.PathLike | h5py.Group, mode: str) -> H5dfFormat:
         writable, may_create, truncate = parse_mode(mode)
         if isinstance(root, h5py.Group):
             group = root
@@ -1190,9 +1181,7 @@ class H5df(DafWriter):
             raise DafFormatError(f"not a daf data set: {where}\n(it is a non-empty HDF5 "
                                  f"{'file' if group.name == '/' else 'group'}; mode w+ will not wipe it, "
                                  "use mode w to replace it)")
-        self._format = H5dfFormat(group, mode, default_name=where, complete_path=complete_path)
-        DafReader.__init__(self, self._format, name=name)
-        self._state = self._format.shared_state(self._state)  # one lock and cache per data set, whatever the handle
+        return H5dfFormat(group, mode, default_name=where, complete_path=complete_path)
 
     def flush(self) -> None:
         """Flush the HDF5 file to disk.
@@ -1257,3 +1246,36 @@ def _copy_tree(source: h5py.Group, destination: h5py.Group, advance: Callable[[i
         if not (top and name == "daf"):
             h5o.copy(source.id, name.encode(), destination.id, name.encode())
         advance(1)
+
+
+_HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
+
+
+def _is_hdf5_file(path: str) -> bool:
+    """Whether a regular file starts with the HDF5 signature, which is at byte 0, 512, 1024, 2048… (after a user
+    block). Only regular files are read (a FIFO would block), at most one 8-byte read per power of two of the size."""
+    if not os.path.isfile(path):
+        return False
+    try:
+        with open(path, "rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            offset = 0
+            while offset + len(_HDF5_SIGNATURE) <= size:
+                handle.seek(offset)
+                if handle.read(len(_HDF5_SIGNATURE)) == _HDF5_SIGNATURE:
+                    return True
+                offset = max(512, offset * 2)
+    except OSError:
+        return False
+    return False
+
+
+def _guess_can_open(path: str) -> bool:
+    """An HDF5 file (by its signature), else a path named ``x.h5df`` or ``x.h5dfs#/group`` (Julia's rule)."""
+    file = path.split(".h5dfs#/", 1)[0] + ".h5dfs" if ".h5dfs#/" in path else path
+    return _is_hdf5_file(file) or path.endswith(".h5df") or ".h5dfs#/" in path
+
+
+FORMAT = register_format(FormatEntry(
+    name="H5df", paths="an HDF5 file (x.h5df), or a group in one (x.h5dfs#/group)", guess_can_open=_guess_can_open,
+    open=H5df.open, repack=repack))

@@ -1,12 +1,18 @@
-"""The conformance suite: one set of tests, written against the public API, that every backend must pass.
+"""The conformance suite: one set of tests that every backend must pass (zarr's ``zarr.testing.store.StoreTests``).
 
-A backend's test module subclasses :class:`DafConformance` and provides ``new_daf`` (an empty writable data set) and
-``reopen`` (the same data set as read back from its storage, or itself for in-memory stores).
+A backend's test module subclasses :class:`DafConformance` once, with :attr:`~DafConformance.backend` set to the
+backend's :class:`~pydaf.testing.DafBackend` hooks: ``new`` (an empty writable data set), ``reopen`` (the same data
+set read back from its storage) and, if it can, ``snapshot`` (what the storage holds, read around pydaf). Tests that
+need a capability the backend does not declare skip, saying which.
 """
 
 from __future__ import annotations
 
+import mmap
 import threading
+from functools import partial
+from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
@@ -16,13 +22,21 @@ import scipy.sparse as sp
 import pydaf
 from pydaf import SparseMatrixCSC, SparseVector
 
+from .backend import DafBackend
+
 NUMBER_DTYPES = [np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64,
                  np.float32, np.float64]
 INDEX_DTYPES = [np.int32, np.int64, np.uint32, np.uint64]
 
 
 def sample_values(dtype: type, shape: tuple[int, ...], seed: int = 0) -> np.ndarray:
-    """Deterministic values of a storage type, with zeros (so sparse forms are meaningful) and extremes."""
+    """Deterministic values of a storage type, with zeros (so sparse forms are meaningful) and extremes.
+
+    Example:
+        >>> import numpy as np
+        >>> sample_values(np.uint8, (4,)).tolist()
+        [0, 255, 0, 0]
+    """
     generator = np.random.default_rng(seed)
     size = int(np.prod(shape))
     if dtype == np.bool_:
@@ -40,15 +54,39 @@ def sample_values(dtype: type, shape: tuple[int, ...], seed: int = 0) -> np.ndar
 
 
 class DafConformance:
-    """Behaviour every backend shares. Subclasses provide the two fixtures below."""
+    """Behaviour every backend shares, tested through the public API (and, where the backend offers it, checked in
+    its storage through the :meth:`~pydaf.testing.DafBackend.snapshot` backdoor). Subclass once per backend, setting
+    :attr:`backend`; pytest collects the subclass (name it ``Test...``).
+
+    Example:
+        >>> import pydaf
+        >>> from pydaf.testing import DafBackend
+        >>> class Memory(DafBackend):
+        ...     name = "memory"
+        ...     def new(self, directory, name):
+        ...         return pydaf.MemoryDaf(name=name)
+        >>> class TestMemoryDaf(DafConformance):
+        ...     backend = Memory()
+        >>> TestMemoryDaf().reopen(pydaf.MemoryDaf(name="x!")).name
+        'x!'
+    """
+
+    #: The hooks of the backend under test.
+    backend: ClassVar[DafBackend]
 
     @pytest.fixture
-    def daf(self, tmp_path) -> pydaf.DafWriter:  # pragma: no cover - overridden
-        raise NotImplementedError
+    def daf(self, tmp_path: Path) -> pydaf.DafWriter:
+        """A new, empty data set of the backend, named after it."""
+        return self.backend.new(tmp_path, f"{self.backend.name}!")
 
-    def reopen(self, daf: pydaf.DafWriter) -> pydaf.DafWriter:
-        """The data set as read back from storage (overridden by persistent backends)."""
-        return daf
+    def reopen(self, daf: pydaf.DafReader) -> pydaf.DafWriter:
+        """The data set as read back from storage (itself for in-memory backends)."""
+        return self.backend.reopen(daf)  # type: ignore[return-value]
+
+    def require(self, capability: str) -> None:
+        """Skip the test unless the backend declares ``capability`` (an attribute of :class:`DafBackend`)."""
+        if not getattr(self.backend, capability):
+            pytest.skip(f"the backend: {self.backend.name} does not declare: {capability}")
 
     def cells(self, daf: pydaf.DafWriter) -> pydaf.DafWriter:
         return daf.add_axis("cell", ["A", "B", "C", "D"]).add_axis("gene", ["X", "Y", "Z"])
@@ -319,7 +357,7 @@ class DafConformance:
         first = daf.get_vector("cell", "age")
         daf.set_vector("cell", "age", pd.Series([4, 3, 2, 1], index=["A", "B", "C", "D"]), overwrite=True)
         assert daf.vector_version_counter("cell", "age") == 2
-        assert first.tolist() == [1, 2, 3, 4] or daf.format.type_name == "MemoryDaf"
+        assert first.tolist() == [1, 2, 3, 4] or not self.backend.overwrite_keeps_returned_arrays
         assert daf.get_vector("cell", "age").tolist() == [4, 3, 2, 1]
         daf.delete_vector("cell", "age")
         daf = self.reopen(daf)
@@ -698,3 +736,174 @@ class DafConformance:
         assert not errors, errors[0]
         assert (daf.get_matrix("cell", "gene", "m") == 59).all()
         assert daf.vector_version_counter("cell", "v") == 59
+
+    # Storage, seen through the backdoor (format_* behaviour the public API cannot show).
+
+    def snapshot(self, daf: pydaf.DafReader) -> dict:
+        """What the storage holds (skipping the test if the backend has no backdoor)."""
+        if not self.backend.has_snapshot:
+            pytest.skip(f"the backend: {self.backend.name} has no snapshot backdoor")
+        return dict(self.backend.snapshot(daf))
+
+    def rich(self, daf: pydaf.DafWriter) -> pydaf.DafWriter:
+        """Fill a data set that has the :meth:`cells` axes with one property of each kind the storage keeps apart."""
+        daf.set_scalar("organism", "human").set_scalar("ratio", np.float32(0.5))
+        daf.set_vector("cell", "age", np.array([1, 2, 3, 4], np.uint32)).set_vector("cell", "type", ["T", "B", "", ""])
+        daf.set_vector("gene", "score", SparseVector(3, np.array([2]), np.array([1.5], np.float32)))
+        daf.set_matrix("cell", "gene", "UMIs", sp.csc_matrix(sample_values(np.uint16, (4, 3), seed=1)))
+        daf.set_matrix("cell", "gene", "dense", sample_values(np.float64, (4, 3), seed=2), relayout=False)
+        return daf
+
+    def test_snapshot_sees_every_kind_of_write(self, daf):
+        """The backdoor is real: each write shows in the storage, so the tests below can fail."""
+        self.cells(daf)
+        seen = [self.snapshot(daf)]
+        for write in [partial(daf.set_scalar, "organism", "human"), partial(daf.add_axis, "donor", ["d1"]),
+                      partial(daf.set_vector, "cell", "age", [1, 2, 3, 4]),
+                      partial(daf.set_vector, "cell", "age", [4, 3, 2, 1], overwrite=True),
+                      partial(daf.set_matrix, "cell", "gene", "m", np.ones((4, 3)), relayout=False),
+                      partial(daf.relayout_matrix, "cell", "gene", "m"), partial(daf.delete_axis, "donor")]:
+            write()
+            seen.append(self.snapshot(daf))
+            assert seen[-1] != seen[-2], write
+
+    def test_refused_writes_leave_the_storage_unchanged(self, daf):
+        """Writers validate everything before changing anything: the storage is byte for byte the same."""
+        self.rich(self.cells(daf))
+        before = self.snapshot(daf)
+        refused = [
+            partial(daf.set_scalar, "organism", "mouse"),
+            partial(daf.set_scalar, "bad", 1 + 2j),
+            partial(daf.add_axis, "cell", ["Q"]),
+            partial(daf.add_axis, "donor", ["a", "a"]),
+            partial(daf.set_vector, "cell", "age", [1, 2, 3], overwrite=True),
+            partial(daf.set_vector, "cell", "age", [5, 6, 7, 8]),
+            partial(daf.set_vector, "cell", "age", np.ones(4, np.complex64), overwrite=True),
+            partial(daf.set_vector, "cell", "name", 1),
+            partial(daf.set_vector, "cell", "a/b", 1),
+            partial(daf.set_vector, "donor", "age", 1),
+            partial(daf.set_matrix, "cell", "gene", "UMIs", np.zeros((3, 3)), overwrite=True),
+            partial(daf.set_matrix, "gene", "cell", "UMIs", np.zeros((3, 4))),
+            partial(daf.set_matrix, "cell", "gene", "new", np.zeros((4, 3), np.float16)),
+            partial(daf.relayout_matrix, "cell", "gene", "UMIs"),
+            partial(daf.delete_vector, "cell", "missing"),
+            partial(daf.delete_matrix, "cell", "gene", "missing"),
+            partial(daf.delete_axis, "donor"),
+        ]
+        for write in refused:
+            with pytest.raises(pydaf.DafError):
+                write()
+            assert self.snapshot(daf) == before, write
+
+    def test_failed_builders_leave_no_trace_in_storage(self, daf):
+        """A builder whose filling raises leaves the storage as it was (``format_discard_empty`` and the delete)."""
+        self.rich(self.cells(daf))
+        before = self.snapshot(daf)
+        builders = [
+            partial(daf.empty_dense_vector, "cell", "new", "Float64"),
+            partial(daf.empty_sparse_vector, "cell", "new", "Int32", 2),
+            partial(daf.empty_dense_matrix, "cell", "gene", "new", "UInt8"),
+            partial(daf.empty_sparse_matrix, "cell", "gene", "new", "Float32", 3, "Int64"),
+        ]
+        for builder in builders:
+            with pytest.raises(RuntimeError, match="boom"), builder() as buffers:
+                for buffer in buffers if isinstance(buffers, tuple) else (buffers,):
+                    buffer[...] = 1
+                raise RuntimeError("boom")
+            assert self.snapshot(daf) == before, builder
+        with pytest.raises(pydaf.DafValueError, match="invalid colptr"), daf.empty_sparse_matrix(
+                "cell", "gene", "new", "Float32", 2) as (colptr, _rowval, _nzval):
+            colptr[:] = [1, 2, 2, 2]
+        assert self.snapshot(daf) == before
+
+    def test_deletes_leave_no_trace_in_storage(self, daf):
+        """``format_delete_*`` with ``for_set=False`` removes everything the property had stored."""
+        self.cells(daf)
+        before = self.snapshot(daf)
+        self.rich(daf)
+        daf.relayout_matrix("cell", "gene", "dense")
+        daf.delete_scalar("organism").delete_scalar("ratio")
+        for axis in ("cell", "gene"):
+            for name in daf.vectors_set(axis):
+                daf.delete_vector(axis, name)
+        for name in daf.matrices_set("cell", "gene"):
+            daf.delete_matrix("cell", "gene", name)
+        assert self.snapshot(daf) == before
+        daf.add_axis("donor", ["d1", "d2"]).set_vector("donor", "age", [1, 2])
+        daf.set_matrix("donor", "cell", "m", np.ones((2, 4))).delete_axis("donor")
+        assert self.snapshot(daf) == before
+
+    def test_overwrites_store_only_the_new_value(self, daf, tmp_path):
+        """An overwrite (``format_delete_*`` with ``for_set=True``, then a set) leaves the storage exactly as if only
+        the new value had ever been written: nothing of the old value, no backups, no temporaries."""
+        overwritten, fresh = self.cells(daf), self.cells(self.backend.new(tmp_path, "fresh!"))
+        self.rich(overwritten)
+        sparse = SparseVector(4, np.array([1, 3]), np.array([7, 9], np.int16))
+        umis = sample_values(np.float32, (4, 3), seed=3)
+        for target in (overwritten, fresh):
+            overwrite = target is overwritten
+            target.set_scalar("organism", "mouse", overwrite=overwrite)
+            target.set_vector("cell", "age", sparse, overwrite=overwrite)
+            target.set_matrix("cell", "gene", "UMIs", umis, overwrite=overwrite)
+            with target.empty_dense_vector("cell", "type", "Int8", overwrite=overwrite) as buffer:
+                buffer[:] = [1, 2, 3, 4]
+            with target.empty_dense_matrix("cell", "gene", "dense", "UInt8", overwrite=overwrite) as buffer:
+                buffer[:, :] = 5
+        overwritten.delete_scalar("ratio").delete_vector("gene", "score")  # what the fresh one never had
+        assert self.snapshot(overwritten) == self.snapshot(fresh)
+
+    def test_reading_never_writes(self, daf):
+        """Reading everything, mode ``r`` included, leaves the storage unchanged."""
+        self.rich(self.cells(daf))
+        before = self.snapshot(daf)
+        reader = self.backend.reopen(daf, "r")
+        assert not hasattr(reader, "set_scalar")
+        reader.description(deep=True)
+        for axis in reader.axes_set():
+            for name in reader.vectors_set(axis):
+                reader.get_vector(axis, name)
+            for other in reader.axes_set():
+                for name in reader.matrices_set(axis, other):
+                    reader.get_matrix(axis, other, name)
+        assert reader["@ cell @ gene :: UMIs >| Sum"].shape == (4,)
+        assert self.snapshot(reader) == before
+
+    # Declared capabilities.
+
+    def test_stored_numbers_are_file_maps(self, daf):
+        """Zero-copy: what is read back is a read-only map of the storage's files, not a copy."""
+        self.require("maps_files")
+        self.cells(daf).set_vector("cell", "age", [1, 2, 3, 4])
+        daf.set_matrix("cell", "gene", "dense", np.ones((4, 3)), relayout=False)
+        daf.set_matrix("cell", "gene", "sparse", sp.csc_matrix(np.eye(4, 3)), relayout=False)
+        daf = self.reopen(daf)
+        sparse = daf.get_stored_matrix("cell", "gene", "sparse")
+        for array in (daf.get_vector("cell", "age"), daf.get_matrix("cell", "gene", "dense"), sparse.colptr,
+                      sparse.rowval, sparse.nzval):
+            assert is_file_map(array) and not array.flags.writeable
+
+    def test_open_daf_recognises_the_path(self, tmp_path):
+        """The format registry sends this backend's paths to it, for writing and for reading back."""
+        path = self.backend.path(tmp_path)
+        if path is None:
+            pytest.skip(f"the backend: {self.backend.name} has no path")
+        writer = pydaf.open_daf(path, "w", name="opened!")
+        assert type(writer) is type(self.backend.new(tmp_path, "other!"))
+        writer.add_axis("cell", ["A", "B"]).set_vector("cell", "age", [1, 2])
+        reader = pydaf.open_daf(path, "r")
+        assert isinstance(reader, pydaf.DafReadOnly) and type(reader.base) is type(writer)
+        assert reader.get_vector("cell", "age").tolist() == [1, 2]
+
+
+def is_file_map(array: object) -> bool:
+    """Whether an array's memory is (a view of) a memory map, as zero-copy reads of mapped storage must be.
+
+    Example:
+        >>> import mmap, numpy as np
+        >>> region = mmap.mmap(-1, 16)
+        >>> is_file_map(np.frombuffer(region, np.uint8)[4:]), is_file_map(np.zeros(4))
+        (True, False)
+    """
+    while array is not None and not isinstance(array, mmap.mmap):
+        array = array.obj if isinstance(array, memoryview) else getattr(array, "base", None)
+    return isinstance(array, mmap.mmap)

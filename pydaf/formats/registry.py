@@ -1,0 +1,166 @@
+"""The format registry: which storage format opens a path (xarray's ``BACKEND_ENTRYPOINTS`` and ``guess_engine``).
+
+Each format module ends by registering a :class:`FormatEntry` (``h5df.py``: H5df, ``files.py``: FilesDaf), and
+:func:`~pydaf.open_daf` and every ``pydaf`` command open paths through :func:`guess_format`, so a new format (ZarrDaf,
+ZipDaf, a third party's) needs one :func:`register_format` call and nothing else. Formats are asked in registration
+order, the *fallback* ones last: each recognises a path by its content first (magic bytes, structure) and by its
+suffix second, as xarray's ``guess_can_open`` does.
+
+This module also holds :class:`PersistentDaf`, the base of the facades of stored formats, which opens them in a mode
+(``r``, ``r+``, ``w+``, ``w``) and makes mode ``r`` return a read-only data set, in one place for every format.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ..core.readers import DafReader
+from ..core.writers import DafWriter
+from ..errors import DafFormatError, DafValueError
+
+
+@dataclass(frozen=True)
+class FormatEntry:
+    """How to recognise and open the data sets of one storage format.
+
+    Attributes:
+        name: the format's name (its ``type:`` in descriptions), e.g. ``"H5df"``.
+        paths: what its paths look like, listed when no format can open a path.
+        guess_can_open: whether a path is of this format: decided by what is there (magic bytes, structure) if
+            anything is, else by the path's suffix. It never raises and never changes anything.
+        open: opens a path in a mode (``r``, ``r+``, ``w+``, ``w``) with an optional data set name; mode ``r``
+            returns a read-only data set.
+        fallback: asked only after every other format, for paths that none of them recognises (FilesDaf: Julia's
+            ``open_daf`` opens a FilesDaf directory "otherwise").
+        repack: rewrites a data set compactly into a new path (``pydaf repack``), or ``None`` if the format has no
+            such operation.
+
+    Example:
+        >>> import os, tempfile, pydaf
+        >>> entry = guess_format(os.path.join(tempfile.mkdtemp(), "x.h5df"))
+        >>> entry.name, entry.fallback, entry.repack is pydaf.repack
+        ('H5df', False, True)
+    """
+
+    name: str
+    paths: str
+    guess_can_open: Callable[[str], bool]
+    open: Callable[..., DafReader]
+    fallback: bool = False
+    repack: Callable[..., None] | None = None
+
+
+_FORMATS: dict[str, FormatEntry] = {}
+
+
+def register_format(entry: FormatEntry, *, replace: bool = False) -> FormatEntry:
+    """Add a format to the registry (with ``replace``, replacing the one of the same name); returns the entry.
+
+    Example:
+        >>> import pydaf
+        >>> entry = FormatEntry("Nothing", "never", guess_can_open=lambda path: False, open=pydaf.open_daf)
+        >>> register_format(entry) is entry, [known.name for known in registered_formats()][-2:]
+        (True, ['Nothing', 'FilesDaf'])
+        >>> unregister_format("Nothing") is entry
+        True
+    """
+    if entry.name in _FORMATS and not replace:
+        raise DafValueError(f"existing Daf format: {entry.name}\n(use replace=True to replace it)")
+    _FORMATS[entry.name] = entry
+    return entry
+
+
+def unregister_format(name: str) -> FormatEntry:
+    """Remove a format from the registry; returns its entry.
+
+    Example:
+        >>> unregister_format("NoSuchFormat")
+        Traceback (most recent call last):
+        ...
+        pydaf.errors.DafValueError: unknown Daf format: NoSuchFormat
+    """
+    if name not in _FORMATS:
+        raise DafValueError(f"unknown Daf format: {name}")
+    return _FORMATS.pop(name)
+
+
+def registered_formats() -> list[FormatEntry]:
+    """The registered formats, in the order :func:`guess_format` asks them (the fallback ones last).
+
+    Example:
+        >>> [entry.name for entry in registered_formats()]
+        ['H5df', 'FilesDaf']
+    """
+    entries = list(_FORMATS.values())
+    return [entry for entry in entries if not entry.fallback] + [entry for entry in entries if entry.fallback]
+
+
+def guess_format(path: str | os.PathLike) -> FormatEntry:
+    """The first registered format that recognises ``path``; a :class:`~pydaf.DafFormatError` listing the known
+    formats if none does.
+
+    Example:
+        >>> import os, tempfile
+        >>> folder = tempfile.mkdtemp()
+        >>> guess_format(os.path.join(folder, "x.h5dfs#/group")).name, guess_format(folder).name
+        ('H5df', 'FilesDaf')
+        >>> with open(os.path.join(folder, "notes.txt"), "w") as file:
+        ...     _ = file.write("not a data set")
+        >>> guess_format(os.path.join(folder, "notes.txt"))  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        pydaf.errors.DafFormatError: no known Daf format can open the path: .../notes.txt
+        the known formats are:
+        - H5df: ...
+    """
+    text = os.fspath(path)
+    entries = registered_formats()
+    for entry in entries:
+        if entry.guess_can_open(text):
+            return entry
+    known = "".join(f"\n- {entry.name}: {entry.paths}" for entry in entries)
+    raise DafFormatError(f"no known Daf format can open the path: {text}\nthe known formats are:{known}")
+
+
+class _OpensInMode(type):
+    """The metaclass of :class:`PersistentDaf`: ``Format(path, mode, name=...)`` is ``Format.open(path, mode,
+    name=...)``, so that constructing in mode ``r`` can return the read-only wrapper of the data set (which is not an
+    instance of the class), while ``__new__`` and ``__init__`` stay ordinary."""
+
+    def __call__(cls, *arguments: Any, **keywords: Any) -> Any:
+        return cls.open(*arguments, **keywords)
+
+
+class PersistentDaf(DafWriter, metaclass=_OpensInMode):
+    """The base of the facades of stored formats (:class:`~pydaf.H5df`, :class:`~pydaf.FilesDaf`): a subclass's
+    ``__init__(path, mode, *, name)`` opens or creates its storage, and calling the class opens it through
+    :meth:`open`.
+
+    Example:
+        >>> import os, tempfile, pydaf
+        >>> path = os.path.join(tempfile.mkdtemp(), "x.daf")
+        >>> type(pydaf.FilesDaf(path, "w+")).__name__, type(pydaf.FilesDaf.open(path, "r")).__name__
+        ('FilesDaf', 'DafReadOnly')
+    """
+
+    @classmethod
+    def open(cls, path: Any, mode: str = "r", *, name: str | None = None) -> DafReader:
+        """Open (or create) the data set at ``path`` in ``mode``: ``r`` (read-only), ``r+``, ``w+`` (create if
+        missing) or ``w`` (truncate). Mode ``r`` returns a :class:`~pydaf.DafReadOnly` whose ``base`` is the data
+        set, so a read-only open has no write methods at all (Julia's constructors return ``read_only(...)`` the
+        same way); other modes return the data set itself.
+
+        Example:
+            >>> import os, tempfile, pydaf
+            >>> path = os.path.join(tempfile.mkdtemp(), "x.h5df")
+            >>> pydaf.H5df.open(path, "w").set_scalar("x", 1).has_scalar("x")
+            True
+            >>> reader = pydaf.H5df.open(path, "r")
+            >>> hasattr(reader, "set_scalar"), type(reader.base).__name__
+            (False, 'H5df')
+        """
+        daf = type.__call__(cls, path, mode, name=name)  # __new__ and __init__, bypassing _OpensInMode.__call__
+        return daf.read_only(name=name) if mode == "r" else daf

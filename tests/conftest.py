@@ -1,0 +1,182 @@
+"""The backends every test runs on, listed once (:data:`BACKENDS`), with how to create, reopen and inspect each
+(:class:`pydaf.testing.DafBackend` hooks), and the fixture that parametrises tests over them.
+
+A test that should hold on every backend takes the ``backend`` fixture and calls ``backend.new(tmp_path, name)``
+(``backend.reopen(daf)`` to read it back, ``backend.path(tmp_path)`` for a path to open); a fixture that must vary
+independently of ``backend`` uses ``params=BACKENDS, ids=str`` itself. ``test_conformance.py`` runs the conformance
+suite on each backend. A backend added here is run by all of them.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import h5py
+import numpy as np
+import pytest
+
+import pydaf
+from pydaf import SparseMatrixCSC, SparseVector
+from pydaf.testing import DafBackend
+
+
+def _new_path(directory: Path, suffix: str) -> str:
+    """A path under ``directory`` that does not exist yet."""
+    return next(str(path) for path in (directory / f"daf{index}{suffix}" for index in itertools.count())
+                if not path.exists())
+
+
+def _comparable(value: Any) -> Any:
+    """A stored value in a form that compares equal exactly when the stored data does (type, shape and bytes)."""
+    if isinstance(value, SparseVector):
+        return ("SparseVector", value.length, _comparable(value.nzind), _comparable(value.nzval))
+    if isinstance(value, SparseMatrixCSC):
+        return ("SparseMatrixCSC", value.shape, *(_comparable(part) for part in (value.colptr, value.rowval,
+                                                                                  value.nzval)))
+    if isinstance(value, np.ndarray):
+        body = value.tolist() if value.dtype.kind == "O" else np.asfortranarray(value).tobytes(order="A")
+        return (value.dtype.str, value.shape, body)
+    return (type(value).__name__, value.tolist() if isinstance(value, np.generic) else value)
+
+
+class MemoryBackend(DafBackend):
+    name = "memory"
+
+    def new(self, directory: Path, name: str) -> pydaf.DafWriter:
+        return pydaf.MemoryDaf(name=name)
+
+    def snapshot(self, daf: pydaf.DafReader) -> Mapping[str, Any]:
+        """The dictionaries of the :class:`~pydaf.formats.memory.MemoryFormat` themselves."""
+        storage = daf.format
+        items: dict[str, Any] = {f"scalars/{name}": _comparable(value) for name, value in storage.scalars.items()}
+        items.update({f"axes/{axis}": _comparable(entries) for axis, entries in storage.axes.items()})
+        for axis, vectors in storage.vectors.items():
+            items.update({f"vectors/{axis}/{name}": _comparable(vector) for name, vector in vectors.items()})
+        for (rows_axis, columns_axis), matrices in storage.matrices.items():
+            items.update({f"matrices/{rows_axis}/{columns_axis}/{name}": _comparable(matrix)
+                          for name, matrix in matrices.items()})
+        return items
+
+
+class H5dfBackend(DafBackend):
+    name = "h5df"
+    persistent = True
+    maps_files = True
+
+    def path(self, directory: Path) -> str:
+        return _new_path(directory, ".h5df")
+
+    def new(self, directory: Path, name: str) -> pydaf.DafWriter:
+        return pydaf.H5df(self.path(directory), "w", name=name)
+
+    def reopen(self, daf: pydaf.DafReader, mode: str = "r+") -> pydaf.DafReader:
+        """Close the HDF5 file and open it again, so everything is read back from disk."""
+        path = daf.complete_path()
+        daf.format.file.close()
+        return pydaf.H5df(path, mode, name=daf.name)
+
+    def snapshot(self, daf: pydaf.DafReader) -> Mapping[str, Any]:
+        """Every group, dataset and attribute under the data set's HDF5 group, read with h5py (not through maps)."""
+        root = daf.format.root
+        items: dict[str, Any] = {f"@{key}": repr(value) for key, value in root.attrs.items()}
+
+        def visit(name: str, node: h5py.Group | h5py.Dataset) -> None:
+            if isinstance(node, h5py.Dataset):
+                items[name] = (node.dtype.str, node.shape, _comparable(np.asarray(node[()])))
+            else:
+                items[name] = "group"
+            items.update({f"{name}@{key}": repr(value) for key, value in node.attrs.items()})
+
+        root.visititems(visit)
+        return items
+
+
+class H5dfGroupBackend(H5dfBackend):
+    """A data set in a group of an ``.h5dfs`` file that holds another data set, which must stay intact."""
+
+    name = "h5df_group"
+
+    def path(self, directory: Path) -> str:
+        return f"{_new_path(directory, '.h5dfs')}#/nested/group"
+
+    def new(self, directory: Path, name: str) -> pydaf.DafWriter:
+        path = self.path(directory)
+        pydaf.H5df(path.replace("#/nested/group", "#/other"), "w").set_scalar("other", 1)
+        return pydaf.H5df(path, "w", name=name)
+
+    def reopen(self, daf: pydaf.DafReader, mode: str = "r+") -> pydaf.DafReader:
+        reopened = super().reopen(daf, mode)
+        assert pydaf.H5df(str(reopened.complete_path()).replace("#/nested/group", "#/other"),
+                          "r").get_scalar("other") == 1
+        return reopened
+
+
+class FilesBackend(DafBackend):
+    name = "files"
+    persistent = True
+    maps_files = True
+
+    def path(self, directory: Path) -> str:
+        return _new_path(directory, ".daf")
+
+    def new(self, directory: Path, name: str) -> pydaf.DafWriter:
+        return pydaf.FilesDaf(self.path(directory), "w", name=name)
+
+    def reopen(self, daf: pydaf.DafReader, mode: str = "r+") -> pydaf.DafReader:
+        """Open the directory again, so everything is read back from its files."""
+        return pydaf.FilesDaf(daf.complete_path(), mode, name=daf.name)
+
+    def snapshot(self, daf: pydaf.DafReader) -> Mapping[str, Any]:
+        """Every directory and file (hidden ones included), ``.json`` files parsed (their key order is free)."""
+        root = daf.complete_path()
+        items: dict[str, Any] = {}
+        for folder, folders, files in os.walk(root):
+            relative = os.path.relpath(folder, root)
+            items.update({os.path.join(relative, name): "directory" for name in folders})
+            for name in files:
+                with open(os.path.join(folder, name), "rb") as handle:
+                    content = handle.read()
+                items[os.path.join(relative, name)] = json.loads(content) if name.endswith(".json") else content
+        return items
+
+
+class ChainBackend(DafBackend):
+    """A write chain over an empty memory base and a ``top`` member of another backend, which gets the writes."""
+
+    def __init__(self, top: DafBackend) -> None:
+        self.top = top
+        self.name = "chain" if isinstance(top, MemoryBackend) else f"chain_over_{top.name}"
+        self.persistent, self.maps_files = top.persistent, top.maps_files
+
+    def new(self, directory: Path, name: str) -> pydaf.DafWriter:
+        return pydaf.chain_writer([pydaf.MemoryDaf(name="base!"), self.top.new(directory, "top!")], name=name)
+
+    def reopen(self, daf: pydaf.DafReader, mode: str = "r+") -> pydaf.DafReader:
+        if not self.persistent:
+            return super().reopen(daf, mode)
+        base, top = daf.format.members
+        chain = pydaf.chain_reader if mode == "r" else pydaf.chain_writer
+        return chain([base, self.top.reopen(top, mode)], name=daf.name)
+
+    def snapshot(self, daf: pydaf.DafReader) -> Mapping[str, Any]:
+        base, top = daf.format.members
+        return {**{f"base:{key}": value for key, value in MemoryBackend().snapshot(base).items()},
+                **{f"top:{key}": value for key, value in self.top.snapshot(top).items()}}
+
+
+MEMORY, H5DF, H5DF_GROUP, FILES = MemoryBackend(), H5dfBackend(), H5dfGroupBackend(), FilesBackend()
+CHAIN = ChainBackend(MEMORY)
+
+#: Every backend the tests run on.
+BACKENDS: list[DafBackend] = [MEMORY, H5DF, H5DF_GROUP, FILES, CHAIN]
+
+
+@pytest.fixture(params=BACKENDS, ids=str)
+def backend(request: pytest.FixtureRequest) -> DafBackend:
+    """Each backend in turn."""
+    return request.param
