@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import enum
 from abc import ABC, abstractmethod
+from collections.abc import Hashable
 from typing import ClassVar, TypeAlias
 
 import numpy as np
@@ -68,6 +69,18 @@ class FormatReader(ABC):
     def format_description_footer(self, indent: str, lines: list[str], *, cache: bool, deep: bool,
                                   tensors: bool) -> None:
         """Append storage-specific lines at the end of a description (nothing by default)."""
+
+    def format_version_counter(self, key: Hashable) -> int:
+        """How many times a property (``AxisKey``, ``VectorKey`` or ``MatrixKey.either_layout()`` of
+        :mod:`pydaf.core.cache`) was changed in the data sets this storage reads from other than through it (a chain:
+        the changes made to its members directly); added to the data set's own version counter. 0 (the default) for
+        storage that only changes through its own writer."""
+        return 0
+
+    def format_write_count(self) -> int:
+        """How many times the data sets this storage reads from were written to other than through it (a chain: the
+        sum of its members' write counts); 0 (the default) for storage that only changes through its own writer."""
+        return 0
 
     def format_close(self) -> None:
         """Release OS resources (open files). Mapped arrays already handed out stay valid."""
