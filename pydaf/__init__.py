@@ -11,6 +11,7 @@ Example:
 """
 
 from .composition.chains import chain_reader, chain_writer
+from .composition.copies import copy_all, copy_axis, copy_matrix, copy_scalar, copy_tensor, copy_vector
 from .core.brief import brief
 from .core.read_only import DafReadOnly, read_only
 from .core.readers import DafReader, Undef
@@ -63,7 +64,13 @@ __all__ = [
     "brief",
     "chain_reader",
     "chain_writer",
+    "copy_all",
     "copy_array",
+    "copy_axis",
+    "copy_matrix",
+    "copy_scalar",
+    "copy_tensor",
+    "copy_vector",
     "is_read_only_array",
     "open_daf",
     "pairs_as_dict",

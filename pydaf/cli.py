@@ -144,7 +144,7 @@ def convert(source: str, destination: str, *, obs_is: str | None = None, var_is:
         if any(value is not None for value in names.values()):
             raise DafValueError("--obs-is, --var-is and --X-is only apply to conversions from or to h5ad")
         source_daf = open_daf(source, "r")
-        copy_all(open_daf(destination, "w", name=source_daf.name), source_daf, progress=progress)
+        copy_all(open_daf(destination, "w", name=source_daf.name), source_daf, relayout=False, progress=progress)
 
 
 def main(argv: list[str] | None = None) -> int:

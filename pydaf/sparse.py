@@ -310,6 +310,23 @@ class SparseMatrixCSC:
         return SparseMatrixCSC((n_columns, n_rows), colptr, rowval, nzval)
 
     @staticmethod
+    def from_dense(dense: np.ndarray, *, indtype: Any = np.int64) -> SparseMatrixCSC:
+        """The sparse form of a dense matrix (its non-zero entries; ``Int64`` indices by default, like Julia's
+        ``sparse``).
+
+        Example:
+            >>> SparseMatrixCSC.from_dense(np.array([[0, 7], [5, 0]])).rowval.tolist()
+            [2, 1]
+        """
+        flat = np.asarray(dense).reshape(-1, order="F")
+        positions = np.flatnonzero(flat)
+        n_rows, n_columns = dense.shape
+        counts = np.bincount(positions // max(n_rows, 1), minlength=n_columns) if n_rows else np.zeros(
+            n_columns, dtype=np.int64)
+        return SparseMatrixCSC((int(n_rows), int(n_columns)), colptr_from_counts(counts, indtype),
+                               (positions % max(n_rows, 1) + 1).astype(indtype), flat[positions])
+
+    @staticmethod
     def from_scipy(matrix: Any, *, indtype: Any = None) -> SparseMatrixCSC:
         """Julia's 1-based form of a scipy sparse matrix (converted to CSC, sorted indices; ``Int64`` by default)."""
         import scipy.sparse as sp

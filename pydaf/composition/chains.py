@@ -184,6 +184,9 @@ class WriteChainFormat(ReadOnlyChainFormat, FormatWriter):
     def last(self) -> DafWriter:
         return self.members[-1]  # type: ignore[return-value]
 
+    def format_stores_references(self) -> bool:
+        return self.last.format.format_stores_references()
+
     # Writing: into the last member.
 
     def _ensure_axes(self, *axes: str) -> None:

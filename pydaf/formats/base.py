@@ -70,6 +70,11 @@ class FormatReader(ABC):
                                   tensors: bool) -> None:
         """Append storage-specific lines at the end of a description (nothing by default)."""
 
+    def format_stores_references(self) -> bool:
+        """Whether ``format_set_*`` keeps the arrays it is given (rather than writing them out), so a copy into this
+        storage shares the source's arrays (Julia's in-memory copies); ``False`` by default."""
+        return False
+
     def format_version_counter(self, key: Hashable) -> int:
         """How many times a property (``AxisKey``, ``VectorKey`` or ``MatrixKey.either_layout()`` of
         :mod:`pydaf.core.cache`) was changed in the data sets this storage reads from other than through it (a chain:
