@@ -38,7 +38,7 @@ __all__ = ["copy_all", "copy_axis", "copy_matrix", "copy_scalar", "copy_tensor",
 MIN_SPARSE_SAVING_FRACTION = 0.25
 
 #: Bytes copied between releasing the pages of the maps (bounds the resident set of a streaming copy).
-_BLOCK_BYTES = 1 << 26
+_BLOCK_BYTES = 1 << 25
 
 _SAME, _SOURCE_IS_SUBSET, _DESTINATION_IS_SUBSET = "same", "source is a subset", "destination is a subset"
 
