@@ -11,6 +11,8 @@ Example:
 """
 
 from .composition.chains import chain_reader, chain_writer
+from .composition.copies import copy_all, copy_axis, copy_matrix, copy_scalar, copy_tensor, copy_vector
+from .core.brief import brief
 from .core.read_only import DafReadOnly, read_only
 from .core.readers import DafReader, Undef
 from .core.writers import DafWriter
@@ -33,8 +35,9 @@ from .formats.base import CacheGroup
 from .formats.files import FilesDaf
 from .formats.h5df import H5df, repack
 from .formats.memory import MemoryDaf
+from .keys import pairs_as_dict
 from .open import open_daf
-from .sparse import SparseMatrixCSC, SparseVector
+from .sparse import SparseMatrixCSC, SparseVector, copy_array, is_read_only_array, read_only_array
 
 __version__ = "0.1.0"
 
@@ -62,9 +65,20 @@ __all__ = [
     "SparseMatrixCSC",
     "SparseVector",
     "Undef",
+    "brief",
     "chain_reader",
     "chain_writer",
+    "copy_all",
+    "copy_array",
+    "copy_axis",
+    "copy_matrix",
+    "copy_scalar",
+    "copy_tensor",
+    "copy_vector",
+    "is_read_only_array",
     "open_daf",
+    "pairs_as_dict",
     "read_only",
+    "read_only_array",
     "repack",
 ]

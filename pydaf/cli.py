@@ -167,7 +167,8 @@ def convert(source: str, destination: str, *, obs_is: str | None = None, var_is:
         if any(value is not None for value in names.values()):
             raise DafValueError("--obs-is, --var-is and --X-is only apply to conversions from or to h5ad")
         source_daf = source_format.open(source, "r")
-        copy_all(destination_format.open(destination, "w", name=source_daf.name), source_daf, progress=progress)
+        copy_all(destination_format.open(destination, "w", name=source_daf.name), source_daf, relayout=False,
+                 progress=progress)
 
 
 def _parser() -> argparse.ArgumentParser:

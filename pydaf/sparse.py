@@ -18,18 +18,53 @@ if TYPE_CHECKING:
     import scipy.sparse as sp
 
 
-def read_only_array(array: np.ndarray) -> np.ndarray:
-    """A read-only view of an array (the array itself when it is already read-only).
+def read_only_array(array: Any) -> Any:
+    """A read-only view of an array, a :class:`SparseVector` or a :class:`SparseMatrixCSC` (the array itself when it
+    is already read-only; zero-copy).
 
     Example:
         >>> read_only_array(np.arange(3)).flags.writeable
         False
     """
+    if isinstance(array, SparseVector | SparseMatrixCSC):
+        return array if is_read_only_array(array) else array.read_only()
+    return _read_only(array)
+
+
+def _read_only(array: np.ndarray) -> np.ndarray:
     if not array.flags.writeable:
         return array
     view = array.view()
     view.flags.writeable = False
     return view
+
+
+def is_read_only_array(array: Any) -> bool:
+    """Whether an array (or every array of a sparse vector or matrix) is read-only.
+
+    Example:
+        >>> is_read_only_array(np.arange(3)), is_read_only_array(read_only_array(np.arange(3)))
+        (False, True)
+    """
+    if isinstance(array, SparseVector):
+        return not (array.nzind.flags.writeable or array.nzval.flags.writeable)
+    if isinstance(array, SparseMatrixCSC):
+        return not (array.colptr.flags.writeable or array.rowval.flags.writeable or array.nzval.flags.writeable)
+    return not np.asarray(array).flags.writeable
+
+
+def copy_array(array: Any) -> Any:
+    """A writable copy of an array, a :class:`SparseVector` or a :class:`SparseMatrixCSC` (column-major for matrices).
+
+    Example:
+        >>> copy_array(read_only_array(np.arange(3))).flags.writeable
+        True
+    """
+    if isinstance(array, SparseVector):
+        return SparseVector(array.length, array.nzind.copy(), array.nzval.copy())
+    if isinstance(array, SparseMatrixCSC):
+        return SparseMatrixCSC(array.shape, array.colptr.copy(), array.rowval.copy(), array.nzval.copy())
+    return np.array(array, order="K", copy=True)
 
 
 def colptr_from_counts(counts: np.ndarray, dtype: Any) -> np.ndarray:
@@ -100,7 +135,7 @@ class SparseVector:
 
     def read_only(self) -> SparseVector:
         """The same vector with read-only arrays (zero-copy)."""
-        return SparseVector(self.length, read_only_array(self.nzind), read_only_array(self.nzval))
+        return SparseVector(self.length, _read_only(self.nzind), _read_only(self.nzval))
 
     @staticmethod
     def from_dense(dense: np.ndarray, *, indtype: Any = np.int64) -> SparseVector:
@@ -161,8 +196,7 @@ class SparseMatrixCSC:
 
     def read_only(self) -> SparseMatrixCSC:
         """The same matrix with read-only arrays (zero-copy)."""
-        return SparseMatrixCSC(self.shape, read_only_array(self.colptr), read_only_array(self.rowval),
-                               read_only_array(self.nzval))
+        return SparseMatrixCSC(self.shape, _read_only(self.colptr), _read_only(self.rowval), _read_only(self.nzval))
 
     def column_range(self, column: int) -> slice:
         """The positions (in ``rowval``/``nzval``) of the stored entries of a 0-based column."""
@@ -274,6 +308,23 @@ class SparseMatrixCSC:
         else:
             transpose_csc_into(self, colptr, rowval, nzval)
         return SparseMatrixCSC((n_columns, n_rows), colptr, rowval, nzval)
+
+    @staticmethod
+    def from_dense(dense: np.ndarray, *, indtype: Any = np.int64) -> SparseMatrixCSC:
+        """The sparse form of a dense matrix (its non-zero entries; ``Int64`` indices by default, like Julia's
+        ``sparse``).
+
+        Example:
+            >>> SparseMatrixCSC.from_dense(np.array([[0, 7], [5, 0]])).rowval.tolist()
+            [2, 1]
+        """
+        flat = np.asarray(dense).reshape(-1, order="F")
+        positions = np.flatnonzero(flat)
+        n_rows, n_columns = dense.shape
+        counts = np.bincount(positions // max(n_rows, 1), minlength=n_columns) if n_rows else np.zeros(
+            n_columns, dtype=np.int64)
+        return SparseMatrixCSC((int(n_rows), int(n_columns)), colptr_from_counts(counts, indtype),
+                               (positions % max(n_rows, 1) + 1).astype(indtype), flat[positions])
 
     @staticmethod
     def from_scipy(matrix: Any, *, indtype: Any = None) -> SparseMatrixCSC:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..julia_text import julia_float_text
-from ..sparse import SparseMatrixCSC, SparseVector
+from ..sparse import SparseMatrixCSC, SparseVector, is_read_only_array, read_only_array
 from ..storage_types import julia_name
 
 MAX_BRIEF_STRING = 16
@@ -96,3 +96,26 @@ def brief_array(array: np.ndarray | SparseVector | SparseMatrixCSC) -> str:
         layout = "Rows"
     return (f"{delimited_number(n_rows)} x {delimited_number(n_cols)} x {_eltype_text(array.dtype, matrix=True)} "
             f"in {layout} ({kind}{suffix})")
+
+
+def brief(value: object) -> str:
+    """Julia's ``brief`` of any value: arrays as :func:`brief_array` (with ``ReadOnly`` for read-only ones, as
+    Julia's ``SparseArrays.ReadOnly`` wrapper shows), scalars as :func:`brief_scalar`, data sets as their ``repr``.
+
+    Example:
+        >>> from pydaf.sparse import read_only_array
+        >>> brief(np.array([0, 1])), brief(read_only_array(np.array([0, 1]))), brief(2.5)
+        ('2 x Int64 (Dense)', '2 x Int64 (ReadOnly, Dense)', '2.5')
+    """
+    if hasattr(value, "tocsc") and hasattr(value, "nnz"):  # scipy
+        value = SparseMatrixCSC.from_scipy(value) if value.data.flags.writeable else \
+            read_only_array(SparseMatrixCSC.from_scipy(value))
+    if isinstance(value, np.ndarray | SparseVector | SparseMatrixCSC):
+        text = brief_array(value)
+        if is_read_only_array(value):
+            open_at = text.index("(")
+            text = f"{text[:open_at + 1]}ReadOnly, {text[open_at + 1:]}"
+        return text
+    if isinstance(value, str | bool | int | float | np.generic):
+        return brief_scalar(value)
+    return repr(value)

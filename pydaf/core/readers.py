@@ -59,13 +59,16 @@ class DafReader:
         [3, 5]
     """
 
-    def __init__(self, format: FormatReader, *, name: str | None = None, state: _State | None = None) -> None:
+    def __init__(self, format: FormatReader, *, name: str | None = None, state: _State | None = None,
+                 unique: bool = True) -> None:
         self._format = format
         self._state = format.format_shared_state(state or _State())
+        self._external_writes = format.format_write_count()
         if name is None:
             stored = format.format_get_scalar("name") if format.format_has_scalar("name") else None
             name = stored if isinstance(stored, str) else format.format_default_name()
-        self._name = unique_name(name)
+        # ``unique=False``: the name was made unique already (a chain needs its final name to build its storage).
+        self._name = unique_name(name) if unique else name
 
     # Identity.
 
@@ -119,7 +122,7 @@ class DafReader:
             >>> daf.set_scalar("x", 1).write_count() - before
             1
         """
-        return self._state.lock.write_count
+        return self._state.lock.write_count + self._format.format_write_count()
 
     @property
     def cache(self) -> DataCache:
@@ -247,6 +250,12 @@ class DafReader:
             return self._format.format_axis_length(axis)
 
     def _cached(self, key: CacheKey, compute: Callable[[], tuple[Any, CacheGroup | None]]) -> Any:
+        external_writes = self._format.format_write_count()
+        if external_writes != self._external_writes:
+            # The data sets this storage reads from (a chain's members) were written to directly: what was cached from
+            # them may be stale, and nothing tells which part.
+            self._state.cache.drop_if(lambda _key, entry: entry.stamp is None)
+            self._external_writes = external_writes
         return self._state.cache.get_or_compute(key, compute)
 
     def _axis_entries(self, axis: str) -> np.ndarray:
@@ -773,7 +782,7 @@ class DafReader:
             >>> pydaf.MemoryDaf().add_axis("cell", ["A"]).axis_version_counter("cell")
             0
         """
-        return self._state.versions[AxisKey(axis)]
+        return self._version_counter(AxisKey(axis))
 
     def vector_version_counter(self, axis: str, name: str) -> int:
         """A counter that changes whenever the vector is set (safe cache keys for copies of it).
@@ -784,7 +793,7 @@ class DafReader:
             >>> daf.vector_version_counter("cell", "age")
             1
         """
-        return self._state.versions[VectorKey(axis, name)]
+        return self._version_counter(VectorKey(axis, name))
 
     def matrix_version_counter(self, rows_axis: str, columns_axis: str, name: str) -> int:
         """A counter that changes whenever the matrix is set, in either layout (the axes order is irrelevant).
@@ -795,7 +804,10 @@ class DafReader:
             >>> daf.set_matrix("cell", "gene", "UMIs", np.array([[1]])).matrix_version_counter("gene", "cell", "UMIs")
             1
         """
-        return self._state.versions[MatrixKey(rows_axis, columns_axis, name).either_layout()]
+        return self._version_counter(MatrixKey(rows_axis, columns_axis, name).either_layout())
+
+    def _version_counter(self, key: AxisKey | VectorKey | MatrixKey) -> int:
+        return self._state.versions[key] + self._format.format_version_counter(key)
 
     # Cache.
 

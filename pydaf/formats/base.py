@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import enum
 from abc import ABC, abstractmethod
+from collections.abc import Hashable
 from typing import Any, ClassVar, TypeAlias
 
 import numpy as np
@@ -85,6 +86,23 @@ class FormatReader(ABC):
         process already opened the same storage (through another path or a symlink), that handle's state, so both
         see one lock and one cache. ``state`` by default."""
         return state
+
+    def format_stores_references(self) -> bool:
+        """Whether ``format_set_*`` keeps the arrays it is given (rather than writing them out), so a copy into this
+        storage shares the source's arrays (Julia's in-memory copies); ``False`` by default."""
+        return False
+
+    def format_version_counter(self, key: Hashable) -> int:
+        """How many times a property (``AxisKey``, ``VectorKey`` or ``MatrixKey.either_layout()`` of
+        :mod:`pydaf.core.cache`) was changed in the data sets this storage reads from other than through it (a chain:
+        the changes made to its members directly); added to the data set's own version counter. 0 (the default) for
+        storage that only changes through its own writer."""
+        return 0
+
+    def format_write_count(self) -> int:
+        """How many times the data sets this storage reads from were written to other than through it (a chain: the
+        sum of its members' write counts); 0 (the default) for storage that only changes through its own writer."""
+        return 0
 
     def format_close(self) -> None:
         """Release OS resources (open files). Mapped arrays already handed out stay valid."""

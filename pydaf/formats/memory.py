@@ -21,6 +21,9 @@ class MemoryFormat(FormatWriter):
         self.vectors: dict[str, dict[str, StoredVector]] = {}
         self.matrices: dict[tuple[str, str], dict[str, StoredMatrix]] = {}
 
+    def format_stores_references(self) -> bool:
+        return True
+
     def format_default_name(self) -> str:
         return "memory"
 
