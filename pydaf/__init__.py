@@ -11,6 +11,19 @@ Example:
 """
 
 from .composition.chains import chain_reader, chain_writer
+from .composition.views import (
+    ALL_AXES,
+    ALL_MATRICES,
+    ALL_SCALARS,
+    ALL_VECTORS,
+    VIEW_ALL_AXES,
+    VIEW_ALL_DATA,
+    VIEW_ALL_MATRICES,
+    VIEW_ALL_SCALARS,
+    VIEW_ALL_VECTORS,
+    DafView,
+    viewer,
+)
 from .core.brief import brief
 from .core.read_only import DafReadOnly, read_only
 from .core.readers import DafReader, Undef
@@ -39,6 +52,15 @@ from .sparse import SparseMatrixCSC, SparseVector, copy_array, is_read_only_arra
 __version__ = "0.1.0"
 
 __all__ = [
+    "ALL_AXES",
+    "ALL_MATRICES",
+    "ALL_SCALARS",
+    "ALL_VECTORS",
+    "VIEW_ALL_AXES",
+    "VIEW_ALL_DATA",
+    "VIEW_ALL_MATRICES",
+    "VIEW_ALL_SCALARS",
+    "VIEW_ALL_VECTORS",
     "CacheGroup",
     "DafError",
     "DafExistsError",
@@ -50,6 +72,7 @@ __all__ = [
     "DafReadOnlyError",
     "DafReader",
     "DafShapeError",
+    "DafView",
     "DafTypeError",
     "DafUnsupportedError",
     "DafValueError",
@@ -70,4 +93,5 @@ __all__ = [
     "read_only",
     "read_only_array",
     "repack",
+    "viewer",
 ]
