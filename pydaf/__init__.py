@@ -11,6 +11,7 @@ Example:
 """
 
 from .composition.chains import chain_reader, chain_writer
+from .composition.complete import complete_chain, complete_daf
 from .composition.views import (
     ALL_AXES,
     ALL_MATRICES,
@@ -41,6 +42,7 @@ from .errors import (
     DafUnsupportedError,
     DafValueError,
 )
+from .example_data import example_cells_daf, example_chain_daf, example_metacells_daf
 from .formats.base import CacheGroup
 from .formats.files import FilesDaf
 from .formats.h5df import H5df, repack
@@ -72,10 +74,10 @@ __all__ = [
     "DafReadOnlyError",
     "DafReader",
     "DafShapeError",
-    "DafView",
     "DafTypeError",
     "DafUnsupportedError",
     "DafValueError",
+    "DafView",
     "DafWriter",
     "FilesDaf",
     "H5df",
@@ -86,7 +88,12 @@ __all__ = [
     "brief",
     "chain_reader",
     "chain_writer",
+    "complete_chain",
+    "complete_daf",
     "copy_array",
+    "example_cells_daf",
+    "example_chain_daf",
+    "example_metacells_daf",
     "is_read_only_array",
     "open_daf",
     "pairs_as_dict",
