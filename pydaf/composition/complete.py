@@ -124,7 +124,7 @@ def complete_chain(*, base_daf: DafReader, new_daf: DafWriter, name: str | None 
     recorded_view = None
     base = base_daf
     if axes is not None or data is not None:
-        base = make_view(base_daf, name=None, axes=axes, data=data)
+        base = make_view(base_daf, name=None, axes=axes, data=data, path=base_path)
         recorded_view = view_json(
             None if axes is None else view_pairs(axes, data=False, name=base.name, daf_name=base_daf.name),
             None if data is None else view_pairs(data, data=True, name=base.name, daf_name=base_daf.name))

@@ -581,8 +581,11 @@ class ViewFormat(FormatReader):
 
     def _realized_relayout(self, rows_axis: str, columns_axis: str, name: str) -> bool:
         """Whether the view already holds this layout of a matrix it exposes only in the other layout (it then lists
-        both, as Julia's views do once the relayout was computed)."""
-        return self.view.cache.entry(MatrixKey(rows_axis, columns_axis, name, DataForm.RELAYOUT)) is not None
+        both, as Julia's views do once the relayout was computed). A relayout made before a write to the base is
+        dropped by the view's next read, so read first."""
+        view = self.view
+        view.axis_vector(rows_axis)
+        return view.cache.entry(MatrixKey(rows_axis, columns_axis, name, DataForm.RELAYOUT)) is not None
 
     # Scalars.
 
