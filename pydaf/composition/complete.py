@@ -16,6 +16,7 @@ import json
 import os
 from typing import Any
 
+from ..core.brief import brief_scalar
 from ..core.readers import DafReader
 from ..core.writers import DafWriter
 from ..errors import DafFormatError, DafModeError, DafValueError
@@ -179,7 +180,7 @@ def _collect(path: str, mode: str, name: str, index: int, visited: set[str]) -> 
         if base is None:
             return members
         if not isinstance(base, str) or not base:
-            raise DafFormatError(f"invalid {BASE_DAF_REPOSITORY}: {base!r}\n(expected a path)\nin the daf data: "
+            raise DafFormatError(f"invalid {BASE_DAF_REPOSITORY}: {brief_scalar(base)}\n(expected a path)\nin the daf data: "
                                  f"{daf.name}")
         path = base_daf_path(complete_path, base)
         recorded_view = daf.get_scalar(BASE_DAF_VIEW, default=None)
