@@ -180,8 +180,8 @@ def _collect(path: str, mode: str, name: str, index: int, visited: set[str]) -> 
         if base is None:
             return members
         if not isinstance(base, str) or not base:
-            raise DafFormatError(f"invalid {BASE_DAF_REPOSITORY}: {brief_scalar(base)}\n(expected a path)\nin the daf data: "
-                                 f"{daf.name}")
+            raise DafFormatError(f"invalid {BASE_DAF_REPOSITORY}: {brief_scalar(base)}\n(expected a path)\n"
+                                 f"in the daf data: {daf.name}")
         path = base_daf_path(complete_path, base)
         recorded_view = daf.get_scalar(BASE_DAF_VIEW, default=None)
         if recorded_view is not None:

@@ -608,12 +608,25 @@ class ViewFormat(FormatReader):
     def format_has_axis(self, axis: str, *, for_change: bool) -> bool:
         return self.axis_query(axis) is not None
 
-    def _axis(self, axis: str) -> _ViewAxis:
+    def _whole_axis(self, axis: str) -> str | None:
+        """The base axis a view axis is all of (``@ axis``), or ``None`` for a subset."""
         query, base_axis = self._exposed_axis(axis)
-        if len(query.operations) == 1:  # ``@ axis``: the whole base axis
-            if AxisKey(axis) not in self._tracked:
-                self._track(AxisKey(axis), [AxisKey(base_axis)])
+        if len(query.operations) != 1:
+            return None
+        if AxisKey(axis) not in self._tracked:
+            self._track(AxisKey(axis), [AxisKey(base_axis)])
+        return base_axis
+
+    def _selection(self, axis: str) -> slice | np.ndarray | None:
+        """Where the entries of a view axis are in its base axis (``None``: all of it), without reading the entries of
+        a whole axis."""
+        return None if self._whole_axis(axis) is not None else self._axis(axis).selection
+
+    def _axis(self, axis: str) -> _ViewAxis:
+        base_axis = self._whole_axis(axis)
+        if base_axis is not None:
             return _ViewAxis(self.base.axis_vector(base_axis), None)
+        query, base_axis = self._exposed_axis(axis)
 
         def compute() -> _ViewAxis:
             result = query_result(self.base, query, cache=False)
@@ -637,8 +650,8 @@ class ViewFormat(FormatReader):
         return self._axis(axis).entries, None
 
     def format_axis_length(self, axis: str) -> int:
-        query, base_axis = self._exposed_axis(axis)
-        if len(query.operations) == 1:
+        base_axis = self._whole_axis(axis)
+        if base_axis is not None:
             return self.base.axis_length(base_axis)
         return int(self._axis(axis).entries.shape[0])
 
@@ -654,17 +667,16 @@ class ViewFormat(FormatReader):
         key = VectorKey(axis, name)
 
         def compute() -> StoredVector:
-            view_axis = self._axis(axis)
             if plain:
+                selection = self._selection(axis)
                 base_axis = self._exposed_axis(axis)[1]
                 lookup = query.operations[-1].property_name
                 self._track(key, [AxisKey(base_axis), VectorKey(base_axis, lookup), *self._dependencies(
                     AxisKey(axis))])
-                return read_only_array(_select_vector(self.base.get_stored_vector(base_axis, lookup),
-                                                      view_axis.selection))
+                return read_only_array(_select_vector(self.base.get_stored_vector(base_axis, lookup), selection))
             result = query_result(self.base, query, cache=False)
-            self._require_entries(result.entries[0], view_axis.entries, f"vector: {name}\nof the axis: {axis}",
-                                  query)
+            self._require_entries(result.entries[0], self._axis(axis).entries,
+                                  f"vector: {name}\nof the axis: {axis}", query)
             self._track(key, result.dependencies)
             return result.value
 
@@ -698,8 +710,8 @@ class ViewFormat(FormatReader):
         key = MatrixKey(rows_axis, columns_axis, name).either_layout()
 
         def compute() -> StoredMatrix:
-            rows, columns = self._axis(rows_axis), self._axis(columns_axis)
             if plain:
+                rows, columns = self._selection(rows_axis), self._selection(columns_axis)
                 base_rows_axis = self._exposed_axis(rows_axis)[1]
                 base_columns_axis = self._exposed_axis(columns_axis)[1]
                 lookup = query.operations[-1].property_name
@@ -708,11 +720,11 @@ class ViewFormat(FormatReader):
                                   *self._dependencies(AxisKey(rows_axis)),
                                   *self._dependencies(AxisKey(columns_axis))])
                 stored = self.base.get_stored_matrix(base_rows_axis, base_columns_axis, lookup, relayout=False)
-                return read_only_array(_select_matrix(stored, rows.selection, columns.selection))
+                return read_only_array(_select_matrix(stored, rows, columns))
             result = query_result(self.base, query, cache=False)
             what = f"matrix: {name}\nof the rows axis: {rows_axis}\nand the columns axis: {columns_axis}"
-            self._require_entries(result.entries[0], rows.entries, what, query)
-            self._require_entries(result.entries[1], columns.entries, what, query)
+            self._require_entries(result.entries[0], self._axis(rows_axis).entries, what, query)
+            self._require_entries(result.entries[1], self._axis(columns_axis).entries, what, query)
             self._track(key, result.dependencies)
             return result.value
 
