@@ -170,6 +170,13 @@ def _is_plain(query: QuerySequence, operand: type[QueryOperation]) -> bool:
     return len(query.operations) == 1 and type(query.operations[0]) is operand
 
 
+def _whole_axis_name(query: QuerySequence) -> str | None:
+    """The axis of a query that is just ``@ axis``, else ``None``."""
+    if _is_plain(query, Axis):
+        return query.operations[0].axis_name
+    return None
+
+
 def _contiguous(positions: np.ndarray) -> slice | np.ndarray:
     """A ``slice`` when the positions are a contiguous increasing range, else the positions."""
     if positions.shape[0] == 0:
@@ -355,7 +362,7 @@ class ViewFormat(FormatReader):
 
     def _axis_query(self, query: ViewQuery, axis: str) -> QuerySequence | None:
         prepared = _prepared(query, axis, Axis)
-        if prepared is not None and not is_axis_query(prepared):
+        if prepared is not None and _whole_axis_name(prepared) is None and not is_axis_query(prepared):
             raise DafQueryError(f"not an axis query: {prepared}\nfor the axis: {axis}\n{self._trailer()}")
         return prepared
 
@@ -369,7 +376,7 @@ class ViewFormat(FormatReader):
         plain = _is_plain(prepared, LookupVector)
         if not prepared.operations or type(prepared.operations[0]) is not Axis:
             prepared = QuerySequence(axis_query, prepared)
-        dimensions = query_result_dimensions(prepared)
+        dimensions = 1 if plain else query_result_dimensions(prepared)  # a vector of the axis, for a plain lookup
         if dimensions != 1:
             raise DafQueryError(f"{_kind(dimensions)} query: {prepared}\nfor the vector: {name}\nfor the axis: "
                                 f"{axis}\n{self._trailer()}")
@@ -384,7 +391,7 @@ class ViewFormat(FormatReader):
         plain = _is_plain(prepared, LookupMatrix)
         if not prepared.operations or type(prepared.operations[0]) is not Axis:
             prepared = QuerySequence(rows_query, columns_query, prepared)
-        dimensions = query_result_dimensions(prepared)
+        dimensions = 2 if plain else query_result_dimensions(prepared)
         if dimensions != 2:
             # Julia's message names the kind one dimension up here (a vector result says "matrix query"); the
             # recorded messages pin it, so it is kept.
@@ -393,8 +400,30 @@ class ViewFormat(FormatReader):
         return prepared, plain
 
     def _exists(self, query: QuerySequence | None, *, matrix: bool = False) -> bool:
-        return query is not None and has_query(self.base, query) and not (
-            matrix and query_requires_relayout(self.base, query))
+        """Whether the base has what the query needs (and, for a matrix, in the layout it asks for). Single axes and
+        plain scalar lookups are checked directly (their queries need not run)."""
+        if query is None:
+            return False
+        axis = _whole_axis_name(query)
+        if axis is not None:
+            return self.base.has_axis(axis)
+        if _is_plain(query, LookupScalar) and query.operations[0].property_name is not None:
+            return self.base.has_scalar(query.operations[0].property_name)
+        return has_query(self.base, query) and not (matrix and query_requires_relayout(self.base, query))
+
+    def _plain_exists(self, resolved: tuple[QuerySequence, bool] | None, *axes: str) -> bool:
+        """Whether a resolved vector or matrix query exists; a plain lookup is checked directly on the base axes (the
+        view axes' queries were checked when they were resolved)."""
+        if resolved is None:
+            return False
+        query, plain = resolved
+        if not plain:
+            return self._exists(query, matrix=len(axes) == 2)
+        name = query.operations[-1].property_name
+        base_axes = [self._exposed_axis(axis)[1] for axis in axes]
+        if len(base_axes) == 1:
+            return self.base.has_axis(base_axes[0]) and self.base.has_vector(base_axes[0], name)
+        return self._base_has_matrix(base_axes[0], base_axes[1], name)
 
     def scalar_query(self, name: str) -> QuerySequence | None:
         """The base query of a view scalar, or ``None`` if the view has no such scalar."""
@@ -421,7 +450,7 @@ class ViewFormat(FormatReader):
     def _exposed_axis(self, axis: str) -> tuple[QuerySequence, str]:
         query = self.axis_query(axis)
         assert query is not None, axis  # the reader layer checked the axis exists
-        return query, query_axis_name(query)
+        return query, _whole_axis_name(query) or query_axis_name(query)
 
     def vector_query(self, axis: str, name: str) -> tuple[QuerySequence, bool] | None:
         """The full base query of a view vector (and whether it is a plain lookup), or ``None``."""
@@ -432,7 +461,7 @@ class ViewFormat(FormatReader):
                         key_name == "*" and self.base.has_axis(base_axis)
                         and self.base.has_vector(base_axis, name))):
                     resolved = self._vector_query(axis_query, axis, query, name)
-                    return resolved if resolved is not None and self._exists(resolved[0]) else None
+                    return resolved if self._plain_exists(resolved, axis) else None
             return None
 
         return self._memo(("vector", axis, name), resolve)
@@ -479,7 +508,7 @@ class ViewFormat(FormatReader):
     def _resolved_matrix(self, rows_query: QuerySequence, rows_axis: str, columns_query: QuerySequence,
                          columns_axis: str, query: ViewQuery, name: str) -> tuple[QuerySequence, bool] | None:
         resolved = self._matrix_query(rows_query, rows_axis, columns_query, columns_axis, query, name)
-        return resolved if resolved is not None and self._exists(resolved[0], matrix=True) else None
+        return resolved if self._plain_exists(resolved, rows_axis, columns_axis) else None
 
     # Name sets (Julia's ``collect_view_*``).
 
@@ -523,8 +552,7 @@ class ViewFormat(FormatReader):
                 for name in candidates:
                     if name not in seen:
                         seen.add(name)
-                        resolved = self._vector_query(axis_query, axis, query, name)
-                        if resolved is not None and self._exists(resolved[0]):
+                        if self._plain_exists(self._vector_query(axis_query, axis, query, name), axis):
                             names.add(name)
             return frozenset(names)
 
@@ -563,8 +591,8 @@ class ViewFormat(FormatReader):
                 entry = self._tensor_entry(name, key_name)
                 if entry is not None and entry in entries and name not in seen:
                     seen.add(name)
-                    resolved = self._matrix_query(rows_query, rows_axis, columns_query, columns_axis, query, name)
-                    if resolved is not None and self._exists(resolved[0], matrix=True):
+                    if self._plain_exists(self._matrix_query(rows_query, rows_axis, columns_query, columns_axis,
+                                                             query, name), rows_axis, columns_axis):
                         names.add(name)
         for (key_rows_axis, key_columns_axis, key_name), query in self.matrices:
             if not any(test_rows_axis in (rows_axis, "*") and test_columns_axis in (columns_axis, "*")
@@ -574,8 +602,8 @@ class ViewFormat(FormatReader):
             for name in base_names() if key_name == "*" else [key_name]:
                 if name not in seen:
                     seen.add(name)
-                    resolved = self._matrix_query(rows_query, rows_axis, columns_query, columns_axis, query, name)
-                    if resolved is not None and self._exists(resolved[0], matrix=True):
+                    if self._plain_exists(self._matrix_query(rows_query, rows_axis, columns_query, columns_axis,
+                                                             query, name), rows_axis, columns_axis):
                         names.add(name)
         return frozenset(names)
 
