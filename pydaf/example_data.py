@@ -101,6 +101,6 @@ def example_chain_daf(*, name: str = "chain!") -> DafWriter:
         >>> import pydaf
         >>> chain = pydaf.example_chain_daf()
         >>> chain.get_vector("cell", "donor")[0], chain.get_vector("cell", "metacell")[0]
-        ('N89', 'M412.08')
+        ('N89', 'M756.63')
     """
     return chain_writer([example_cells_daf(), example_metacells_daf()], name=name)
