@@ -20,9 +20,10 @@ matrix, a range of its columns), still mapped; only other subsets are copied.
 
 from __future__ import annotations
 
+import itertools
 import threading
 import weakref
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeAlias
 
@@ -175,6 +176,19 @@ def _whole_axis_name(query: QuerySequence) -> str | None:
     if _is_plain(query, Axis):
         return query.operations[0].axis_name
     return None
+
+
+def _first_wins(pairs: Iterable[tuple[str, ViewQuery]], exists: Callable[[str, ViewQuery], bool]) -> frozenset[str]:
+    """The names exposed by ``(name, query)`` pairs listed in priority order: the first pair of a name decides, and
+    exposes it if ``exists(name, query)`` (Julia's ``collect_view_*``)."""
+    seen: set[str] = set()
+    names: set[str] = set()
+    for name, query in pairs:
+        if name not in seen:
+            seen.add(name)
+            if exists(name, query):
+                names.add(name)
+    return frozenset(names)
 
 
 def _contiguous(positions: np.ndarray) -> slice | np.ndarray:
@@ -425,27 +439,24 @@ class ViewFormat(FormatReader):
             return self.base.has_axis(base_axes[0]) and self.base.has_vector(base_axes[0], name)
         return self._base_has_matrix(base_axes[0], base_axes[1], name)
 
-    def scalar_query(self, name: str) -> QuerySequence | None:
-        """The base query of a view scalar, or ``None`` if the view has no such scalar."""
+    def _named_query(self, kind: str, pairs: list[tuple[Any, ViewQuery]], name: str, has: Callable[[str], bool],
+                     prepare: Callable[[ViewQuery, str], QuerySequence | None]) -> QuerySequence | None:
         def resolve() -> QuerySequence | None:
-            for key, query in self.scalars:
-                if key == name or (key == "*" and self.base.has_scalar(name)):
-                    prepared = self._scalar_query(query, name)
+            for key, query in pairs:
+                if key == name or (key == "*" and has(name)):
+                    prepared = prepare(query, name)
                     return prepared if self._exists(prepared) else None
             return None
 
-        return self._memo(("scalar", name), resolve)
+        return self._memo((kind, name), resolve)
+
+    def scalar_query(self, name: str) -> QuerySequence | None:
+        """The base query of a view scalar, or ``None`` if the view has no such scalar."""
+        return self._named_query("scalar", self.scalars, name, self.base.has_scalar, self._scalar_query)
 
     def axis_query(self, axis: str) -> QuerySequence | None:
         """The base axis query of a view axis, or ``None`` if the view has no such axis."""
-        def resolve() -> QuerySequence | None:
-            for key, query in self.axes:
-                if key == axis or (key == "*" and self.base.has_axis(axis)):
-                    prepared = self._axis_query(query, axis)
-                    return prepared if self._exists(prepared) else None
-            return None
-
-        return self._memo(("axis", axis), resolve)
+        return self._named_query("axis", self.axes, axis, self.base.has_axis, self._axis_query)
 
     def _exposed_axis(self, axis: str) -> tuple[QuerySequence, str]:
         query = self.axis_query(axis)
@@ -513,48 +524,24 @@ class ViewFormat(FormatReader):
     # Name sets (Julia's ``collect_view_*``).
 
     def format_scalars_set(self) -> set[str]:
-        def resolve() -> frozenset[str]:
-            seen: set[str] = set()
-            names: set[str] = set()
-            for key, query in self.scalars:
-                for name in sorted(self.base.scalars_set()) if key == "*" else [key]:
-                    if name not in seen:
-                        seen.add(name)
-                        if self._exists(self._scalar_query(query, name)):
-                            names.add(name)
-            return frozenset(names)
-
-        return set(self._memo(("scalars",), resolve))
+        return set(self._memo(("scalars",), lambda: _first_wins(
+            ((name, query) for key, query in self.scalars
+             for name in (sorted(self.base.scalars_set()) if key == "*" else [key])),
+            lambda name, query: self._exists(self._scalar_query(query, name)))))
 
     def format_axes_set(self) -> set[str]:
-        def resolve() -> frozenset[str]:
-            seen: set[str] = set()
-            names: set[str] = set()
-            for key, query in self.axes:
-                for axis in sorted(self.base.axes_set()) if key == "*" else [key]:
-                    if axis not in seen:
-                        seen.add(axis)
-                        if self._exists(self._axis_query(query, axis)):
-                            names.add(axis)
-            return frozenset(names)
-
-        return set(self._memo(("axes",), resolve))
+        return set(self._memo(("axes",), lambda: _first_wins(
+            ((axis, query) for key, query in self.axes
+             for axis in (sorted(self.base.axes_set()) if key == "*" else [key])),
+            lambda axis, query: self._exists(self._axis_query(query, axis)))))
 
     def format_vectors_set(self, axis: str) -> set[str]:
         def resolve() -> frozenset[str]:
             axis_query, base_axis = self._exposed_axis(axis)
-            seen: set[str] = set()
-            names: set[str] = set()
-            for (key_axis, key_name), query in self.vectors:
-                if key_axis not in (axis, "*"):
-                    continue
-                candidates = sorted(self.base.vectors_set(base_axis)) if key_name == "*" else [key_name]
-                for name in candidates:
-                    if name not in seen:
-                        seen.add(name)
-                        if self._plain_exists(self._vector_query(axis_query, axis, query, name), axis):
-                            names.add(name)
-            return frozenset(names)
+            return _first_wins(
+                ((name, query) for (key_axis, key_name), query in self.vectors if key_axis in (axis, "*")
+                 for name in (sorted(self.base.vectors_set(base_axis)) if key_name == "*" else [key_name])),
+                lambda name, query: self._plain_exists(self._vector_query(axis_query, axis, query, name), axis))
 
         return set(self._memo(("vectors", axis), resolve))
 
@@ -580,32 +567,27 @@ class ViewFormat(FormatReader):
                     if self.base.has_axis(base_rows_axis) and self.base.has_axis(base_columns_axis) else []
             return stored
 
-        seen: set[str] = set()
-        names: set[str] = set()
-        # Tensor keys first: they win over matrix keys.
-        for (main_axis, key_rows_axis, key_columns_axis, key_name), query in self.tensors:
-            if {key_rows_axis, key_columns_axis} != {rows_axis, columns_axis}:
-                continue
-            entries = set(self._main_axis_entries(main_axis, key_name, key_rows_axis, key_columns_axis).tolist())
-            for name in base_names():
-                entry = self._tensor_entry(name, key_name)
-                if entry is not None and entry in entries and name not in seen:
-                    seen.add(name)
-                    if self._plain_exists(self._matrix_query(rows_query, rows_axis, columns_query, columns_axis,
-                                                             query, name), rows_axis, columns_axis):
-                        names.add(name)
-        for (key_rows_axis, key_columns_axis, key_name), query in self.matrices:
-            if not any(test_rows_axis in (rows_axis, "*") and test_columns_axis in (columns_axis, "*")
+        def tensor_members() -> Iterable[tuple[str, ViewQuery]]:
+            for (main_axis, key_rows_axis, key_columns_axis, key_name), query in self.tensors:
+                if {key_rows_axis, key_columns_axis} == {rows_axis, columns_axis}:
+                    entries = set(self._main_axis_entries(main_axis, key_name, key_rows_axis,
+                                                          key_columns_axis).tolist())
+                    for name in base_names():
+                        if self._tensor_entry(name, key_name) in entries:
+                            yield name, query
+
+        def matrices() -> Iterable[tuple[str, ViewQuery]]:
+            for (key_rows_axis, key_columns_axis, key_name), query in self.matrices:
+                if any(test_rows_axis in (rows_axis, "*") and test_columns_axis in (columns_axis, "*")
                        for test_rows_axis, test_columns_axis in ((key_rows_axis, key_columns_axis),
                                                                  (key_columns_axis, key_rows_axis))):
-                continue
-            for name in base_names() if key_name == "*" else [key_name]:
-                if name not in seen:
-                    seen.add(name)
-                    if self._plain_exists(self._matrix_query(rows_query, rows_axis, columns_query, columns_axis,
-                                                             query, name), rows_axis, columns_axis):
-                        names.add(name)
-        return frozenset(names)
+                    for name in base_names() if key_name == "*" else [key_name]:
+                        yield name, query
+
+        # Tensor keys first: they win over matrix keys.
+        return _first_wins(itertools.chain(tensor_members(), matrices()), lambda name, query: self._plain_exists(
+            self._matrix_query(rows_query, rows_axis, columns_query, columns_axis, query, name), rows_axis,
+            columns_axis))
 
     def _realized_relayout(self, rows_axis: str, columns_axis: str, name: str) -> bool:
         """Whether the view already holds this layout of a matrix it exposes only in the other layout (it then lists
