@@ -222,10 +222,15 @@ def test_concurrent_reads_see_either_the_old_or_the_new_base():
     stop = threading.Event()
 
     def read() -> None:
+        counter = -1
         while not stop.is_set():
             values = view.get_vector("cell", "double")
             if len(set(values.tolist())) != 1:
                 failures.append(repr(values))
+            now = view.vector_version_counter("cell", "double")
+            if now < counter:
+                failures.append(f"counter went from {counter} to {now}")
+            counter = now
 
     daf.set_vector("cell", "age", np.zeros(5, dtype=np.int32), overwrite=True)
     readers = [threading.Thread(target=read) for _ in range(4)]
@@ -235,7 +240,8 @@ def test_concurrent_reads_see_either_the_old_or_the_new_base():
         daf.set_vector("cell", "age", np.full(5, step, dtype=np.int32), overwrite=True)
     stop.set()
     for thread in readers:
-        thread.join()
+        thread.join(timeout=60)
+        assert not thread.is_alive(), "a reader is stuck (deadlock)"
     assert failures == []
     assert view.get_vector("cell", "double").tolist() == [199.0] * 5
 

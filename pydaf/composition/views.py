@@ -298,12 +298,17 @@ class ViewFormat(FormatReader):
         return self.base.write_count()
 
     def format_version_counter(self, key: Hashable) -> int:
+        # The base's counters are read without holding the format's lock: a thread holding the base's read lock
+        # (computing a property) may be waiting for that lock, and a base writer waiting for it would then wait forever.
         with self._lock:
             tracked = self._tracked.get(key)
             if tracked is None:
                 return 0
-            versions = self._base_versions(tracked.dependencies)
-            if versions != tracked.versions:
+            dependencies = tracked.dependencies
+        versions = self._base_versions(dependencies)
+        with self._lock:
+            # (If another thread added dependencies meanwhile, it bumped the counter already.)
+            if tracked.dependencies == dependencies and tracked.versions != versions:
                 tracked.versions = versions
                 tracked.generation += 1
             return tracked.generation
@@ -323,16 +328,22 @@ class ViewFormat(FormatReader):
 
     def _track(self, key: Hashable, dependencies: Iterable[Hashable]) -> None:
         """Record what a view property was computed from (added to what it was computed from before, so a property
-        computed in turn from different inputs, e.g. the two layouts of a matrix, settles instead of flapping)."""
+        computed in turn from different inputs, e.g. the two layouts of a matrix, settles instead of flapping). A
+        change seen by two threads at once may bump the counter twice: counters only need to grow on each change."""
         with self._lock:
             tracked = self._tracked.get(key)
             known = set() if tracked is None else set(tracked.dependencies)
-            ordered = tuple(sorted(known | set(dependencies), key=lambda dependency: dependency.sort_key()))
-            versions = self._base_versions(ordered)
+        ordered = tuple(sorted(known | set(dependencies), key=lambda dependency: dependency.sort_key()))
+        versions = self._base_versions(ordered)  # outside the lock (see ``format_version_counter``)
+        with self._lock:
+            tracked = self._tracked.get(key)
             if tracked is None:
                 self._tracked[key] = _Tracked(ordered, versions)
             elif (ordered, versions) != (tracked.dependencies, tracked.versions):
-                tracked.dependencies, tracked.versions = ordered, versions
+                merged = tuple(sorted(set(tracked.dependencies) | set(ordered),
+                                      key=lambda dependency: dependency.sort_key()))
+                # Versions of other dependencies than those just read are read at the next look (``()`` differs).
+                tracked.dependencies, tracked.versions = merged, versions if merged == ordered else ()
                 tracked.generation += 1
 
     def _dependencies(self, key: Hashable) -> tuple[Hashable, ...]:
