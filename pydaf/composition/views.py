@@ -351,7 +351,7 @@ class ViewFormat(FormatReader):
             tracked = self._tracked.get(key)
             return () if tracked is None else tracked.dependencies
 
-    def _cached(self, key: QueryKey, stamp_key: Hashable, compute: Any) -> Any:
+    def _cached(self, key: QueryKey, stamp_key: Hashable, compute: Callable[[], Any]) -> Any:
         """A computed view property, cached in the view (as ``QueryData``) until what it was computed from changes.
         Computing and stamping happen under the base's read lock, so no base write falls in between."""
         view = self.view
@@ -362,7 +362,7 @@ class ViewFormat(FormatReader):
         with self.base.read_lock():
             return view.cached_computation(key, computed)
 
-    def _memo(self, key: tuple, resolve: Any) -> Any:
+    def _memo(self, key: tuple, resolve: Callable[[], Any]) -> Any:
         """A resolution (a query, or a set of names), memoized while nothing is written to the base."""
         write_count = self.base.write_count()
         with self._lock:
@@ -378,7 +378,7 @@ class ViewFormat(FormatReader):
 
     def _scalar_query(self, query: ViewQuery, name: str) -> QuerySequence | None:
         prepared = _prepared(query, name, LookupScalar)
-        if prepared is not None:
+        if prepared is not None and not _is_plain(prepared, LookupScalar):
             dimensions = query_result_dimensions(prepared)
             if dimensions != 0:
                 raise DafQueryError(f"{_kind(dimensions)} query: {prepared}\nfor the scalar: {name}\n"
@@ -603,10 +603,13 @@ class ViewFormat(FormatReader):
     def _realized_relayout(self, rows_axis: str, columns_axis: str, name: str) -> bool:
         """Whether the view already holds this layout of a matrix it exposes only in the other layout (it then lists
         both, as Julia's views do once the relayout was computed). A relayout made before a write to the base is
-        dropped by the view's next read, so read first."""
+        dropped by the view's next read, so read (the axis entries: cached) before trusting one."""
         view = self.view
+        key = MatrixKey(rows_axis, columns_axis, name, DataForm.RELAYOUT)
+        if view.cache.entry(key) is None:
+            return False
         view.axis_vector(rows_axis)
-        return view.cache.entry(MatrixKey(rows_axis, columns_axis, name, DataForm.RELAYOUT)) is not None
+        return view.cache.entry(key) is not None
 
     # Scalars.
 
