@@ -11,7 +11,21 @@ Example:
 """
 
 from .composition.chains import chain_reader, chain_writer
+from .composition.complete import complete_chain, complete_daf
 from .composition.copies import copy_all, copy_axis, copy_matrix, copy_scalar, copy_tensor, copy_vector
+from .composition.views import (
+    ALL_AXES,
+    ALL_MATRICES,
+    ALL_SCALARS,
+    ALL_VECTORS,
+    VIEW_ALL_AXES,
+    VIEW_ALL_DATA,
+    VIEW_ALL_MATRICES,
+    VIEW_ALL_SCALARS,
+    VIEW_ALL_VECTORS,
+    DafView,
+    viewer,
+)
 from .core.brief import brief
 from .core.read_only import DafReadOnly, read_only
 from .core.readers import DafReader, Undef
@@ -31,6 +45,7 @@ from .errors import (
     DafUnsupportedError,
     DafValueError,
 )
+from .example_data import example_cells_daf, example_chain_daf, example_metacells_daf
 from .formats.base import CacheGroup
 from .formats.files import FilesDaf
 from .formats.h5df import H5df, repack
@@ -42,6 +57,15 @@ from .sparse import SparseMatrixCSC, SparseVector, copy_array, is_read_only_arra
 __version__ = "0.1.0"
 
 __all__ = [
+    "ALL_AXES",
+    "ALL_MATRICES",
+    "ALL_SCALARS",
+    "ALL_VECTORS",
+    "VIEW_ALL_AXES",
+    "VIEW_ALL_DATA",
+    "VIEW_ALL_MATRICES",
+    "VIEW_ALL_SCALARS",
+    "VIEW_ALL_VECTORS",
     "CacheGroup",
     "DafError",
     "DafExistsError",
@@ -58,6 +82,7 @@ __all__ = [
     "DafTypeError",
     "DafUnsupportedError",
     "DafValueError",
+    "DafView",
     "DafWriter",
     "FilesDaf",
     "H5df",
@@ -68,6 +93,8 @@ __all__ = [
     "brief",
     "chain_reader",
     "chain_writer",
+    "complete_chain",
+    "complete_daf",
     "copy_all",
     "copy_array",
     "copy_axis",
@@ -75,10 +102,14 @@ __all__ = [
     "copy_scalar",
     "copy_tensor",
     "copy_vector",
+    "example_cells_daf",
+    "example_chain_daf",
+    "example_metacells_daf",
     "is_read_only_array",
     "open_daf",
     "pairs_as_dict",
     "read_only",
     "read_only_array",
     "repack",
+    "viewer",
 ]

@@ -24,7 +24,7 @@ from ..core.undef import Undef, UndefType
 from ..errors import DafMissingError, DafValueError
 from ..formats.mapping import release_pages
 from ..keys import pairs_as_dict
-from ..queries.query import julia_string
+from ..julia_text import julia_string
 from ..sparse import SparseMatrixCSC, SparseVector, colptr_from_counts
 from ..storage_types import STRING_DTYPE, EltypeLike, StorageScalar, storage_dtype
 

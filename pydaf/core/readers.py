@@ -16,7 +16,7 @@ from ..errors import DafMissingError, DafShapeError, DafValueError
 from ..formats.base import CacheGroup, FormatReader, StoredMatrix, StoredVector
 from ..sparse import SparseMatrixCSC, SparseVector, read_only_array
 from ..storage_types import StorageScalar, scalar_dtype, scalar_value
-from .brief import brief_array, brief_scalar
+from .brief import brief_array, brief_scalar, percent
 from .cache import (
     AxisForm,
     AxisKey,
@@ -929,15 +929,18 @@ class DafReader:
                     lines.append(f"{indent}    {rows_axis},{columns_axis}:")
                     last_pair = (rows_axis, columns_axis)
                 suffix = "" if len(members) == n_entries else f" ({len(members)} out of {n_entries})"
-                briefs: dict[str, int] = {}
+                briefs: dict[tuple[str, int], list[int]] = {}
                 for member in members:
-                    text = brief_array(self._stored_matrix(rows_axis, columns_axis, member))
-                    briefs[text] = briefs.get(text, 0) + 1
-                if len(briefs) == 1:
-                    lines.append(f"{indent}      {tensor_name}{suffix}: {len(members)} X {next(iter(briefs))}")
+                    text, counted = _counted_brief(self._stored_matrix(rows_axis, columns_axis, member))
+                    counters = briefs.setdefault(text, [0, 0, 0])
+                    for index, value in enumerate(counted):
+                        counters[index] += value
+                texts = [_counted_text(key, *counters) for key, counters in sorted(briefs.items())]
+                if len(texts) == 1:
+                    lines.append(f"{indent}      {tensor_name}{suffix}: {texts[0]}")
                 else:
                     lines.append(f"{indent}      {tensor_name}{suffix}:")
-                    lines.extend(f"{indent}      - {count} X {text}" for text, count in sorted(briefs.items()))
+                    lines.extend(f"{indent}      - {text}" for text in texts)
 
     # Wrapping.
 
@@ -1004,3 +1007,30 @@ def _brief_cached(value: Any) -> str:
     if isinstance(value, dict) or hasattr(value, "get_indexer"):
         return f"{len(value)} entries"
     return brief_scalar(value)
+
+
+def _counted_brief(matrix: StoredMatrix) -> tuple[tuple[str, int], tuple[int, int, int]]:
+    """A tensor member's brief with its count (stored entries if sparse, else true entries if Boolean) blanked out
+    (and where), and ``(1, count, size)``, so members that differ only by that count are described together (Julia's
+    ``tensors_description``)."""
+    parts = brief_array(matrix).split(" ")
+    size = int(np.prod(matrix.shape))
+    if "Sparse" in parts or "(Sparse" in parts:
+        at = (parts.index("Sparse") if "Sparse" in parts else parts.index("(Sparse")) + 1
+        counted = matrix.nnz
+    elif "true)" in parts:
+        at = parts.index("true)") - 2
+        counted = int(np.count_nonzero(matrix))
+    else:
+        return (" ".join(parts), -1), (1, 0, size)
+    parts[at] = parts[at + 1] = "."
+    return (" ".join(parts), at), (1, counted, size)
+
+
+def _counted_text(key: tuple[str, int], count: int, counted: int, size: int) -> str:
+    """``<count> X <brief>`` with the summed count (and its percentage) put back where ``_counted_brief`` blanked it."""
+    text, at = key
+    parts = text.split(" ")
+    if at >= 0:
+        parts[at], parts[at + 1] = str(counted), f"({percent(counted, size)})"
+    return f"{count} X {' '.join(parts)}"

@@ -1,0 +1,194 @@
+"""Persistent chains (Julia's ``CompleteDaf`` and ``complete_chain!``): a data set on disk records the data set it
+extends, so the whole chain can be reopened from its last (leaf) member.
+
+The records are two scalars of the extending data set: ``base_daf_repository``, the path of its base (relative to
+the directory holding the extending data set, or absolute), and optionally ``base_daf_view``, the JSON of the
+:func:`~pydaf.viewer` parameters applied to the base, in Julia's layout::
+
+    {"axes": [{"cell": "="}, ...], "data": [{"version": null}, {"(\\"cell\\", \\"age\\")": ": age"}, ...]}
+
+(one single-key object per pair, in order; a tuple key written as Julia prints a tuple).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from ..core.brief import brief_scalar
+from ..core.readers import DafReader
+from ..core.writers import DafWriter
+from ..errors import DafFormatError, DafModeError, DafValueError
+from ..open import open_daf
+from ..queries.base import QueryOperation
+from .chains import base_daf_path, chain_reader, chain_writer
+from .views import ViewPairs, ViewQuery, make_view, view_pairs
+
+__all__ = ["complete_chain", "complete_daf"]
+
+BASE_DAF_REPOSITORY = "base_daf_repository"
+BASE_DAF_VIEW = "base_daf_view"
+
+
+def _query_text(query: ViewQuery) -> str | None:
+    return str(query) if isinstance(query, QueryOperation) else query
+
+
+def _key_text(key: Any) -> str:
+    if isinstance(key, str):
+        return key
+    return "(" + ", ".join(json.dumps(part, ensure_ascii=False) for part in key) + ")"
+
+
+def _key_of(text: str) -> Any:
+    """A key of the JSON: ``("cell", "age")`` (Julia's print of a tuple) is a tuple key, anything else a name."""
+    if len(text) > 2 and text.startswith("(") and text.endswith(")"):
+        try:
+            parts = json.loads(f"[{text[1:-1]}]")
+        except ValueError:
+            return text
+        if 2 <= len(parts) <= 4 and all(isinstance(part, str) for part in parts):
+            return tuple(parts)
+    return text
+
+
+def view_json(axes: list[tuple[Any, ViewQuery]] | None, data: list[tuple[Any, ViewQuery]] | None) -> str:
+    """The ``base_daf_view`` text of view parameters (only those given)."""
+    parameters: dict[str, list[dict[str, str | None]]] = {}
+    if axes is not None:
+        parameters["axes"] = [{_key_text(key): _query_text(query)} for key, query in axes]
+    if data is not None:
+        parameters["data"] = [{_key_text(key): _query_text(query)} for key, query in data]
+    return json.dumps(parameters, ensure_ascii=False)
+
+
+def parse_view_json(text: Any, daf: DafReader) -> dict[str, list[tuple[Any, Any]]]:
+    """The :func:`~pydaf.viewer` parameters recorded in a ``base_daf_view`` scalar (Julia's
+    ``parse_view_parameters``); anything else than that layout is a :class:`~pydaf.DafFormatError`."""
+    def invalid(why: str) -> DafFormatError:
+        return DafFormatError(f"invalid {BASE_DAF_VIEW}: {text!r}\n({why})\nin the daf data: {daf.name}")
+
+    if not isinstance(text, str):
+        raise invalid("expected a JSON string")
+    try:
+        parsed = json.loads(text)
+    except ValueError as error:
+        raise invalid(f"not JSON: {error}") from None
+    if not isinstance(parsed, dict):
+        raise invalid("expected a JSON object")
+    parameters: dict[str, list[tuple[Any, Any]]] = {}
+    for parameter, pairs in parsed.items():
+        if parameter not in ("axes", "data"):
+            raise invalid(f"unknown view parameter: {parameter}")
+        if not isinstance(pairs, list) or not all(isinstance(pair, dict) for pair in pairs):
+            raise invalid(f"expected a list of single-key objects for: {parameter}")
+        parameters[parameter] = [(_key_of(key) if parameter == "data" else key, query)
+                                 for pair in pairs for key, query in pair.items()]
+    return parameters
+
+
+def _relative_path(base_path: str, new_path: str) -> str:
+    """The base's path relative to the directory of the new data set (keeping an HDF5 group's ``#/group``)."""
+    base_file, separator, group = base_path.partition("#")
+    directory = os.path.dirname(new_path.partition("#")[0])
+    return os.path.relpath(base_file, directory) + separator + group
+
+
+def complete_chain(*, base_daf: DafReader, new_daf: DafWriter, name: str | None = None, axes: ViewPairs | None = None,
+                   data: ViewPairs | None = None, absolute: bool = False) -> DafWriter:
+    """A write chain of ``base_daf`` (or of a :func:`~pydaf.viewer` of it, with ``axes`` and ``data``) and
+    ``new_daf``, both on disk, recorded in ``new_daf`` (the scalars ``base_daf_repository``: the base's path, relative
+    to ``new_daf``'s directory unless ``absolute``; and ``base_daf_view``: the view parameters, if any) so that
+    :func:`complete_daf` reopens the same chain later. Everything is checked before anything is written.
+
+    Example:
+        >>> import pydaf, tempfile, os
+        >>> folder = tempfile.mkdtemp()
+        >>> base = pydaf.FilesDaf(os.path.join(folder, "cells.daf"), "w").add_axis("cell", ["A", "B"])
+        >>> new = pydaf.FilesDaf(os.path.join(folder, "metacells.daf"), "w")
+        >>> chain = pydaf.complete_chain(base_daf=base, new_daf=new, name="chain!")
+        >>> chain.set_vector("cell", "metacell", ["M1", "M1"]).get_scalar("base_daf_repository")
+        'cells.daf'
+        >>> pydaf.complete_daf(os.path.join(folder, "metacells.daf")).get_vector("cell", "metacell").tolist()
+        ['M1', 'M1']
+    """
+    if not isinstance(new_daf, DafWriter):
+        raise DafModeError(f"read-only new_daf: {new_daf.name}\nfor complete_chain")
+    new_path = new_daf.complete_path()
+    base_path = base_daf.complete_path()
+    for what, daf, path in (("new", new_daf, new_path), ("base", base_daf, base_path)):
+        if path is None:
+            raise DafValueError(f"the {what} daf data: {daf.name}\nhas no path (complete_chain needs data sets on "
+                                "disk)")
+    assert new_path is not None and base_path is not None
+    recorded_view = None
+    base = base_daf
+    if axes is not None or data is not None:
+        base = make_view(base_daf, name=None, axes=axes, data=data, path=base_path)
+        recorded_view = view_json(
+            None if axes is None else view_pairs(axes, data=False, name=base.name, daf_name=base_daf.name),
+            None if data is None else view_pairs(data, data=True, name=base.name, daf_name=base_daf.name))
+    chain = chain_writer([base, new_daf], name=name)
+    new_daf.set_scalar(BASE_DAF_REPOSITORY, base_path if absolute else _relative_path(base_path, new_path),
+                       overwrite=True)
+    if recorded_view is None:
+        new_daf.delete_scalar(BASE_DAF_VIEW, must_exist=False)  # a view recorded before no longer applies
+    else:
+        new_daf.set_scalar(BASE_DAF_VIEW, recorded_view, overwrite=True)
+    return chain
+
+
+def complete_daf(path: str | os.PathLike, mode: str = "r", *, name: str | None = None) -> DafReader:
+    """Reopen a chain from its leaf (Julia's ``complete_daf``): the data set at ``path``, its base (its
+    ``base_daf_repository``), that one's base, and so on, each base seen through the view its ``base_daf_view``
+    records, if any. Only ``r`` and ``r+`` are valid modes; with ``r+`` the leaf (only) is writable and the result is a
+    write chain. The chain is named ``<name>.complete`` (``name`` defaults to ``path``).
+
+    Example:
+        >>> import pydaf, tempfile, os
+        >>> folder = tempfile.mkdtemp()
+        >>> base = pydaf.H5df(os.path.join(folder, "cells.h5df"), "w").set_scalar("organism", "human")
+        >>> leaf = pydaf.H5df(os.path.join(folder, "more.h5df"), "w")
+        >>> _ = pydaf.complete_chain(base_daf=base, new_daf=leaf, data=[(pydaf.ALL_SCALARS, "=")])
+        >>> chain = pydaf.complete_daf(os.path.join(folder, "more.h5df"), "r+", name="more")
+        >>> chain.set_scalar("version", 2).get_scalar("organism"), chain.name
+        ('human', 'more.complete')
+    """
+    path = os.fspath(path)
+    if mode not in ("r", "r+"):
+        raise DafModeError(f"invalid mode: {mode}\nfor complete_daf: {path}\n(expected r or r+)")
+    name = path if name is None else name
+    members = list(reversed(_collect(path, mode, name, 0, set())))
+    if mode == "r+":
+        return chain_writer(members, name=f"{name}.complete")
+    return chain_reader(members, name=f"{name}.complete")
+
+
+def _collect(path: str, mode: str, name: str, index: int, visited: set[str]) -> list[DafReader]:
+    """The data sets of a chain from its leaf at ``path`` towards its root (Julia's ``collect_dafs``)."""
+    members: list[DafReader] = []
+    while True:
+        daf = open_daf(path, mode)
+        complete_path = daf.complete_path() or os.path.abspath(path)
+        if complete_path in visited:
+            raise DafFormatError(f"cyclic {BASE_DAF_REPOSITORY}\nreaching again the daf data: {daf.name}\n"
+                                 f"at: {complete_path}")
+        visited.add(complete_path)
+        members.append(daf)
+        base = daf.get_scalar(BASE_DAF_REPOSITORY, default=None)
+        if base is None:
+            return members
+        if not isinstance(base, str) or not base:
+            raise DafFormatError(f"invalid {BASE_DAF_REPOSITORY}: {brief_scalar(base)}\n(expected a path)\n"
+                                 f"in the daf data: {daf.name}")
+        path = base_daf_path(complete_path, base)
+        recorded_view = daf.get_scalar(BASE_DAF_VIEW, default=None)
+        if recorded_view is not None:
+            parameters = parse_view_json(recorded_view, daf)
+            bases = list(reversed(_collect(path, "r", name, index + 1, visited)))
+            chain = chain_reader(bases, name=f"{name}.chain_{index}")
+            members.append(make_view(chain, name=f"{name}.view_{index}", axes=parameters.get("axes"),
+                                     data=parameters.get("data"), path=bases[-1].complete_path()))
+            return members
+        mode = "r"
