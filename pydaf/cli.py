@@ -187,6 +187,8 @@ def main(argv: list[str] | None = None) -> int:
     convert_parser.add_argument("--unsupported", choices=("ignore", "warn", "error"), default="warn",
                                 help="what to do with AnnData elements Daf can't hold (default: warn)")
     convert_parser.add_argument("--no-progress", action="store_true")
+    check_parser = commands.add_parser("check", help="verify a data set's structure (exit status 1 if damaged)")
+    check_parser.add_argument("path", help="an .h5df file, .h5dfs#/group path or FilesDaf directory")
     arguments = parser.parse_args(argv)
     try:
         if arguments.command == "demo":
@@ -196,6 +198,10 @@ def main(argv: list[str] | None = None) -> int:
             query(arguments.path, arguments.query)
         elif arguments.command == "describe":
             describe(arguments.path, deep=arguments.deep)
+        elif arguments.command == "check":
+            from .check import check_main
+
+            return check_main(arguments.path)
         elif arguments.command == "convert":
             convert(arguments.source, arguments.destination, obs_is=arguments.obs_is, var_is=arguments.var_is,
                     X_is=arguments.X_is, relayout=arguments.relayout, unsupported=arguments.unsupported,

@@ -19,14 +19,19 @@ Example:
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numba
 import numpy as np
 
 from ..formats.mapping import release_pages
 from .threads import number_of_threads, thread_pool
 
+if TYPE_CHECKING:
+    from ..sparse import SparseMatrixCSC
+
 __all__ = ["CSC_BAD_COLPTR", "CSC_BAD_ORDER", "CSC_BAD_ROW", "first_csc_problem", "first_sorted_problem",
-           "sort_csc_columns"]
+           "sort_csc_columns", "transposed_mismatch"]
 
 #: Problem kinds reported by :func:`first_csc_problem`.
 CSC_BAD_COLPTR, CSC_BAD_ROW, CSC_BAD_ORDER = 1, 2, 3
@@ -183,3 +188,66 @@ def sort_csc_columns(colptr: np.ndarray, rowval: np.ndarray, nzval: np.ndarray) 
     bounds = _column_blocks(_kernel_indices(colptr), rowval.shape[0])
     list(thread_pool().map(lambda block: sort_csc_block(colptr, rowval, nzval, bounds[block], bounds[block + 1]),
                            range(len(bounds) - 1)))
+
+
+@numba.njit(cache=True, nogil=True)
+def transposed_mismatch_block(colptr, rowval, nzval, other_colptr, other_rowval, other_nzval, first_column,
+                              last_column, cursor):  # pragma: no cover - jit
+    """Walk the entries of columns ``[first_column, last_column)`` of ``A`` (1-based CSC), checking each is the next
+    entry of its row's column of ``B``, ``A``'s other layout (``B = A.T``, CSC): ``cursor[row]`` is the position of
+    the next expected entry of ``B``'s column ``row``, advanced as entries match. Returns ``(column, position)`` of
+    the first entry of ``A`` that does not match, or ``(-1, -1)``. Both structures must be valid; NaN matches NaN."""
+    for column in range(first_column, last_column):
+        for position in range(np.int64(colptr[column]) - 1, np.int64(colptr[column + 1]) - 1):
+            row = np.int64(rowval[position]) - 1
+            other = cursor[row]
+            if other >= np.int64(other_colptr[row + 1]) - 1 or np.int64(other_rowval[other]) != column + 1:
+                return column, position
+            value = nzval[position]
+            other_value = other_nzval[other]
+            if value != other_value and not (value != value and other_value != other_value):
+                return column, position
+            cursor[row] = other + 1
+    return -1, -1
+
+
+def transposed_mismatch(matrix: SparseMatrixCSC, other: SparseMatrixCSC) -> tuple[int, int] | None:
+    """Where two valid 1-based CSC matrices fail to be each other's transpose, streaming (no transposed copy is made;
+    memory is one cursor per row of ``matrix``): ``(row, column)`` (0-based, in ``matrix``) of the first difference,
+    or ``None`` if ``other == matrix.T``, values included (NaN equals NaN).
+
+    Example:
+        >>> from pydaf.sparse import SparseMatrixCSC
+        >>> m = SparseMatrixCSC((2, 3), np.array([1, 2, 2, 3]), np.array([2, 1]), np.array([5.0, 6.0]))
+        >>> transposed_mismatch(m, m.transpose()) is None
+        True
+        >>> transposed_mismatch(m, m.transpose().with_values(np.array([6.0, 7.0])))
+        (1, 0)
+    """
+    colptr, rowval = _kernel_indices(matrix.colptr), _kernel_indices(matrix.rowval)
+    other_colptr, other_rowval = _kernel_indices(other.colptr), _kernel_indices(other.rowval)
+    nzval, other_nzval = _kernel_values(matrix.nzval), _kernel_values(other.nzval)
+    cursor = other_colptr[:-1].astype(np.int64) - 1
+    bounds = _column_blocks(colptr, rowval.shape[0])
+    for block in range(len(bounds) - 1):  # serial (the cursors), releasing what each block read of ``matrix``
+        column, position = transposed_mismatch_block(colptr, rowval, nzval, other_colptr, other_rowval, other_nzval,
+                                                     bounds[block], bounds[block + 1], cursor)
+        entries = slice(int(colptr[bounds[block]]) - 1, int(colptr[bounds[block + 1]]) - 1)
+        release_pages(matrix.rowval[entries])
+        release_pages(matrix.nzval[entries])
+        if column >= 0:
+            return int(rowval[position]) - 1, int(column)
+    release_pages(other.rowval)
+    release_pages(other.nzval)
+    left = np.flatnonzero(cursor != other_colptr[1:].astype(np.int64) - 1)
+    if left.size:  # ``other`` has an entry ``matrix`` does not
+        row = int(left[0])
+        return row, int(other_rowval[cursor[row]]) - 1
+    return None
+
+
+def _kernel_values(values: np.ndarray) -> np.ndarray:
+    """Values as the kernels take them: Bool as ``uint8``, in a read-only view (one specialization per type)."""
+    view = values.view(np.uint8) if values.dtype == np.bool_ else values.view()
+    view.flags.writeable = False
+    return view
