@@ -107,14 +107,10 @@ def describe(path: str, *, deep: bool) -> None:
     print(H5df(path, "r").description(deep=deep), end="")
 
 
-def _is_h5ad(path: str) -> bool:
-    return path.endswith(".h5ad")
-
-
 def convert(source: str, destination: str, *, obs_is: str | None = None, var_is: str | None = None,
             X_is: str | None = None, relayout: bool = False, unsupported: str = "warn", progress: bool = True) -> None:
     """Convert between ``.h5ad`` files and Daf data sets (``.h5df``, ``.h5dfs#/group``, FilesDaf directories), chosen
-    by the paths; the destination is overwritten.
+    by the paths; the destination is replaced once the conversion is complete (:mod:`pydaf.interop.convert`).
 
     Example:
         >>> import os, tempfile, numpy as np, pydaf
@@ -126,25 +122,10 @@ def convert(source: str, destination: str, *, obs_is: str | None = None, var_is:
         >>> pydaf.open_daf(os.path.join(folder, "c.daf")).get_matrix("obs", "var", "X").tolist()
         [[7.0]]
     """
-    from .errors import DafValueError
-    from .interop.anndata import daf_as_h5ad, h5ad_as_daf
-    from .open import open_daf
+    from .interop.convert import convert as convert_paths
 
-    names = {"obs_is": obs_is, "var_is": var_is, "X_is": X_is}
-    if _is_h5ad(source) and _is_h5ad(destination):
-        raise DafValueError(f"nothing to convert from: {source}\nto: {destination}\n(both are h5ad files)")
-    if _is_h5ad(source):
-        h5ad_as_daf(source, destination, unsupported_handler=unsupported, relayout=relayout, progress=progress,
-                    **names)
-    elif _is_h5ad(destination):
-        daf_as_h5ad(open_daf(source, "r"), destination, progress=progress, **names)
-    else:
-        from .composition.copies import copy_all
-
-        if any(value is not None for value in names.values()):
-            raise DafValueError("--obs-is, --var-is and --X-is only apply to conversions from or to h5ad")
-        source_daf = open_daf(source, "r")
-        copy_all(open_daf(destination, "w", name=source_daf.name), source_daf, progress=progress)
+    convert_paths(source, destination, obs_is=obs_is, var_is=var_is, X_is=X_is, relayout=relayout,
+                  unsupported=unsupported, progress=progress)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -177,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     convert_parser = commands.add_parser(
         "convert", help="convert between .h5ad files and Daf data sets (.h5df, .h5dfs#/group, FilesDaf directories)")
     convert_parser.add_argument("source")
-    convert_parser.add_argument("destination", help="overwritten if it exists")
+    convert_parser.add_argument("destination", help="replaced, once complete, if it is a Daf data set")
     convert_parser.add_argument("--obs-is", help="the Daf axis of AnnData's obs (default: uns obs_is, else obs)")
     convert_parser.add_argument("--var-is", help="the Daf axis of AnnData's var (default: uns var_is, else var)")
     convert_parser.add_argument("--X-is", dest="X_is", help="the Daf matrix of AnnData's X (default: uns X_is, else X)")

@@ -60,12 +60,24 @@ def require_valid_name(name: Any, *, what: str, daf_name: str) -> None:
         (names must be non-empty, must not start with '.', and must not contain '/', '\\', NUL or a newline)
         in the daf data: example
     """
+    if is_valid_name(name):
+        return
     if not isinstance(name, str):
         raise DafNameError(for_daf(f"invalid {what} name: {name!r}\n(expected a string)", daf_name))
-    if not name or name.startswith(".") or any(character in name for character in _FORBIDDEN_CHARACTERS):
-        raise DafNameError(for_daf(
-            f"invalid {what} name: {name!r}\n(names must be non-empty, must not start with '.', and must not contain "
-            "'/', '\\', NUL or a newline)", daf_name))
+    raise DafNameError(for_daf(
+        f"invalid {what} name: {name!r}\n(names must be non-empty, must not start with '.', and must not contain "
+        "'/', '\\', NUL or a newline)", daf_name))
+
+
+def is_valid_name(name: Any) -> bool:
+    """Whether a new property may have this name (:func:`require_valid_name` without the error).
+
+    Example:
+        >>> is_valid_name("age"), is_valid_name("a/b"), is_valid_name(3)
+        (True, False, False)
+    """
+    return isinstance(name, str) and bool(name) and not name.startswith(".") and not any(
+        character in name for character in _FORBIDDEN_CHARACTERS)
 
 
 def require_lookup_name(name: Any, *, what: str, daf_name: str) -> None:

@@ -60,6 +60,9 @@ class Problem:
     component: str
     found: str
     expected: str
+    #: Whether the problem is rows in range but out of order within a column (AnnData and scipy allow that; sorting
+    #: each column's entries may fix it).
+    unsorted: bool = False
 
     def text(self, what: str) -> str:
         """The error message for the property ``what`` (e.g. ``"vector: age\\nof the axis: cell"``)."""
@@ -166,12 +169,16 @@ def sparse_matrix_problem(shape: tuple[int, int], colptr: np.ndarray, rowval: np
         return None
     if nnz < NUMBA_THRESHOLD:
         rows = rowval.astype(np.int64)
-        bad = (rows < 1) | (rows > n_rows)
+        in_range = (rows >= 1) & (rows <= n_rows)
+        bad = ~in_range
         column_starts = np.zeros(nnz, dtype=np.bool_)
         column_starts[offsets[:-1][offsets[:-1] <= nnz] - 1] = True
         bad[1:] |= (rows[1:] <= rows[:-1]) & ~column_starts[1:]
         position = int(np.argmax(bad)) if bad.any() else None
-        column = None if position is None else int(np.searchsorted(offsets, position + 1, side="right")) - 1
+        if position is None:
+            return None
+        column = int(np.searchsorted(offsets, position + 1, side="right")) - 1
+        unsorted = bool(in_range[position])
     else:
         found = kernels.first_csc_problem(colptr, rowval, n_rows)
         if found is None:
@@ -180,10 +187,9 @@ def sparse_matrix_problem(shape: tuple[int, int], colptr: np.ndarray, rowval: np
         if kind == kernels.CSC_BAD_COLPTR:  # (only if colptr changed since it was checked above)
             return Problem("colptr", f"colptr[{column}] = {colptr[column]}, colptr[{column + 1}] = "
                            f"{colptr[column + 1]}", "non-decreasing offsets")
-    if position is None:
-        return None
+        unsorted = kind == kernels.CSC_BAD_ORDER
     return Problem("rowval", f"rowval[{position}] = {rowval[position]} (in column {column})",
-                   f"rows in 1..{n_rows}, strictly increasing within each column")
+                   f"rows in 1..{n_rows}, strictly increasing within each column", unsorted)
 
 
 def _sparse_values_problem(nzval: Any, nnz: int) -> Problem | None:
