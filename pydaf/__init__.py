@@ -10,6 +10,7 @@ Example:
     [30, 40]
 """
 
+from .check import check_daf
 from .composition.chains import chain_reader, chain_writer
 from .core.read_only import DafReadOnly, read_only
 from .core.readers import DafReader, Undef
@@ -60,6 +61,7 @@ __all__ = [
     "Undef",
     "chain_reader",
     "chain_writer",
+    "check_daf",
     "open_daf",
     "read_only",
     "repack",

@@ -12,7 +12,15 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import DafExistsError, DafMissingError, DafNameError, DafShapeError, DafTypeError, DafValueError
+from ..errors import (
+    DafError,
+    DafExistsError,
+    DafMissingError,
+    DafNameError,
+    DafShapeError,
+    DafTypeError,
+    DafValueError,
+)
 from ..formats.base import FormatWriter
 from ..formats.mapping import populate_pages
 from ..sparse import SparseMatrixCSC, SparseVector
@@ -99,6 +107,18 @@ class DafWriter(DafReader):
         if self._reads.format_has_matrix(rows_axis, columns_axis, name):
             self._format.format_delete_matrix(rows_axis, columns_axis, name, for_set=True)
 
+    @contextmanager
+    def _storing(self, kind: str, *names: str) -> Iterator[None]:
+        """Turn a value a backend can't store (e.g. a NUL in an HDF5 string: h5py's ``ValueError``) into a
+        DafValueError naming the property."""
+        try:
+            yield
+        except DafError:
+            raise
+        except (ValueError, TypeError) as error:
+            raise DafValueError(self._message(f"can't store the {property_text(kind, *names)}\n"
+                                              f"({type(error).__name__}: {error})")) from error
+
     def _check_length(self, axis: str, length: int, what: str) -> None:
         axis_length = self._reads.format_axis_length(axis)
         if length != axis_length:
@@ -124,7 +144,8 @@ class DafWriter(DafReader):
                 if not overwrite:
                     raise DafExistsError(self._message(f"existing scalar: {name}"))
                 self._format.format_delete_scalar(name, for_set=True)
-            self._format.format_set_scalar(name, value)
+            with self._storing("scalar", name):
+                self._format.format_set_scalar(name, value)
         return self
 
     def delete_scalar(self, name: str, *, must_exist: bool = True) -> DafWriter:
@@ -167,7 +188,8 @@ class DafWriter(DafReader):
                 if not overwrite:
                     raise DafExistsError(self._message(f"existing axis: {axis}"))
                 self._delete_axis(axis)
-            self._format.format_add_axis(axis, values)
+            with self._storing("axis", axis):
+                self._format.format_add_axis(axis, values)
         return self
 
     def delete_axis(self, axis: str, *, must_exist: bool = True) -> DafWriter:
@@ -262,7 +284,8 @@ class DafWriter(DafReader):
             vector = self._prepare_vector(axis, name, value, eltype)
             self._require_vector_absent(axis, name, overwrite)
             self._before_set_vector(axis, name)
-            self._format.format_set_vector(axis, name, vector)
+            with self._storing("vector", axis, name):
+                self._format.format_set_vector(axis, name, vector)
         return self
 
     def delete_vector(self, axis: str, name: str, *, must_exist: bool = True) -> DafWriter:
@@ -416,7 +439,8 @@ class DafWriter(DafReader):
             if relayout:
                 self._before_set_matrix(columns_axis, rows_axis, name)
             self._bump_matrix(rows_axis, columns_axis, name)
-            self._format.format_set_matrix(rows_axis, columns_axis, name, matrix)
+            with self._storing("matrix", rows_axis, columns_axis, name):
+                self._format.format_set_matrix(rows_axis, columns_axis, name, matrix)
             if relayout:
                 stored, _ = self._reads.format_get_matrix(rows_axis, columns_axis, name)
                 self._format.format_relayout_matrix(rows_axis, columns_axis, name, stored)
