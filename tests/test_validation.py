@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+from itertools import pairwise
 
 import numpy as np
 import pytest
@@ -116,11 +117,11 @@ def test_backend_failures_are_daf_errors_naming_the_property(tmp_path):
 def _reference_problem(n_rows: int, colptr: list[int], rowval: list[int]) -> bool:
     """Whether 1-based CSC indices are invalid, by the definition."""
     nnz = len(rowval)
-    if not colptr or colptr[0] != 1 or colptr[-1] != nnz + 1 or any(b < a for a, b in zip(colptr, colptr[1:])):
+    if not colptr or colptr[0] != 1 or colptr[-1] != nnz + 1 or any(b < a for a, b in pairwise(colptr)):
         return True
     for column in range(len(colptr) - 1):
         rows = rowval[colptr[column] - 1:colptr[column + 1] - 1]
-        if any(row < 1 or row > n_rows for row in rows) or any(b <= a for a, b in zip(rows, rows[1:])):
+        if any(row < 1 or row > n_rows for row in rows) or any(b <= a for a, b in pairwise(rows)):
             return True
     return False
 
@@ -154,7 +155,7 @@ def test_sparse_matrix_problem_matches_the_definition_on_both_paths(n_rows, colp
 @given(length=st.integers(0, 8), nzind=st.lists(st.integers(-1, 10), max_size=10))
 def test_sparse_vector_problem_matches_the_definition_on_both_paths(length, nzind):
     expected = len(nzind) > length or any(index < 1 or index > length for index in nzind) or any(
-        b <= a for a, b in zip(nzind, nzind[1:]))
+        b <= a for a, b in pairwise(nzind))
     indices = np.array(nzind, dtype=np.int64)
     by_numpy = validation.sparse_vector_problem(length, indices)
     saved = validation.NUMBA_THRESHOLD
@@ -201,7 +202,7 @@ def test_writers_refuse_invalid_sparse_data(tmp_path, kind):
         SparseMatrixCSC((3, 2), np.array([1, 2, 3]), np.array([1, 2]), np.array([1.0])),
     ]
     for matrix in bad_matrices:
-        with pytest.raises(pydaf.DafValueError, match="invalid .* of the sparse matrix given for: m"):
+        with pytest.raises(pydaf.DafValueError, match=r"invalid .* of the sparse matrix given for: m"):
             daf.set_matrix("cell", "gene", "m", matrix)
     for vector in (SparseVector(3, np.array([2, 2]), np.array([1, 2])), SparseVector(3, np.array([0]), np.array([1])),
                    SparseVector(3, np.array([4]), np.array([1]))):

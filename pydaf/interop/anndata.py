@@ -132,7 +132,7 @@ def _sort_out(content: _Content, member: str, key: str, value: Any) -> None:
 
 def _sort_columns(content: _Content, member: str, columns: Any) -> dict[str, Any]:
     if isinstance(columns, Unsupported):
-        raise DafFormatError(f"can't read the AnnData {member}: {columns.reason}")
+        raise DafFormatError(f"can't read the AnnData {member}: {columns.reason}\nin {content.origin}")
     kept: dict[str, Any] = {}
     for name, column in columns.items():
         where = f"{member}/{name}" if name != "_index" else f"{member} names"
@@ -317,6 +317,20 @@ def _read_slice(source: Any, start: int, stop: int, out: np.ndarray) -> None:
         out[...] = source[start:stop]
 
 
+def _read_indices(source: Any, start: int, stop: int, out: np.ndarray, limit: int, where: str) -> None:
+    """Copy the 0-based ``source[start:stop]`` into ``out`` as 1-based indices, refusing any outside ``0..limit - 1``
+    *before* converting them (HDF5 clips a negative value into an unsigned type, numpy wraps it: either would make a
+    wrong index that looks valid). Read straight into ``out`` when the types have the same size."""
+    dtype = np.dtype(source.dtype)
+    raw = out.view(dtype) if out.dtype.itemsize == dtype.itemsize else np.empty(stop - start, dtype=dtype)
+    _read_slice(source, start, stop, raw)
+    if raw.size and (raw.min() < 0 or raw.max() >= limit):
+        position = int(np.argmax((raw < 0) | (raw >= limit)))
+        raise DafFormatError(f"invalid indices of the AnnData sparse matrix: {where}\n"
+                             f"found: indices[{start + position}] = {raw[position]}\nexpected: 0..{limit - 1}")
+    np.add(raw, 1, out=out, casting="unsafe")
+
+
 def _indptr(source: MatrixSource, n_columns: int, where: str) -> np.ndarray:
     indptr = np.asarray(source.indptr[()] if isinstance(source.indptr, h5py.Dataset) else source.indptr,
                         dtype=np.int64)
@@ -338,8 +352,7 @@ def _write_sparse(daf: DafWriter, rows_axis: str, columns_axis: str, name: str, 
             stop = min(start + _CHUNK, nnz)
             populate_pages(rowval[start:stop])
             populate_pages(nzval[start:stop])
-            _read_slice(source.indices, start, stop, rowval[start:stop])
-            rowval[start:stop] += 1
+            _read_indices(source.indices, start, stop, rowval[start:stop], daf.axis_length(rows_axis), where)
             _read_slice(source.data, start, stop, nzval[start:stop])
             bar.update(stop - start)
         # Checked before the builder makes the matrix exist (the builder checks again, the pages are in the cache).

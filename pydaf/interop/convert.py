@@ -24,7 +24,7 @@ from ..composition.copies import copy_all
 from ..errors import DafValueError
 from ..open import open_daf
 from .anndata import daf_as_h5ad, h5ad_as_daf
-from .destinations import build_daf, is_h5ad, require_distinct
+from .destinations import build_daf, is_h5ad, require_distinct, storage_of
 
 __all__ = ["convert"]
 
@@ -58,7 +58,12 @@ def convert(source: str | os.PathLike, destination: str | os.PathLike, *, obs_is
         return
     if any(value is not None for value in names.values()) and not is_h5ad(destination):
         raise DafValueError("--obs-is, --var-is and --X-is only apply to conversions from or to h5ad")
-    source_daf = open_daf(source, "r")
+    if storage_of(source).path == storage_of(destination).path:
+        # Two groups of one HDF5 file: open it writable once (HDF5 refuses to open for writing a file this process
+        # holds open read-only), and read the source through a read-only view.
+        source_daf = open_daf(source, "r+").read_only()
+    else:
+        source_daf = open_daf(source, "r")
     if is_h5ad(destination):
         daf_as_h5ad(source_daf, destination, progress=progress, **names)
     else:
