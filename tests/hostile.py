@@ -214,8 +214,14 @@ def corrupted(folder: Path, kind: str) -> list[tuple[str, str]]:
 
 
 def _entry_points(path: str) -> dict[str, Callable[[], object]]:
+    opened: list[pydaf.DafReader] = []
+
     def daf() -> pydaf.DafReader:
-        return pydaf.open_daf(path, "r")
+        """The data set, opened once, with an empty cache (so each entry point reads from storage)."""
+        if not opened:
+            opened.append(pydaf.open_daf(path, "r"))
+        opened[0].empty_cache()
+        return opened[0]
 
     def total(matrix: object) -> float:
         return float(np.asarray(matrix.sum()))  # type: ignore[attr-defined]
