@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import DafFormatError, DafMissingError, DafShapeError, DafValueError
+from ..errors import DafError, DafFormatError, DafMissingError, DafShapeError, DafValueError
 from ..formats.base import CacheGroup, FormatReader, StoredMatrix, StoredVector
 from ..sparse import SparseMatrixCSC, SparseVector, read_only_array
 from ..storage_types import StorageScalar, scalar_dtype, scalar_value
@@ -67,7 +67,10 @@ class DafReader:
         self._reads = CheckedReads(format, format.format_default_name())
         self._state = state or _State()
         if name is None:
-            stored = self._reads.format_get_scalar("name") if self._reads.format_has_scalar("name") else None
+            try:
+                stored = self._reads.format_get_scalar("name") if self._reads.format_has_scalar("name") else None
+            except DafError:  # a damaged name scalar must not prevent opening (and checking) the data set
+                stored = None
             name = stored if isinstance(stored, str) else format.format_default_name()
         self._name = self._reads.daf_name = unique_name(name)
 

@@ -723,7 +723,13 @@ def daf_as_h5ad(daf: DafReader, path: str | os.PathLike, *, obs_is: str | None =
     with daf.read_lock():
         export = _export_names(daf, obs_is, var_is, X_is)
         matrices = list(_matrices(daf, export, allow_csc=True))
-        write_file_then_replace(path, lambda temporary: _write_h5ad(temporary, daf, export, matrices, progress))
+        try:
+            write_file_then_replace(path, lambda temporary: _write_h5ad(temporary, daf, export, matrices, progress))
+        except DafError:
+            raise
+        except (ValueError, TypeError) as error:  # e.g. a NUL in a string, which HDF5 strings can't hold
+            raise DafValueError(f"can't write the h5ad file: {os.fspath(path)}\nfrom the daf data: {daf.name}\n"
+                                f"({type(error).__name__}: {error})") from error
 
 
 def _write_h5ad(path: str, daf: DafReader, export: _Export, matrices: list[tuple[str, str, Any, str]],
