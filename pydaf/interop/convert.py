@@ -6,14 +6,12 @@ source and destination sharing their storage (the same path, the same file throu
 the other) are refused.
 
 Example:
-    >>> import os, tempfile, numpy as np, pydaf
+    >>> import os, tempfile, pydaf
     >>> folder = tempfile.mkdtemp()
-    >>> daf = pydaf.H5df(os.path.join(folder, "a.h5df"), "w").add_axis("obs", ["A"]).add_axis("var", ["X"])
-    >>> _ = daf.set_matrix("obs", "var", "X", np.array([[7.0]]))
-    >>> convert(os.path.join(folder, "a.h5df"), os.path.join(folder, "b.h5ad"), progress=False)
-    >>> convert(os.path.join(folder, "b.h5ad"), os.path.join(folder, "c.daf"), progress=False)
-    >>> pydaf.open_daf(os.path.join(folder, "c.daf")).get_matrix("obs", "var", "X").tolist()
-    [[7.0]]
+    >>> pydaf.H5df(os.path.join(folder, "a.h5df"), "w").set_scalar("organism", "human").flush()
+    >>> convert(os.path.join(folder, "a.h5df"), os.path.join(folder, "b.daf"), progress=False)
+    >>> pydaf.open_daf(os.path.join(folder, "b.daf")).get_scalar("organism"), sorted(os.listdir(folder))
+    ('human', ['a.h5df', 'b.daf'])
 """
 
 from __future__ import annotations
