@@ -536,8 +536,9 @@ def h5ad_as_daf(path: str | os.PathLike, destination: DafWriter | str | os.PathL
         [[1, 2]]
     """
     text = os.fspath(path)
-    if destination is not None and not isinstance(destination, DafWriter):
-        require_distinct(text, destination)
+    target = destination.complete_path() if isinstance(destination, DafWriter) else destination
+    if target is not None:
+        require_distinct(text, target)
     try:
         file = h5py.File(text, "r")
     except OSError as error:
