@@ -74,7 +74,7 @@ def existing(request, tmp_path):
         pydaf.H5df(f"{tmp_path}/out.h5dfs#/other", "w").set_scalar("keep", "me")
     daf = pydaf.open_daf(target, "w", name="old!").set_scalar("version", 1).add_axis("cell", ["A", "B"])
     daf.set_vector("cell", "age", [10, 20])
-    daf.flush() if hasattr(daf, "flush") else None
+    daf.format.format_close()
     return target
 
 
