@@ -10,6 +10,7 @@ Example:
     [30, 40]
 """
 
+from .check import check_daf
 from .composition.chains import chain_reader, chain_writer
 from .composition.complete import complete_chain, complete_daf
 from .composition.copies import copy_all, copy_axis, copy_matrix, copy_scalar, copy_tensor, copy_vector
@@ -93,6 +94,7 @@ __all__ = [
     "brief",
     "chain_reader",
     "chain_writer",
+    "check_daf",
     "complete_chain",
     "complete_daf",
     "copy_all",

@@ -15,11 +15,11 @@ import time
 
 import numpy as np
 
-from .composition.copies import copy_all
+from .check import check_main
 from .demo import build_demo
-from .errors import DafError, DafFormatError, DafValueError
-from .formats.registry import FormatEntry, guess_format, registered_formats
-from .interop.anndata import daf_as_h5ad, h5ad_as_daf
+from .errors import DafError, DafFormatError
+from .formats.registry import guess_format, registered_formats
+from .interop.convert import convert as convert_paths
 from .open import open_daf
 
 
@@ -127,22 +127,10 @@ def repack(source: str, destination: str, *, progress: bool) -> None:
     entry.repack(source, destination, progress=progress)
 
 
-def _convert_format(path: str) -> FormatEntry | None:
-    """What ``convert`` reads or writes at ``path``: ``None`` for an AnnData ``.h5ad`` file (interop, not a Daf
-    format, so not in the registry; known by its suffix, since its content is HDF5 like an H5df's), else the
-    registered format that opens it."""
-    if path.endswith(".h5ad"):
-        return None
-    try:
-        return guess_format(path)
-    except DafFormatError as error:
-        raise DafFormatError(f"{error}\n- AnnData: an .h5ad file (for convert)") from None
-
-
 def convert(source: str, destination: str, *, obs_is: str | None = None, var_is: str | None = None,
             X_is: str | None = None, relayout: bool = False, unsupported: str = "warn", progress: bool = True) -> None:
-    """Convert between ``.h5ad`` files and Daf data sets (``.h5df``, ``.h5dfs#/group``, FilesDaf directories, any
-    registered format), chosen by the paths; the destination is overwritten.
+    """Convert between ``.h5ad`` files and Daf data sets (``.h5df``, ``.h5dfs#/group``, FilesDaf directories), chosen
+    by the paths; the destination is replaced once the conversion is complete (:mod:`pydaf.interop.convert`).
 
     Example:
         >>> import os, tempfile, numpy as np, pydaf
@@ -154,21 +142,8 @@ def convert(source: str, destination: str, *, obs_is: str | None = None, var_is:
         >>> pydaf.open_daf(os.path.join(folder, "c.daf")).get_matrix("obs", "var", "X").tolist()
         [[7.0]]
     """
-    names = {"obs_is": obs_is, "var_is": var_is, "X_is": X_is}
-    source_format, destination_format = _convert_format(source), _convert_format(destination)
-    if source_format is None and destination_format is None:
-        raise DafValueError(f"nothing to convert from: {source}\nto: {destination}\n(both are h5ad files)")
-    if source_format is None:
-        h5ad_as_daf(source, destination, unsupported_handler=unsupported, relayout=relayout, progress=progress,
-                    **names)
-    elif destination_format is None:
-        daf_as_h5ad(source_format.open(source, "r"), destination, progress=progress, **names)
-    else:
-        if any(value is not None for value in names.values()):
-            raise DafValueError("--obs-is, --var-is and --X-is only apply to conversions from or to h5ad")
-        source_daf = source_format.open(source, "r")
-        copy_all(destination_format.open(destination, "w", name=source_daf.name), source_daf, relayout=False,
-                 progress=progress)
+    convert_paths(source, destination, obs_is=obs_is, var_is=var_is, X_is=X_is, relayout=relayout,
+                  unsupported=unsupported, progress=progress)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -204,7 +179,7 @@ def _parser() -> argparse.ArgumentParser:
     convert_parser = commands.add_parser(
         "convert", help="convert between .h5ad files and Daf data sets (.h5df, .h5dfs#/group, FilesDaf directories)")
     convert_parser.add_argument("source")
-    convert_parser.add_argument("destination", help="overwritten if it exists")
+    convert_parser.add_argument("destination", help="replaced, once complete, if it is a Daf data set")
     convert_parser.add_argument("--obs-is", help="the Daf axis of AnnData's obs (default: uns obs_is, else obs)")
     convert_parser.add_argument("--var-is", help="the Daf axis of AnnData's var (default: uns var_is, else var)")
     convert_parser.add_argument("--X-is", dest="X_is", help="the Daf matrix of AnnData's X (default: uns X_is, else X)")
@@ -218,11 +193,16 @@ def _parser() -> argparse.ArgumentParser:
         arguments.source, arguments.destination, obs_is=arguments.obs_is, var_is=arguments.var_is,
         X_is=arguments.X_is, relayout=arguments.relayout, unsupported=arguments.unsupported,
         progress=not arguments.no_progress))
+
+    check_parser = commands.add_parser("check", help="verify a data set's structure (exit status 1 if damaged)")
+    check_parser.add_argument("path", help=f"an {paths}")
+    check_parser.set_defaults(func=lambda arguments: check_main(arguments.path))
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the ``pydaf`` command line; a :class:`~pydaf.DafError` is printed (without a traceback) and exits 1.
+    """Run the ``pydaf`` command line; a :class:`~pydaf.DafError` is printed (without a traceback) and exits 1, as
+    does a damaged data set for ``check``.
 
     Example:
         >>> main(["describe", "/no/such/file.h5df"])  # prints "pydaf: missing H5df file: ..." to stderr
@@ -230,11 +210,11 @@ def main(argv: list[str] | None = None) -> int:
     """
     arguments = _parser().parse_args(argv)
     try:
-        arguments.func(arguments)
+        status = arguments.func(arguments)
     except DafError as error:
         print(f"pydaf: {error}", file=sys.stderr)
         return 1
-    return 0
+    return status or 0
 
 
 if __name__ == "__main__":

@@ -835,8 +835,8 @@ def test_reads_an_unaligned_dataset(foreign):
     values = daf.get_vector("cell", "unaligned")
     assert values.dtype == np.float64
     assert values.tolist() == FOREIGN_VALUES.tolist()
-    with pytest.raises(pydaf.DafFormatError, match="vector: padding"):  # 3 entries for an axis of 5
-        daf.get_vector("cell", "padding")
+    with pytest.raises(pydaf.DafFormatError, match="vector: padding\nof the axis: cell"):
+        daf.get_vector("cell", "padding")  # 3 bytes that misalign the next dataset, not a vector of the 5 cells
 
 
 def test_reads_chunked_gzip_datasets(foreign):

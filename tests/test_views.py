@@ -13,7 +13,6 @@ import scipy.sparse as sp
 
 import pydaf
 from pydaf.queries import Axis, LookupVector
-
 from pydaf.testing import DafBackend, DafConformance
 
 WRITES_AFTER_REOPEN = "writes through the reopened data set, and a view is read-only"

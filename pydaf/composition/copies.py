@@ -23,8 +23,8 @@ import numpy as np
 from ..core.undef import Undef, UndefType
 from ..errors import DafMissingError, DafValueError
 from ..formats.mapping import release_pages
-from ..keys import pairs_as_dict
 from ..julia_text import julia_string
+from ..keys import pairs_as_dict
 from ..sparse import SparseMatrixCSC, SparseVector, colptr_from_counts
 from ..storage_types import STRING_DTYPE, EltypeLike, StorageScalar, storage_dtype
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import DafMissingError, DafShapeError, DafValueError
+from ..errors import DafError, DafFormatError, DafMissingError, DafShapeError, DafValueError
 from ..formats.base import CacheGroup, FormatReader, StoredMatrix, StoredVector
 from ..sparse import SparseMatrixCSC, SparseVector, read_only_array
 from ..storage_types import StorageScalar, scalar_dtype, scalar_value
@@ -31,8 +31,10 @@ from .cache import (
     stamp_of,
 )
 from .locks import ReadWriteLock
-from .names import RESERVED_VECTORS, unique_name
+from .names import RESERVED_VECTORS, require_lookup_name, unique_name
+from .storage import CheckedReads, property_text
 from .undef import Undef, UndefType
+from .validation import require_entries, require_scalar, require_stored_matrix, require_stored_vector
 from .values import as_storable_array, is_scipy_sparse, plain_values
 
 if TYPE_CHECKING:
@@ -62,13 +64,18 @@ class DafReader:
     def __init__(self, format: FormatReader, *, name: str | None = None, state: _State | None = None,
                  unique: bool = True) -> None:
         self._format = format
+        # Every read of the backend goes through this, so whatever it raises on hostile storage is a DafError.
+        self._reads = CheckedReads(format, format.format_default_name())
         self._state = format.format_shared_state(state or _State())
         self._external_writes = format.format_write_count()
         if name is None:
-            stored = format.format_get_scalar("name") if format.format_has_scalar("name") else None
+            try:
+                stored = self._reads.format_get_scalar("name") if self._reads.format_has_scalar("name") else None
+            except DafError:  # a damaged name scalar must not prevent opening (and checking) the data set
+                stored = None
             name = stored if isinstance(stored, str) else format.format_default_name()
         # ``unique=False``: the name was made unique already (a chain needs its final name to build its storage).
-        self._name = unique_name(name) if unique else name
+        self._name = self._reads.daf_name = unique_name(name) if unique else name
 
     # Identity.
 
@@ -178,8 +185,9 @@ class DafReader:
             >>> pydaf.MemoryDaf().set_scalar("version", 1).has_scalar("version")
             True
         """
+        require_lookup_name(name, what="scalar", daf_name=self._name)
         with self._state.lock.read():
-            return self._format.format_has_scalar(name)
+            return self._reads.format_has_scalar(name)
 
     def scalars_set(self) -> set[str]:
         """The names of the scalar properties.
@@ -190,7 +198,7 @@ class DafReader:
             ['a', 'b']
         """
         with self._state.lock.read():
-            return set(self._format.format_scalars_set())
+            return set(self._reads.format_scalars_set())
 
     def get_scalar(self, name: str, *, default: StorageScalar | UndefType | None = Undef) -> StorageScalar | None:
         """The value of a scalar property: a ``str``, a Python ``bool``/``int``/``float`` as stored from Python, or a
@@ -202,12 +210,15 @@ class DafReader:
             >>> daf.get_scalar("organism"), daf.get_scalar("version", default=None)
             ('human', None)
         """
+        require_lookup_name(name, what="scalar", daf_name=self._name)
         with self._state.lock.read():
-            if not self._format.format_has_scalar(name):
+            if not self._reads.format_has_scalar(name):
                 if default is Undef:
                     raise DafMissingError(self._message(f"missing scalar: {name}"))
                 return default
-            return self._format.format_get_scalar(name)
+            value = self._reads.format_get_scalar(name)
+            require_scalar(value, what=property_text("scalar", name), daf_name=self._name)
+            return value
 
     # Axes.
 
@@ -219,8 +230,9 @@ class DafReader:
             >>> pydaf.MemoryDaf().add_axis("cell", ["A"]).has_axis("gene")
             False
         """
+        require_lookup_name(axis, what="axis", daf_name=self._name)
         with self._state.lock.read():
-            return self._format.format_has_axis(axis, for_change=False)
+            return self._reads.format_has_axis(axis, for_change=False)
 
     def axes_set(self) -> set[str]:
         """The names of the axes.
@@ -231,10 +243,11 @@ class DafReader:
             {'cell'}
         """
         with self._state.lock.read():
-            return set(self._format.format_axes_set())
+            return set(self._reads.format_axes_set())
 
     def _require_axis(self, axis: str, what_for: str) -> None:
-        if not self._format.format_has_axis(axis, for_change=False):
+        require_lookup_name(axis, what="axis", daf_name=self._name)
+        if not self._reads.format_has_axis(axis, for_change=False):
             raise DafMissingError(self._message(f"missing axis: {axis}\n{what_for}", "of"))
 
     def axis_length(self, axis: str) -> int:
@@ -247,7 +260,7 @@ class DafReader:
         """
         with self._state.lock.read():
             self._require_axis(axis, "for: axis_length")
-            return self._format.format_axis_length(axis)
+            return self._reads.format_axis_length(axis)
 
     def _cached(self, key: CacheKey, compute: Callable[[], tuple[Any, CacheGroup | None]]) -> Any:
         external_writes = self._format.format_write_count()
@@ -260,7 +273,10 @@ class DafReader:
 
     def _axis_entries(self, axis: str) -> np.ndarray:
         def compute() -> tuple[np.ndarray, CacheGroup | None]:
-            entries, group = self._format.format_axis_vector(axis)
+            entries, group = self._reads.format_axis_vector(axis)
+            if group is not None:  # (data a backend keeps in memory was validated when it was stored)
+                require_entries(entries, self._reads.format_axis_length(axis), what=property_text("axis", axis),
+                                daf_name=self._name)
             return read_only_array(entries), group
 
         return self._cached(AxisKey(axis), compute)
@@ -277,8 +293,10 @@ class DafReader:
         if default is not None and default is not Undef:
             raise DafValueError(self._message(f"invalid default for axis_vector: {default!r} (expected None)"))
         with self._state.lock.read():
-            if default is None and not self._format.format_has_axis(axis, for_change=False):
-                return None
+            if default is None:
+                require_lookup_name(axis, what="axis", daf_name=self._name)
+                if not self._reads.format_has_axis(axis, for_change=False):
+                    return None
             self._require_axis(axis, "for: axis_vector")
             return self._axis_entries(axis)
 
@@ -297,7 +315,12 @@ class DafReader:
     def _axis_dict(self, axis: str) -> dict[str, int]:
         def compute() -> tuple[dict[str, int], CacheGroup]:
             entries = self._axis_entries(axis)
-            return {entry: position for position, entry in enumerate(entries.tolist())}, CacheGroup.MemoryData
+            positions = {entry: position for position, entry in enumerate(entries.tolist())}
+            if len(positions) != entries.shape[0]:
+                raise DafFormatError(self._message(
+                    f"invalid entries of the axis: {axis}\nfound: {entries.shape[0] - len(positions)} repeated "
+                    "entries\nexpected: unique entries"))
+            return positions, CacheGroup.MemoryData
 
         return self._cached(AxisKey(axis, AxisForm.DICT), compute)
 
@@ -375,7 +398,8 @@ class DafReader:
         """
         with self._state.lock.read():
             self._require_axis(axis, f"for has_vector: {name}")
-            return name in RESERVED_VECTORS or self._format.format_has_vector(axis, name)
+            require_lookup_name(name, what="vector", daf_name=self._name)
+            return name in RESERVED_VECTORS or self._reads.format_has_vector(axis, name)
 
     def vectors_set(self, axis: str) -> set[str]:
         """The names of the vectors of an axis (without the virtual ``name`` and ``index``).
@@ -387,7 +411,7 @@ class DafReader:
         """
         with self._state.lock.read():
             self._require_axis(axis, "for: vectors_set")
-            return set(self._format.format_vectors_set(axis))
+            return set(self._reads.format_vectors_set(axis))
 
     def _check_default_vector(self, axis: str, name: str, default: Any) -> np.ndarray | None:
         """Validate a non-scalar ``default`` (its length, and its index if it is a pandas Series)."""
@@ -396,7 +420,7 @@ class DafReader:
         values = plain_values(default)
         if values.ndim != 1:
             raise DafShapeError(self._message(f"the default for the vector: {name}\nis not a vector"))
-        length = self._format.format_axis_length(axis)
+        length = self._reads.format_axis_length(axis)
         if values.shape[0] != length:
             raise DafShapeError(self._message(
                 f"the length: {values.shape[0]}\nof the default for the vector: {name}\nis different from the length: "
@@ -427,21 +451,25 @@ class DafReader:
         """
         with self._state.lock.read():
             self._require_axis(axis, f"for the vector: {name}")
+            require_lookup_name(name, what="vector", daf_name=self._name)
             default_values = self._check_default_vector(axis, name, default)
             if name == "name":
                 return self._axis_entries(axis)
             if name == "index":
                 return self._index_vector(axis)
-            if not self._format.format_has_vector(axis, name):
+            if not self._reads.format_has_vector(axis, name):
                 return self._vector_default(axis, name, default, default_values)
             return self._stored_vector(axis, name)
 
     def _index_vector(self, axis: str) -> np.ndarray:
-        return read_only_array(np.arange(self._format.format_axis_length(axis), dtype=np.int64))
+        return read_only_array(np.arange(self._reads.format_axis_length(axis), dtype=np.int64))
 
     def _stored_vector(self, axis: str, name: str) -> StoredVector:
         def compute() -> tuple[StoredVector, CacheGroup | None]:
-            vector, group = self._format.format_get_vector(axis, name)
+            vector, group = self._reads.format_get_vector(axis, name)
+            if group is not None:  # (data a backend keeps in memory was validated when it was stored)
+                require_stored_vector(vector, self._reads.format_axis_length(axis),
+                                      what=property_text("vector", axis, name), daf_name=self._name)
             if isinstance(vector, SparseVector):
                 return vector.read_only(), group
             return read_only_array(vector), group
@@ -456,7 +484,7 @@ class DafReader:
         if values is not None:
             return read_only_array(as_storable_array(values, what=f"default for the vector: {name}"))
         value = scalar_value(default, what=f"default for the vector: {name}")
-        return read_only_array(np.full(self._format.format_axis_length(axis), value, dtype=scalar_dtype(value)))
+        return read_only_array(np.full(self._reads.format_axis_length(axis), value, dtype=scalar_dtype(value)))
 
     def get_vector(self, axis: str, name: str, *, default: Any = Undef) -> np.ndarray | None:
         """A vector as a dense, read-only numpy array (zero-copy where the store is mapped; a sparse vector is
@@ -513,12 +541,13 @@ class DafReader:
         """
         with self._state.lock.read():
             self._require_matrix_axes(rows_axis, columns_axis, f"the matrix: {name}")
+            require_lookup_name(name, what="matrix", daf_name=self._name)
             return self._has_matrix(rows_axis, columns_axis, name, relayout=relayout)
 
     def _has_matrix(self, rows_axis: str, columns_axis: str, name: str, *, relayout: bool) -> bool:
-        if self._format.format_has_matrix(rows_axis, columns_axis, name):
+        if self._reads.format_has_matrix(rows_axis, columns_axis, name):
             return True
-        return relayout and rows_axis != columns_axis and self._format.format_has_matrix(columns_axis, rows_axis, name)
+        return relayout and rows_axis != columns_axis and self._reads.format_has_matrix(columns_axis, rows_axis, name)
 
     def matrices_set(self, rows_axis: str, columns_axis: str, *, relayout: bool = True,
                      tensors: bool = True) -> set[str]:
@@ -533,9 +562,9 @@ class DafReader:
         """
         with self._state.lock.read():
             self._require_matrix_axes(rows_axis, columns_axis, "matrices_set")
-            names = set(self._format.format_matrices_set(rows_axis, columns_axis))
+            names = set(self._reads.format_matrices_set(rows_axis, columns_axis))
             if relayout and rows_axis != columns_axis:
-                names |= self._format.format_matrices_set(columns_axis, rows_axis)
+                names |= self._reads.format_matrices_set(columns_axis, rows_axis)
             if tensors:
                 for tensor_axis, tensor_name, members in self._tensors_of(names):
                     names -= members
@@ -549,7 +578,7 @@ class DafReader:
         candidates = [name for name in names if "_" in name]
         if not candidates:
             return []
-        for axis in sorted(self._format.format_axes_set()):
+        for axis in sorted(self._reads.format_axes_set()):
             positions = self._axis_dict(axis)
             for name in candidates:
                 for split in [index for index, character in enumerate(name) if character == "_"]:
@@ -560,7 +589,7 @@ class DafReader:
     def _check_default_matrix(self, rows_axis: str, columns_axis: str, name: str, default: Any) -> Any:
         if default is None or default is Undef or isinstance(default, str | int | float | np.generic):
             return None
-        shape = (self._format.format_axis_length(rows_axis), self._format.format_axis_length(columns_axis))
+        shape = (self._reads.format_axis_length(rows_axis), self._reads.format_axis_length(columns_axis))
         if is_scipy_sparse(default):
             matrix = SparseMatrixCSC.from_scipy(default)
         else:
@@ -594,10 +623,11 @@ class DafReader:
         """
         with self._state.lock.read():
             self._require_matrix_axes(rows_axis, columns_axis, f"the matrix: {name}")
+            require_lookup_name(name, what="matrix", daf_name=self._name)
             default_matrix = self._check_default_matrix(rows_axis, columns_axis, name, default)
-            if self._format.format_has_matrix(rows_axis, columns_axis, name):
+            if self._reads.format_has_matrix(rows_axis, columns_axis, name):
                 return self._stored_matrix(rows_axis, columns_axis, name)
-            if relayout and rows_axis != columns_axis and self._format.format_has_matrix(columns_axis, rows_axis, name):
+            if relayout and rows_axis != columns_axis and self._reads.format_has_matrix(columns_axis, rows_axis, name):
                 return self._relayout_matrix(rows_axis, columns_axis, name)
             if default is Undef:
                 other = "\n(and the other way around)" if relayout and rows_axis != columns_axis else ""
@@ -611,7 +641,7 @@ class DafReader:
                     return default_matrix
                 return read_only_array(as_storable_array(default_matrix, what=f"default for the matrix: {name}"))
             value = scalar_value(default, what=f"default for the matrix: {name}")
-            shape = (self._format.format_axis_length(rows_axis), self._format.format_axis_length(columns_axis))
+            shape = (self._reads.format_axis_length(rows_axis), self._reads.format_axis_length(columns_axis))
             if not isinstance(value, str) and value == 0:
                 colptr = np.ones(shape[1] + 1, dtype=np.int64)
                 empty = np.empty(0, dtype=np.int64)
@@ -620,12 +650,20 @@ class DafReader:
 
     def _stored_matrix(self, rows_axis: str, columns_axis: str, name: str) -> StoredMatrix:
         def compute() -> tuple[StoredMatrix, CacheGroup | None]:
-            matrix, group = self._format.format_get_matrix(rows_axis, columns_axis, name)
-            if isinstance(matrix, SparseMatrixCSC):
-                return matrix.read_only(), group
-            return read_only_array(matrix), group
+            return self._fetch_matrix(rows_axis, columns_axis, name)
 
         return self._cached(MatrixKey(rows_axis, columns_axis, name), compute)
+
+    def _fetch_matrix(self, rows_axis: str, columns_axis: str, name: str) -> tuple[StoredMatrix, CacheGroup | None]:
+        """A stored matrix from the backend (not the cache), validated, read-only."""
+        matrix, group = self._reads.format_get_matrix(rows_axis, columns_axis, name)
+        if group is not None:  # (data a backend keeps in memory was validated when it was stored)
+            shape = (self._reads.format_axis_length(rows_axis), self._reads.format_axis_length(columns_axis))
+            require_stored_matrix(matrix, shape, what=property_text("matrix", rows_axis, columns_axis, name),
+                                  daf_name=self._name)
+        if isinstance(matrix, SparseMatrixCSC):
+            return matrix.read_only(), group
+        return read_only_array(matrix), group
 
     def _relayout_matrix(self, rows_axis: str, columns_axis: str, name: str) -> StoredMatrix:
         def compute() -> tuple[StoredMatrix, CacheGroup]:
@@ -845,15 +883,15 @@ class DafReader:
         lines.append(f"{indent}name: {self._name}")
         indent = indent.replace("-", " ")
         self._description_header(indent, lines, deep)
-        scalars = sorted(self._format.format_scalars_set())
+        scalars = sorted(self._reads.format_scalars_set())
         if scalars:
             lines.append(f"{indent}scalars:")
-            lines.extend(f"{indent}  {name}: {brief_scalar(self._format.format_get_scalar(name))}"
+            lines.extend(f"{indent}  {name}: {brief_scalar(self._reads.format_get_scalar(name))}"
                          for name in scalars)
-        axes = sorted(self._format.format_axes_set())
+        axes = sorted(self._reads.format_axes_set())
         if axes:
             lines.append(f"{indent}axes:")
-            lines.extend(f"{indent}  {axis}: {self._format.format_axis_length(axis)} entries" for axis in axes)
+            lines.extend(f"{indent}  {axis}: {self._reads.format_axis_length(axis)} entries" for axis in axes)
             self._describe_vectors(indent, lines, axes)
             found_tensors = self._describe_matrices(indent, lines, axes, tensors=tensors)
             if cache:
@@ -871,7 +909,7 @@ class DafReader:
     def _describe_vectors(self, indent: str, lines: list[str], axes: list[str]) -> None:
         header = False
         for axis in axes:
-            names = sorted(self._format.format_vectors_set(axis))
+            names = sorted(self._reads.format_vectors_set(axis))
             if not names:
                 continue
             if not header:
@@ -886,7 +924,7 @@ class DafReader:
         found: dict[tuple[str, str], list[tuple[str, str, set[str]]]] = {}
         for rows_axis in axes:
             for columns_axis in axes:
-                names = set(self._format.format_matrices_set(rows_axis, columns_axis))
+                names = set(self._reads.format_matrices_set(rows_axis, columns_axis))
                 if tensors:
                     pair_tensors = self._tensors_of(names)
                     if pair_tensors:
@@ -922,7 +960,7 @@ class DafReader:
         lines.append(f"{indent}tensors:")
         for tensor_axis in sorted(by_axis):
             lines.append(f"{indent}  {tensor_axis}:")
-            n_entries = self._format.format_axis_length(tensor_axis)
+            n_entries = self._reads.format_axis_length(tensor_axis)
             last_pair = None
             for rows_axis, columns_axis, tensor_name, members in sorted(by_axis[tensor_axis]):
                 if (rows_axis, columns_axis) != last_pair:

@@ -12,7 +12,15 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import DafExistsError, DafMissingError, DafNameError, DafShapeError, DafTypeError, DafValueError
+from ..errors import (
+    DafError,
+    DafExistsError,
+    DafMissingError,
+    DafNameError,
+    DafShapeError,
+    DafTypeError,
+    DafValueError,
+)
 from ..formats.base import FormatWriter
 from ..formats.mapping import populate_pages
 from ..sparse import SparseMatrixCSC, SparseVector
@@ -28,8 +36,10 @@ from ..storage_types import (
     storage_dtype,
 )
 from .cache import AxisKey, MatrixKey, VectorKey
-from .names import RESERVED_VECTORS, require_valid_name
+from .names import RESERVED_VECTORS, require_lookup_name, require_valid_name
 from .readers import DafReader
+from .storage import property_text
+from .validation import require_stored_matrix, require_stored_vector
 from .values import as_storable_array, is_scipy_sparse, plain_values
 
 
@@ -78,27 +88,39 @@ class DafWriter(DafReader):
             raise DafNameError(self._message(f"setting the reserved vector: {name}\nfor the axis: {axis}"))
 
     def _require_vector_absent(self, axis: str, name: str, overwrite: bool) -> None:
-        if not overwrite and self._format.format_has_vector(axis, name):
+        if not overwrite and self._reads.format_has_vector(axis, name):
             raise DafExistsError(self._message(f"existing vector: {name}\nfor the axis: {axis}"))
 
     def _require_matrix_absent(self, rows_axis: str, columns_axis: str, name: str, overwrite: bool) -> None:
-        if not overwrite and self._format.format_has_matrix(rows_axis, columns_axis, name):
+        if not overwrite and self._reads.format_has_matrix(rows_axis, columns_axis, name):
             raise DafExistsError(self._message(
                 f"existing matrix: {name}\nfor the rows axis: {rows_axis}\nand the columns axis: {columns_axis}"))
 
     def _before_set_vector(self, axis: str, name: str) -> None:
         self._invalidate(VectorKey(axis, name))
-        if self._format.format_has_vector(axis, name):
+        if self._reads.format_has_vector(axis, name):
             self._format.format_delete_vector(axis, name, for_set=True)
         self._bump_vector(axis, name)
 
     def _before_set_matrix(self, rows_axis: str, columns_axis: str, name: str) -> None:
         self._invalidate(MatrixKey(rows_axis, columns_axis, name))
-        if self._format.format_has_matrix(rows_axis, columns_axis, name):
+        if self._reads.format_has_matrix(rows_axis, columns_axis, name):
             self._format.format_delete_matrix(rows_axis, columns_axis, name, for_set=True)
 
+    @contextmanager
+    def _storing(self, kind: str, *names: str) -> Iterator[None]:
+        """Turn a value a backend can't store (e.g. a NUL in an HDF5 string: h5py's ``ValueError``) into a
+        DafValueError naming the property."""
+        try:
+            yield
+        except DafError:
+            raise
+        except (ValueError, TypeError) as error:
+            raise DafValueError(self._message(f"can't store the {property_text(kind, *names)}\n"
+                                              f"({type(error).__name__}: {error})")) from error
+
     def _check_length(self, axis: str, length: int, what: str) -> None:
-        axis_length = self._format.format_axis_length(axis)
+        axis_length = self._reads.format_axis_length(axis)
         if length != axis_length:
             raise DafShapeError(self._message(
                 f"the length: {length}\nof the {what}\nis different from the length: {axis_length}\nof the axis: "
@@ -118,11 +140,12 @@ class DafWriter(DafReader):
         require_valid_name(name, what="scalar", daf_name=self._name)
         value = scalar_value(value, what=f"scalar: {name}")
         with self._state.lock.write():
-            if self._format.format_has_scalar(name):
+            if self._reads.format_has_scalar(name):
                 if not overwrite:
                     raise DafExistsError(self._message(f"existing scalar: {name}"))
                 self._format.format_delete_scalar(name, for_set=True)
-            self._format.format_set_scalar(name, value)
+            with self._storing("scalar", name):
+                self._format.format_set_scalar(name, value)
         return self
 
     def delete_scalar(self, name: str, *, must_exist: bool = True) -> DafWriter:
@@ -133,8 +156,9 @@ class DafWriter(DafReader):
             >>> pydaf.MemoryDaf().set_scalar("x", 1).delete_scalar("x").has_scalar("x")
             False
         """
+        require_lookup_name(name, what="scalar", daf_name=self._name)
         with self._state.lock.write():
-            if not self._format.format_has_scalar(name):
+            if not self._reads.format_has_scalar(name):
                 if must_exist:
                     raise DafMissingError(self._message(f"missing scalar: {name}"))
                 return self
@@ -160,11 +184,12 @@ class DafWriter(DafReader):
         if len(set(values.tolist())) != values.shape[0]:
             raise DafShapeError(self._message(f"non-unique entries for new axis: {axis}"))
         with self._state.lock.write():
-            if self._format.format_has_axis(axis, for_change=True):
+            if self._reads.format_has_axis(axis, for_change=True):
                 if not overwrite:
                     raise DafExistsError(self._message(f"existing axis: {axis}"))
                 self._delete_axis(axis)
-            self._format.format_add_axis(axis, values)
+            with self._storing("axis", axis):
+                self._format.format_add_axis(axis, values)
         return self
 
     def delete_axis(self, axis: str, *, must_exist: bool = True) -> DafWriter:
@@ -175,8 +200,9 @@ class DafWriter(DafReader):
             >>> pydaf.MemoryDaf().add_axis("cell", ["A"]).delete_axis("cell").has_axis("cell")
             False
         """
+        require_lookup_name(axis, what="axis", daf_name=self._name)
         with self._state.lock.write():
-            if not self._format.format_has_axis(axis, for_change=True):
+            if not self._reads.format_has_axis(axis, for_change=True):
                 if must_exist:
                     raise DafMissingError(self._message(f"missing axis: {axis}\nfor: delete_axis", "of"))
                 return self
@@ -210,7 +236,8 @@ class DafWriter(DafReader):
             if 1 not in value.shape:
                 raise DafShapeError(self._message(f"the sparse matrix given for the vector: {name}\nis not 1 x N or "
                                                   "N x 1"))
-            coo = value.tocoo()
+            coo = value.tocoo(copy=True)
+            coo.sum_duplicates()
             positions = coo.col if value.shape[0] == 1 else coo.row
             order = np.argsort(positions, kind="stable")
             vector = SparseVector(int(max(value.shape)), (positions[order] + 1).astype(np.int64), coo.data[order])
@@ -228,6 +255,8 @@ class DafWriter(DafReader):
             indtype = require_index_dtype(vector.nzind.dtype)
             vector = SparseVector(vector.length, np.asarray(vector.nzind, dtype=indtype),
                                   np.asarray(vector.nzval, dtype=dtype))
+            require_stored_vector(vector, vector.length, what=f"sparse vector given for: {name}",
+                                  daf_name=self._name, error=DafValueError)
         elif eltype is not None:
             dtype = storage_dtype(eltype, what=f"element type of the vector: {name}")
             if (dtype == STRING_DTYPE) != (vector.dtype == STRING_DTYPE):
@@ -255,7 +284,8 @@ class DafWriter(DafReader):
             vector = self._prepare_vector(axis, name, value, eltype)
             self._require_vector_absent(axis, name, overwrite)
             self._before_set_vector(axis, name)
-            self._format.format_set_vector(axis, name, vector)
+            with self._storing("vector", axis, name):
+                self._format.format_set_vector(axis, name, vector)
         return self
 
     def delete_vector(self, axis: str, name: str, *, must_exist: bool = True) -> DafWriter:
@@ -270,7 +300,8 @@ class DafWriter(DafReader):
         self._require_not_reserved(axis, name)
         with self._state.lock.write():
             self._require_axis(axis, f"for the vector: {name}")
-            if not self._format.format_has_vector(axis, name):
+            require_lookup_name(name, what="vector", daf_name=self._name)
+            if not self._reads.format_has_vector(axis, name):
                 if must_exist:
                     raise DafMissingError(self._message(f"missing vector: {name}\nfor the axis: {axis}"))
                 return self
@@ -292,7 +323,7 @@ class DafWriter(DafReader):
             except BaseException:
                 self._format.format_discard_empty()
                 self._invalidate(VectorKey(axis, name))
-                if self._format.format_has_vector(axis, name):
+                if self._reads.format_has_vector(axis, name):
                     self._format.format_delete_vector(axis, name, for_set=False)
                 raise
 
@@ -335,17 +366,17 @@ class DafWriter(DafReader):
         dtype = require_number_dtype(eltype, what=f"element type of the vector: {name}")
         nnz = _require_count(nnz, "nnz")
         with self._building_vector(axis, name, overwrite):
-            length = self._format.format_axis_length(axis)
+            length = self._reads.format_axis_length(axis)
             if nnz > length:
                 raise DafShapeError(self._message(f"the nnz: {nnz}\nof the sparse vector: {name}\nis larger than "
                                                   f"the length: {length}\nof the axis: {axis}"))
             index_dtype = require_index_dtype(indtype) if indtype is not None else indtype_for_size(length)
             nzind, nzval = self._format.format_get_empty_sparse_vector(axis, name, dtype, nnz, index_dtype)
             yield nzind, nzval
-            if nnz and (nzind.min() < 1 or nzind.max() > length or np.any(np.diff(nzind.astype(np.int64)) <= 0)):
-                raise DafValueError(self._message(f"invalid nzind of the sparse vector: {name}\nfor the axis: {axis}"
-                                                  "\n(expected strictly increasing 1-based positions)"))
-            self._format.format_filled_empty_sparse_vector(axis, name, SparseVector(length, nzind, nzval))
+            filled = SparseVector(length, nzind, nzval)
+            require_stored_vector(filled, length, what=f"sparse {property_text('vector', axis, name)}",
+                                  daf_name=self._name, error=DafValueError)
+            self._format.format_filled_empty_sparse_vector(axis, name, filled)
 
     # Matrices.
 
@@ -373,6 +404,8 @@ class DafWriter(DafReader):
             indtype = require_index_dtype(matrix.colptr.dtype)
             matrix = SparseMatrixCSC(matrix.shape, np.asarray(matrix.colptr, dtype=indtype),
                                      np.asarray(matrix.rowval, dtype=indtype), np.asarray(matrix.nzval, dtype=dtype))
+            require_stored_matrix(matrix, matrix.shape, what=f"sparse matrix given for: {name}",
+                                  daf_name=self._name, error=DafValueError)
         elif eltype is not None:
             dtype = storage_dtype(eltype, what=f"element type of the matrix: {name}")
             if (dtype == STRING_DTYPE) != (matrix.dtype == STRING_DTYPE):
@@ -406,9 +439,10 @@ class DafWriter(DafReader):
             if relayout:
                 self._before_set_matrix(columns_axis, rows_axis, name)
             self._bump_matrix(rows_axis, columns_axis, name)
-            self._format.format_set_matrix(rows_axis, columns_axis, name, matrix)
+            with self._storing("matrix", rows_axis, columns_axis, name):
+                self._format.format_set_matrix(rows_axis, columns_axis, name, matrix)
             if relayout:
-                stored, _ = self._format.format_get_matrix(rows_axis, columns_axis, name)
+                stored, _ = self._reads.format_get_matrix(rows_axis, columns_axis, name)
                 self._format.format_relayout_matrix(rows_axis, columns_axis, name, stored)
         return self
 
@@ -427,16 +461,17 @@ class DafWriter(DafReader):
         """
         with self._state.lock.write():
             self._require_matrix_axes(rows_axis, columns_axis, f"the matrix: {name}")
+            require_lookup_name(name, what="matrix", daf_name=self._name)
             if rows_axis == columns_axis:
                 raise DafValueError(self._message(f"can't relayout square matrix: {name}\nof the axis: {rows_axis}\n"
                                                   "due to daf representation limitations"))
-            if not self._format.format_has_matrix(rows_axis, columns_axis, name):
+            if not self._reads.format_has_matrix(rows_axis, columns_axis, name):
                 raise DafMissingError(self._message(
                     f"missing matrix: {name}\nfor the rows axis: {rows_axis}\nand the columns axis: {columns_axis}"))
             self._require_matrix_absent(columns_axis, rows_axis, name, overwrite)
+            stored = self._stored_matrix(rows_axis, columns_axis, name)  # validated before anything changes
             self._before_set_matrix(columns_axis, rows_axis, name)
             self._bump_matrix(rows_axis, columns_axis, name)
-            stored, _ = self._format.format_get_matrix(rows_axis, columns_axis, name)
             self._format.format_relayout_matrix(rows_axis, columns_axis, name, stored)
         return self
 
@@ -454,6 +489,7 @@ class DafWriter(DafReader):
         relayout = relayout and rows_axis != columns_axis
         with self._state.lock.write():
             self._require_matrix_axes(rows_axis, columns_axis, f"the matrix: {name}")
+            require_lookup_name(name, what="matrix", daf_name=self._name)
             if not self._has_matrix(rows_axis, columns_axis, name, relayout=relayout):
                 if must_exist:
                     other = "\n(and the other way around)" if relayout else ""
@@ -463,7 +499,7 @@ class DafWriter(DafReader):
                 return self
             self._invalidate(MatrixKey(rows_axis, columns_axis, name))
             for rows, columns in ((rows_axis, columns_axis), (columns_axis, rows_axis))[:2 if relayout else 1]:
-                if self._format.format_has_matrix(rows, columns, name):
+                if self._reads.format_has_matrix(rows, columns, name):
                     self._format.format_delete_matrix(rows, columns, name, for_set=False)
         return self
 
@@ -480,7 +516,7 @@ class DafWriter(DafReader):
             except BaseException:
                 self._format.format_discard_empty()
                 self._invalidate(MatrixKey(rows_axis, columns_axis, name))
-                if self._format.format_has_matrix(rows_axis, columns_axis, name):
+                if self._reads.format_has_matrix(rows_axis, columns_axis, name):
                     self._format.format_delete_matrix(rows_axis, columns_axis, name, for_set=False)
                 raise
 
@@ -523,7 +559,7 @@ class DafWriter(DafReader):
         dtype = require_number_dtype(eltype, what=f"element type of the matrix: {name}")
         nnz = _require_count(nnz, "nnz")
         with self._building_matrix(rows_axis, columns_axis, name, overwrite):
-            shape = (self._format.format_axis_length(rows_axis), self._format.format_axis_length(columns_axis))
+            shape = (self._reads.format_axis_length(rows_axis), self._reads.format_axis_length(columns_axis))
             if nnz > shape[0] * shape[1]:
                 raise DafShapeError(self._message(f"the nnz: {nnz}\nof the sparse matrix: {name}\nis larger than its "
                                                   f"size: {shape[0]} x {shape[1]}"))
@@ -537,14 +573,9 @@ class DafWriter(DafReader):
             colptr[0] = 1
             rowval[...] = 1
             yield colptr, rowval, nzval
-            if int(colptr[0]) != 1 or int(colptr[-1]) != nnz + 1 or (
-                    nnz and (rowval.min() < 1 or rowval.max() > shape[0])) or np.any(
-                    np.diff(colptr.astype(np.int64)) < 0):
-                raise DafValueError(self._message(
-                    f"invalid colptr/rowval of the sparse matrix: {name}\nfor the rows axis: {rows_axis}\nand the "
-                    f"columns axis: {columns_axis}\n(expected 1-based CSC: colptr[0] == 1, colptr[-1] == nnz + 1, "
-                    "non-decreasing, rowval in 1..n_rows)"))
             filled = SparseMatrixCSC(shape, colptr, rowval, nzval)
+            what = f"sparse {property_text('matrix', rows_axis, columns_axis, name)}"
+            require_stored_matrix(filled, shape, what=what, daf_name=self._name, error=DafValueError)
             self._format.format_filled_empty_sparse_matrix(rows_axis, columns_axis, name, filled)
 
 

@@ -32,6 +32,7 @@ from typing import Any, ClassVar, TypeAlias
 
 import numpy as np
 
+from ..core.validation import require_sparse_strings
 from ..errors import DafModeError
 from ..sparse import SparseMatrixCSC, SparseVector
 from ..storage_types import STRING_DTYPE, StorageScalar, indtype_for_size
@@ -446,7 +447,8 @@ def sparse_string_matrix(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray, np
 
 
 def dense_string_vector(length: int, nzind: np.ndarray, texts: np.ndarray) -> np.ndarray:
-    """A string vector from its sparse form (``""`` where nothing is stored)."""
+    """A string vector from its sparse form (``""`` where nothing is stored); invalid indices raise."""
+    require_sparse_strings((length,), (nzind,), texts)
     dense = np.full(length, "", dtype=object)
     dense[nzind.astype(np.intp) - 1] = texts
     return dense
@@ -454,7 +456,8 @@ def dense_string_vector(length: int, nzind: np.ndarray, texts: np.ndarray) -> np
 
 def dense_string_matrix(shape: tuple[int, int], colptr: np.ndarray, rowval: np.ndarray,
                         texts: np.ndarray) -> np.ndarray:
-    """A column-major string matrix from its sparse (1-based CSC) form."""
+    """A column-major string matrix from its sparse (1-based CSC) form; invalid indices raise."""
+    require_sparse_strings(shape, (colptr, rowval), texts)
     dense = np.full(shape, "", dtype=object, order="F")
     columns = np.repeat(np.arange(shape[1]), np.diff(colptr.astype(np.int64)))
     dense.reshape(-1, order="F")[columns * shape[0] + rowval.astype(np.int64) - 1] = texts

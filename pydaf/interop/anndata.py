@@ -8,6 +8,14 @@ entries of nullable columns become ``0``/``false``/``""`` (and are reported). Wh
 nested ``uns``, awkward arrays, string matrices) goes to the ``unsupported_handler``: ``"ignore"``, ``"warn"`` (the
 default: one warning per element) or ``"error"`` (raised before anything is written).
 
+Safety: an ``.h5ad`` file is read as hostile input. Everything that can be checked before writing is (the obs/var
+names, column lengths and types, matrix shapes, the ``indptr`` of sparse matrices); the indices of sparse matrices are
+checked as they are copied, before the matrix is made to exist (a problem is a :class:`~pydaf.DafFormatError` naming
+the element). Columns whose entries are out of order (allowed by AnnData and scipy) are sorted, as Daf requires.
+A destination given as a path is built aside and moved into place only when complete
+(:mod:`pydaf.interop.destinations`), so a failure leaves it as it was; a destination given as a
+:class:`~pydaf.DafWriter` is written in place, so a failure may leave the properties written before it.
+
 Orientation: AnnData matrices are row-major ``obs x var``; Daf's are column-major. A CSR ``X`` is, as it is stored,
 the column-major ``var x obs`` matrix, so it is copied as is (indices shifted to 1-based), as Julia's Daf does; with
 ``relayout=True`` its ``obs x var`` layout is also computed, by a parallel numba transpose straight into the
@@ -41,12 +49,32 @@ from typing import TYPE_CHECKING, Any
 import h5py
 import numpy as np
 
+from .. import kernels
+from ..core.names import is_valid_name
+from ..core.validation import NUMBA_THRESHOLD, sparse_matrix_problem
 from ..core.writers import DafWriter
-from ..errors import DafFormatError, DafMissingError, DafShapeError, DafUnsupportedError, DafValueError
+from ..errors import (
+    DafError,
+    DafFormatError,
+    DafMissingError,
+    DafShapeError,
+    DafTypeError,
+    DafUnsupportedError,
+    DafValueError,
+)
 from ..formats.mapping import populate_pages
 from ..sparse import SparseMatrixCSC
-from ..storage_types import STRING_DTYPE
-from .h5ad_elements import Column, MatrixSource, Unsupported, categorical_column, read_dataframe, read_element
+from ..storage_types import STRING_DTYPE, scalar_value, storage_dtype
+from .destinations import build_daf, require_distinct, write_file_then_replace
+from .h5ad_elements import (
+    Column,
+    MatrixSource,
+    Unsupported,
+    categorical_column,
+    read_dataframe,
+    read_element,
+    read_guarded,
+)
 
 if TYPE_CHECKING:
     import anndata
@@ -72,6 +100,7 @@ class _Content:
     var: dict[str, Any] = field(default_factory=dict)
     matrices: list[tuple[str, str, MatrixSource]] = field(default_factory=list)  # (member, key, source)
     unsupported: list[str] = field(default_factory=list)  # one message per element Daf cannot hold
+    origin: str = "the AnnData object"  # where it comes from, for messages
 
 
 def _report(messages: list[str], handler: str, name: str) -> None:
@@ -89,7 +118,9 @@ def _report(messages: list[str], handler: str, name: str) -> None:
 def _sort_out(content: _Content, member: str, key: str, value: Any) -> None:
     """File one element of a matrix member (X, layers, obsp, varp) or note why it can't be held."""
     where = member if member == "X" else f"{member}/{key}"
-    if isinstance(value, Unsupported):
+    if member != "X" and not is_valid_name(key):
+        content.unsupported.append(f"unsupported element: {where} (a name Daf can't store)")
+    elif isinstance(value, Unsupported):
         content.unsupported.append(f"unsupported element: {where} ({value.reason})")
     elif not isinstance(value, MatrixSource):
         content.unsupported.append(f"unsupported element: {where} (not a matrix)")
@@ -101,7 +132,7 @@ def _sort_out(content: _Content, member: str, key: str, value: Any) -> None:
 
 def _sort_columns(content: _Content, member: str, columns: Any) -> dict[str, Any]:
     if isinstance(columns, Unsupported):
-        raise DafFormatError(f"can't read the AnnData {member}: {columns.reason}")
+        raise DafFormatError(f"can't read the AnnData {member}: {columns.reason}\nin {content.origin}")
     kept: dict[str, Any] = {}
     for name, column in columns.items():
         where = f"{member}/{name}" if name != "_index" else f"{member} names"
@@ -110,6 +141,14 @@ def _sort_columns(content: _Content, member: str, columns: Any) -> dict[str, Any
             continue
         if name != "_index" and name in ("name", "index"):
             content.unsupported.append(f"unsupported element: {where} (a reserved Daf vector name)")
+            continue
+        if name != "_index" and not is_valid_name(name):
+            content.unsupported.append(f"unsupported element: {where} (a name Daf can't store)")
+            continue
+        try:
+            storage_dtype(column.values.dtype)
+        except DafTypeError:
+            content.unsupported.append(f"unsupported element: {where} (element type: {column.values.dtype})")
             continue
         if column.missing is not None:
             empty = '""' if column.values.dtype == STRING_DTYPE else ("false" if column.values.dtype == bool else "0")
@@ -123,8 +162,15 @@ def _sort_uns(content: _Content, uns: dict[str, Any]) -> None:
     for key, value in uns.items():
         if isinstance(value, Unsupported):
             content.unsupported.append(f"unsupported element: uns/{key} ({value.reason})")
+        elif not is_valid_name(key):
+            content.unsupported.append(f"unsupported element: uns/{key} (a name Daf can't store)")
         elif isinstance(value, str | bool | int | float | np.generic):
-            content.uns[key] = value
+            try:
+                scalar_value(value)
+            except DafTypeError:
+                content.unsupported.append(f"unsupported element: uns/{key} (a {type(value).__name__})")
+            else:
+                content.uns[key] = value
         else:
             kind = "nested mapping" if isinstance(value, dict) else "not a scalar"
             content.unsupported.append(f"unsupported element: uns/{key} ({kind})")
@@ -134,19 +180,25 @@ def _sort_uns(content: _Content, uns: dict[str, Any]) -> None:
 
 
 def _read_h5ad(root: h5py.Group) -> _Content:
-    content = _Content()
+    content = _Content(origin=f"the AnnData file: {root.file.filename}")
     for member in ("obs", "var"):
         if member not in root:
             raise DafFormatError(f"missing {member} in the AnnData file: {root.file.filename}")
-    content.obs = _sort_columns(content, "obs", read_dataframe(root["obs"]))
-    content.var = _sort_columns(content, "var", read_dataframe(root["var"]))
+    content.obs = _sort_columns(content, "obs", read_guarded(root["obs"], read_dataframe))
+    content.var = _sort_columns(content, "var", read_guarded(root["var"], read_dataframe))
     if "uns" in root:
         uns = root["uns"]
-        _sort_uns(content, {key: _read_uns_value(uns[key]) for key in uns})
+        if isinstance(uns, h5py.Group):
+            _sort_uns(content, {key: _read_uns_value(uns[key]) for key in uns})
+        else:
+            content.unsupported.append("unsupported element: uns (not a group)")
     if "X" in root:
         _sort_out(content, "X", "X", read_element(root["X"]))
     for member in ("layers", "obsp", "varp"):
         if member in root:
+            if not isinstance(root[member], h5py.Group):
+                content.unsupported.append(f"unsupported element: {member} (not a group)")
+                continue
             for key in root[member]:
                 _sort_out(content, member, key, read_element(root[member][key]))
     for member in ("obsm", "varm"):
@@ -247,18 +299,6 @@ def _chosen(value: str | None, uns: dict[str, Any], key: str, default: str) -> s
     return stored if isinstance(stored, str) else default
 
 
-def _destination(destination: DafWriter | str | os.PathLike | None, name: str) -> DafWriter:
-    if destination is None:
-        from ..formats.memory import MemoryDaf
-
-        return MemoryDaf(name=name)
-    if isinstance(destination, DafWriter):
-        return destination
-    from ..open import open_daf
-
-    return open_daf(destination, "w", name=name)  # type: ignore[return-value]
-
-
 @contextmanager
 def _progress_bar(total: int, progress: bool, description: str) -> Iterator[Any]:
     from tqdm.auto import tqdm
@@ -275,6 +315,20 @@ def _read_slice(source: Any, start: int, stop: int, out: np.ndarray) -> None:
             source.read_direct(out, np.s_[start:stop])
     else:
         out[...] = source[start:stop]
+
+
+def _read_indices(source: Any, start: int, stop: int, out: np.ndarray, limit: int, where: str) -> None:
+    """Copy the 0-based ``source[start:stop]`` into ``out`` as 1-based indices, refusing any outside ``0..limit - 1``
+    *before* converting them (HDF5 clips a negative value into an unsigned type, numpy wraps it: either would make a
+    wrong index that looks valid). Read straight into ``out`` when the types have the same size."""
+    dtype = np.dtype(source.dtype)
+    raw = out.view(dtype) if out.dtype.itemsize == dtype.itemsize else np.empty(stop - start, dtype=dtype)
+    _read_slice(source, start, stop, raw)
+    if raw.size and (raw.min() < 0 or raw.max() >= limit):
+        position = int(np.argmax((raw < 0) | (raw >= limit)))
+        raise DafFormatError(f"invalid indices of the AnnData sparse matrix: {where}\n"
+                             f"found: indices[{start + position}] = {raw[position]}\nexpected: 0..{limit - 1}")
+    np.add(raw, 1, out=out, casting="unsafe")
 
 
 def _indptr(source: MatrixSource, n_columns: int, where: str) -> np.ndarray:
@@ -298,11 +352,34 @@ def _write_sparse(daf: DafWriter, rows_axis: str, columns_axis: str, name: str, 
             stop = min(start + _CHUNK, nnz)
             populate_pages(rowval[start:stop])
             populate_pages(nzval[start:stop])
-            _read_slice(source.indices, start, stop, rowval[start:stop])
-            rowval[start:stop] += 1
+            _read_indices(source.indices, start, stop, rowval[start:stop], daf.axis_length(rows_axis), where)
             _read_slice(source.data, start, stop, nzval[start:stop])
             bar.update(stop - start)
+        # Checked before the builder makes the matrix exist (the builder checks again, the pages are in the cache).
+        _require_valid_indices(SparseMatrixCSC((daf.axis_length(rows_axis), daf.axis_length(columns_axis)), colptr,
+                                               rowval, nzval), where)
         del colptr, rowval, nzval  # drop the maps of the file now (they count in this process's RSS)
+
+
+def _require_valid_indices(matrix: SparseMatrixCSC, where: str) -> None:
+    """Check the (writable, 1-based) indices copied from an AnnData sparse matrix, first sorting the entries of each
+    column by row if they are out of order (AnnData allows it, Daf does not)."""
+    problem = sparse_matrix_problem(matrix.shape, matrix.colptr, matrix.rowval)
+    if problem is not None and problem.unsorted:
+        if matrix.nnz < NUMBA_THRESHOLD:
+            order = np.lexsort((matrix.rowval, matrix.entry_columns()))
+            matrix.rowval[...] = matrix.rowval[order]
+            matrix.nzval[...] = matrix.nzval[order]
+        else:
+            kernels.sort_csc_columns(matrix.colptr, matrix.rowval, matrix.nzval)
+        problem = sparse_matrix_problem(matrix.shape, matrix.colptr, matrix.rowval)
+        if problem is not None and problem.unsorted:
+            raise DafFormatError(f"duplicate entries in the AnnData sparse matrix: {where}\n({problem.found}, "
+                                 "after sorting each column's entries by row)")
+    if problem is not None:
+        index = problem.component.replace("rowval", "indices").replace("colptr", "indptr")
+        raise DafFormatError(f"invalid {index} of the AnnData sparse matrix: {where}\n(as Daf's 1-based "
+                             f"{problem.component}) found: {problem.found}\nexpected: {problem.expected}")
 
 
 def _write_dense(daf: DafWriter, rows_axis: str, columns_axis: str, name: str, source: MatrixSource,
@@ -324,27 +401,59 @@ def _write_dense(daf: DafWriter, rows_axis: str, columns_axis: str, name: str, s
         del buffer, row_major
 
 
-def _write_matrix(daf: DafWriter, member: str, key: str, source: MatrixSource, axes: dict[str, str], X_is: str,
-                  relayout: bool, bar: Any) -> None:
+def _matrix_axes(member: str, axes: dict[str, str]) -> tuple[str, str]:
+    """The Daf ``(rows, columns)`` axes of an AnnData matrix member (obs x var, or square)."""
     obs_axis, var_axis = axes["obs"], axes["var"]
-    rows_axis, columns_axis = {"obsp": (obs_axis, obs_axis), "varp": (var_axis, var_axis)}.get(
-        member, (obs_axis, var_axis))
-    name = X_is if member == "X" else key
+    return {"obsp": (obs_axis, obs_axis), "varp": (var_axis, var_axis)}.get(member, (obs_axis, var_axis))
+
+
+def _require_shapes(content: _Content, axes: dict[str, str]) -> None:
+    """Check, before anything is written, that every column and matrix fits the obs and var axes."""
+    lengths = {axes[member]: getattr(content, member)["_index"].values.shape[0] for member in ("obs", "var")}
+    for member in ("obs", "var"):
+        for name, column in getattr(content, member).items():
+            if column.values.ndim != 1 or column.values.shape[0] != lengths[axes[member]]:
+                raise DafFormatError(f"the shape: {column.values.shape}\nof the AnnData column: {member}/{name}\n"
+                                     f"is different from the number of {member} names: {lengths[axes[member]]}\n"
+                                     f"in {content.origin}")
+    for member, key, source in content.matrices:
+        rows_axis, columns_axis = _matrix_axes(member, axes)
+        expected = (lengths[rows_axis], lengths[columns_axis])
+        if tuple(source.shape) != expected:
+            where = member if member == "X" else f"{member}/{key}"
+            raise DafFormatError(f"the shape: {source.shape[0]} x {source.shape[1]}\nof the AnnData matrix: {where}"
+                                 f"\nis different from: {expected[0]} x {expected[1]} ({member} of obs x var)\n"
+                                 f"in {content.origin}")
+
+
+def _write_matrix(daf: DafWriter, member: str, key: str, source: MatrixSource, axes: dict[str, str], X_is: str,
+                  relayout: bool, bar: Any, origin: str) -> None:
     where = member if member == "X" else f"{member}/{key}"
-    expected = (daf.axis_length(rows_axis), daf.axis_length(columns_axis))
-    if tuple(source.shape) != expected:
-        raise DafFormatError(f"the shape: {source.shape[0]} x {source.shape[1]}\nof the AnnData matrix: {where}\n"
-                             f"is different from: {expected[0]} x {expected[1]} (obs x var)")
+    try:
+        _write_member(daf, member, key, source, axes, X_is, relayout, bar, where)
+    except DafError as error:
+        if origin in str(error):
+            raise
+        raise type(error)(f"{error}\nin {origin}") from error
+    except Exception as error:  # a truncated or damaged dataset, read in slices
+        raise DafFormatError(f"can't read the AnnData matrix: {where}\nin {origin}\n({type(error).__name__}: "
+                             f"{error})") from error
+
+
+def _write_member(daf: DafWriter, member: str, key: str, source: MatrixSource, axes: dict[str, str], X_is: str,
+                  relayout: bool, bar: Any, where: str) -> None:
+    rows_axis, columns_axis = _matrix_axes(member, axes)
+    name = X_is if member == "X" else key
     square = rows_axis == columns_axis
     if source.kind == "csc" and square:
-        # Daf's square matrices are the transpose of AnnData's: the CSC arrays must be transposed (in memory).
-        import scipy.sparse as sp
+        # Daf's square matrices are the transpose of AnnData's: the CSC arrays are transposed (in memory).
+        def whole(part: Any, dtype: Any) -> np.ndarray:
+            return np.asarray(part[()] if isinstance(part, h5py.Dataset) else part, dtype=dtype)
 
-        matrix = sp.csc_matrix((np.asarray(source.data[()] if isinstance(source.data, h5py.Dataset) else source.data),
-                                np.asarray(source.indices[()] if isinstance(source.indices, h5py.Dataset)
-                                           else source.indices),
-                                _indptr(source, source.shape[1], where)), shape=source.shape)
-        daf.set_matrix(rows_axis, columns_axis, name, matrix.T.tocsc(), relayout=False)
+        matrix = SparseMatrixCSC(source.shape, _indptr(source, source.shape[1], where) + 1,
+                                 whole(source.indices, np.int64) + 1, whole(source.data, source.dtype).copy())
+        _require_valid_indices(matrix, where)
+        daf.set_matrix(rows_axis, columns_axis, name, matrix.transpose(), relayout=False)
         bar.update(source.nnz)
         return
     if source.kind == "csc":
@@ -378,7 +487,7 @@ def _fill(daf: DafWriter, content: _Content, axes: dict[str, str], X_is: str, re
                 for member, _, source in content.matrices)
     with _progress_bar(total, progress, "AnnData -> Daf") as bar:
         for member, key, source in content.matrices:
-            _write_matrix(daf, member, key, source, axes, X_is, relayout, bar)
+            _write_matrix(daf, member, key, source, axes, X_is, relayout, bar, content.origin)
 
 
 def _as_daf(content: _Content, destination: Any, name: str | None, obs_is: str | None, var_is: str | None,
@@ -393,10 +502,18 @@ def _as_daf(content: _Content, destination: Any, name: str | None, obs_is: str |
         names = getattr(content, member)["_index"].values
         if len(set(names.tolist())) != len(names):
             raise DafShapeError(f"duplicate {member} names in the AnnData: {name}\n(Daf axis entries are unique)")
+    _require_shapes(content, axes)
     _report(content.unsupported, unsupported_handler, name)
-    daf = _destination(destination, name)
-    _fill(daf, content, axes, X_is, relayout, progress)
-    return daf
+    if isinstance(destination, DafWriter):
+        _fill(destination, content, axes, X_is, relayout, progress)
+        return destination
+    if destination is None:
+        from ..formats.memory import MemoryDaf
+
+        daf = MemoryDaf(name=name)
+        _fill(daf, content, axes, X_is, relayout, progress)
+        return daf
+    return build_daf(destination, lambda daf: _fill(daf, content, axes, X_is, relayout, progress), name=name)
 
 
 def h5ad_as_daf(path: str | os.PathLike, destination: DafWriter | str | os.PathLike | None = None, *,
@@ -419,12 +536,20 @@ def h5ad_as_daf(path: str | os.PathLike, destination: DafWriter | str | os.PathL
         [[1, 2]]
     """
     text = os.fspath(path)
+    target = destination.complete_path() if isinstance(destination, DafWriter) else destination
+    if target is not None:
+        require_distinct(text, target)
     try:
         file = h5py.File(text, "r")
     except OSError as error:
         raise DafFormatError(f"can't open the h5ad file: {text}\n({error})") from error
     with file:
-        content = _read_h5ad(file)
+        try:
+            content = _read_h5ad(file)
+        except DafError:
+            raise
+        except Exception as error:  # anything the element readers did not name
+            raise DafFormatError(f"can't read the AnnData file: {text}\n({type(error).__name__}: {error})") from error
         return _as_daf(content, destination, name, obs_is, var_is, X_is, unsupported_handler, relayout, progress)
 
 
@@ -593,25 +718,38 @@ def daf_as_h5ad(daf: DafReader, path: str | os.PathLike, *, obs_is: str | None =
         >>> adata.X.tolist(), adata.uns["X_is"]
         ([[1], [2]], 'UMIs')
     """
+    source = daf.complete_path()
+    if source is not None:
+        require_distinct(source, path)
     with daf.read_lock():
         export = _export_names(daf, obs_is, var_is, X_is)
         matrices = list(_matrices(daf, export, allow_csc=True))
-        text = os.fspath(path)
-        with h5py.File(text, "w") as file:
-            _h5_attributes(file, "anndata", "0.1.0")
-            _h5_dataframe(file, "obs", daf, export.obs_is)
-            _h5_dataframe(file, "var", daf, export.var_is)
-            groups = {}
-            for member in ("layers", "obsm", "varm", "obsp", "varp", "uns"):
-                groups[member] = file.create_group(member)
-                _h5_attributes(groups[member], "dict", "0.1.0")
-            for key, value in export.uns.items():
-                _h5_scalar(groups["uns"], key, value)
-            total = sum(matrix.nnz if isinstance(matrix, SparseMatrixCSC) else int(np.prod(matrix.shape))
-                        for _, _, matrix, _ in matrices)
-            with _progress_bar(total, progress, "Daf -> AnnData") as bar:
-                for member, key, matrix, encoding in matrices:
-                    _h5_matrix(file if member == "X" else groups[member], key, matrix, encoding, bar)
+        try:
+            write_file_then_replace(path, lambda temporary: _write_h5ad(temporary, daf, export, matrices, progress))
+        except DafError:
+            raise
+        except (ValueError, TypeError) as error:  # e.g. a NUL in a string, which HDF5 strings can't hold
+            raise DafValueError(f"can't write the h5ad file: {os.fspath(path)}\nfrom the daf data: {daf.name}\n"
+                                f"({type(error).__name__}: {error})") from error
+
+
+def _write_h5ad(path: str, daf: DafReader, export: _Export, matrices: list[tuple[str, str, Any, str]],
+                progress: bool) -> None:
+    with h5py.File(path, "w") as file:
+        _h5_attributes(file, "anndata", "0.1.0")
+        _h5_dataframe(file, "obs", daf, export.obs_is)
+        _h5_dataframe(file, "var", daf, export.var_is)
+        groups = {}
+        for member in ("layers", "obsm", "varm", "obsp", "varp", "uns"):
+            groups[member] = file.create_group(member)
+            _h5_attributes(groups[member], "dict", "0.1.0")
+        for key, value in export.uns.items():
+            _h5_scalar(groups["uns"], key, value)
+        total = sum(matrix.nnz if isinstance(matrix, SparseMatrixCSC) else int(np.prod(matrix.shape))
+                    for _, _, matrix, _ in matrices)
+        with _progress_bar(total, progress, "Daf -> AnnData") as bar:
+            for member, key, matrix, encoding in matrices:
+                _h5_matrix(file if member == "X" else groups[member], key, matrix, encoding, bar)
 
 
 def daf_as_anndata(daf: DafReader, *, obs_is: str | None = None, var_is: str | None = None,

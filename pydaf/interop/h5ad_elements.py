@@ -7,6 +7,10 @@ Daf cannot hold. Legacy files (anndata ≤ 0.7) without encoding attributes are 
 datasets, ``h5sparse_format`` groups, dataframes with a ``__categories`` subgroup or ``categories`` object references,
 and groups without attributes as dicts.
 
+Files are assumed hostile: whatever a reader raises on a damaged element (a missing member, an attribute of the wrong
+type, undecodable text, a truncated dataset, category codes or a mask that don't fit) becomes a
+:class:`~pydaf.DafFormatError` naming the element and the file (:func:`read_guarded`).
+
 Example:
     >>> READERS[("csr_matrix", "0.1.0")].__name__, READERS[("dataframe", "0.2.0")].__name__
     ('read_csr', 'read_dataframe')
@@ -21,7 +25,10 @@ from typing import Any
 import h5py
 import numpy as np
 
-__all__ = ["READERS", "Column", "MatrixSource", "Unsupported", "categorical_column", "read_element", "reads"]
+from ..errors import DafError, DafFormatError
+
+__all__ = ["READERS", "Column", "MatrixSource", "Unsupported", "categorical_column", "read_element", "read_guarded",
+           "reads"]
 
 
 @dataclass
@@ -95,6 +102,42 @@ def encoding_of(element: Any) -> tuple[str | None, str | None]:
     return _attribute(element, "encoding-type"), _attribute(element, "encoding-version")
 
 
+def element_text(element: Any) -> str:
+    """How messages name an element: its HDF5 path and file (or its type, for in-memory data).
+
+    Example:
+        >>> element_text(np.zeros(2))
+        'an in-memory ndarray'
+    """
+    name, file = getattr(element, "name", None), getattr(getattr(element, "file", None), "filename", None)
+    if isinstance(name, str) and isinstance(file, str):
+        return f"{name}\nin the AnnData file: {file}"
+    return f"an in-memory {type(element).__name__}"
+
+
+def read_guarded(element: Any, reader: Reader) -> Any:
+    """``reader(element)``, with anything but a :class:`~pydaf.DafError` it raises turned into a
+    :class:`~pydaf.DafFormatError` naming the element.
+
+    Example:
+        >>> import tempfile, os
+        >>> with h5py.File(os.path.join(tempfile.mkdtemp(), "x.h5"), "w") as file:
+        ...     group = file.create_group("bad")
+        ...     try:
+        ...         read_guarded(group, lambda element: element["missing"])
+        ...     except DafFormatError as error:
+        ...         print(str(error).splitlines()[0])
+        can't read the AnnData element: /bad
+    """
+    try:
+        return reader(element)
+    except DafError:
+        raise
+    except Exception as error:
+        raise DafFormatError(f"can't read the AnnData element: {element_text(element)}\n({type(error).__name__}: "
+                             f"{error})") from error
+
+
 def read_element(element: Any) -> Any:
     """Read one element (dispatching on its encoding, or guessing a legacy one).
 
@@ -106,9 +149,15 @@ def read_element(element: Any) -> Any:
         ...     read_element(dataset).values.tolist()
         [1, 2]
     """
+    return read_guarded(element, _dispatch)
+
+
+def _dispatch(element: Any) -> Any:
     encoding, version = encoding_of(element)
     if encoding is None:
         return _read_legacy(element)
+    if not isinstance(encoding, str) or not isinstance(version, str | None):
+        return Unsupported(f"invalid encoding attributes: {encoding!r} {version!r}")
     reader = READERS.get((encoding, version)) or READERS.get((encoding, "*"))
     if reader is None:
         return Unsupported(f"unsupported encoding: {encoding} {version}")
@@ -181,13 +230,28 @@ def read_scalar(dataset: Any) -> Any:
 
 
 def _sparse(group: Any, kind: str, shape: Any) -> Any:
-    if not all(name in group for name in ("data", "indices", "indptr")):
+    if not isinstance(group, h5py.Group) or not all(name in group for name in ("data", "indices", "indptr")):
         return Unsupported(f"{kind} matrix without data/indices/indptr")
-    data = group["data"]
+    data, indices, indptr = group["data"], group["indices"], group["indptr"]
     if _is_string_dataset(data):
         return Unsupported(f"{kind} matrix of strings")
-    shape = tuple(int(size) for size in np.asarray(shape).ravel()[:2])
-    return MatrixSource(kind, shape, data.dtype, data, group["indices"], group["indptr"])  # type: ignore[arg-type]
+    sizes = np.asarray(shape).ravel()
+    if sizes.shape != (2,) or sizes.dtype.kind not in "iu" or (sizes < 0).any():
+        raise ValueError(f"invalid shape attribute: {shape!r} (expected 2 non-negative integers)")
+    for part in (data, indices, indptr):
+        if not isinstance(part, h5py.Dataset) or part.ndim != 1:
+            raise ValueError(f"the {part.name.rpartition('/')[2]} of a {kind} matrix is not a 1-dimensional dataset")
+    for part in (indices, indptr):
+        if part.dtype.kind not in "iu":
+            raise ValueError(f"the {part.name.rpartition('/')[2]} of a {kind} matrix has the element type: "
+                             f"{part.dtype} (expected integers)")
+    if indices.shape != data.shape:
+        raise ValueError(f"a {kind} matrix has {data.shape[0]} data values but {indices.shape[0]} indices")
+    major = int(sizes[0] if kind == "csr" else sizes[1])
+    if indptr.shape != (major + 1,):
+        raise ValueError(f"a {kind} matrix of shape {tuple(int(size) for size in sizes)} has {indptr.shape[0]} indptr "
+                         f"entries (expected {major + 1})")
+    return MatrixSource(kind, (int(sizes[0]), int(sizes[1])), data.dtype, data, indices, indptr)
 
 
 @reads("csr_matrix", "0.1.0")
@@ -211,7 +275,13 @@ def categorical_column(codes: np.ndarray, categories: np.ndarray) -> Column:
         ['b', '', 'a']
     """
     labels = np.append(np.asarray(categories).astype(object), "")
-    codes = np.asarray(codes).astype(np.int64)
+    codes = np.asarray(codes)
+    if codes.ndim != 1 or codes.dtype.kind not in "iu":
+        raise ValueError(f"categorical codes of shape {codes.shape} and type {codes.dtype} (expected integers)")
+    codes = codes.astype(np.int64)
+    if codes.size and (codes.min() < -1 or codes.max() >= len(labels) - 1):
+        raise ValueError(f"categorical codes in {codes.min()}..{codes.max()} (expected -1..{len(labels) - 2}, for "
+                         f"{len(labels) - 1} categories)")
     return Column(labels[np.where(codes < 0, len(labels) - 1, codes)])
 
 
@@ -231,6 +301,8 @@ def _nullable(group: Any, empty: Any) -> Any:
     if isinstance(values, Unsupported):
         return values
     missing = _numbers(group["mask"]).astype(bool)
+    if missing.shape != values.values.shape:
+        raise ValueError(f"a mask of shape {missing.shape} for values of shape {values.values.shape}")
     result = values.values.copy()
     result[missing] = empty
     return Column(result, missing if missing.any() else None)

@@ -1,0 +1,75 @@
+"""``pydaf convert``: between ``.h5ad`` files and Daf data sets of any backend, chosen by the paths.
+
+The destination is replaced, safely: it is built aside and moved into place only when complete
+(:mod:`pydaf.interop.destinations`), an existing destination is replaced only if it is a Daf data set (or empty), and a
+source and destination sharing their storage (the same path, the same file through a link, the same group, one inside
+the other) are refused.
+
+Example:
+    >>> import os, tempfile, pydaf
+    >>> folder = tempfile.mkdtemp()
+    >>> pydaf.H5df(os.path.join(folder, "a.h5df"), "w").set_scalar("organism", "human").flush()
+    >>> convert(os.path.join(folder, "a.h5df"), os.path.join(folder, "b.daf"), progress=False)
+    >>> pydaf.open_daf(os.path.join(folder, "b.daf")).get_scalar("organism"), sorted(os.listdir(folder))
+    ('human', ['a.h5df', 'b.daf'])
+"""
+
+from __future__ import annotations
+
+import os
+
+from ..composition.copies import copy_all
+from ..errors import DafFormatError, DafValueError
+from ..formats.registry import guess_format
+from ..open import open_daf
+from .anndata import daf_as_h5ad, h5ad_as_daf
+from .destinations import build_daf, is_h5ad, require_distinct, storage_of
+
+__all__ = ["convert"]
+
+
+def convert(source: str | os.PathLike, destination: str | os.PathLike, *, obs_is: str | None = None,
+            var_is: str | None = None, X_is: str | None = None, relayout: bool = False, unsupported: str = "warn",
+            progress: bool = True) -> None:
+    """Convert ``source`` into ``destination`` (see the module docstring): an ``.h5ad`` into a Daf data set, a Daf
+    data set into an ``.h5ad``, or a Daf data set into another (every property copied in the layouts it is stored).
+    ``obs_is``/``var_is``/``X_is``, ``relayout`` and ``unsupported`` are those of :func:`~pydaf.interop.h5ad_as_daf`.
+
+    Example:
+        >>> import os, tempfile, pydaf
+        >>> path = os.path.join(tempfile.mkdtemp(), "a.h5df")
+        >>> pydaf.H5df(path, "w").add_axis("cell", ["A"]).flush()
+        >>> convert(path, path, progress=False)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        pydaf.errors.DafModeError: can't convert: ...a.h5df
+        into: ...a.h5df
+        (the destination and the source share their storage; replacing one would destroy the other)
+    """
+    names = {"obs_is": obs_is, "var_is": var_is, "X_is": X_is}
+    for path in (source, destination):
+        if not is_h5ad(path):
+            try:
+                guess_format(os.fspath(path))
+            except DafFormatError as error:
+                raise DafFormatError(f"{error}\n- AnnData: an .h5ad file (for convert)") from None
+    if is_h5ad(source) and is_h5ad(destination):
+        raise DafValueError(f"nothing to convert from: {os.fspath(source)}\nto: {os.fspath(destination)}\n(both are "
+                            "h5ad files)")
+    require_distinct(source, destination)
+    if is_h5ad(source):
+        h5ad_as_daf(source, destination, unsupported_handler=unsupported, relayout=relayout, progress=progress,
+                    **names)
+        return
+    if any(value is not None for value in names.values()) and not is_h5ad(destination):
+        raise DafValueError("--obs-is, --var-is and --X-is only apply to conversions from or to h5ad")
+    if storage_of(source).path == storage_of(destination).path:
+        # Two groups of one HDF5 file: open it writable once (HDF5 refuses to open for writing a file this process
+        # holds open read-only), and read the source through a read-only view.
+        source_daf = open_daf(source, "r+").read_only()
+    else:
+        source_daf = open_daf(source, "r")
+    if is_h5ad(destination):
+        daf_as_h5ad(source_daf, destination, progress=progress, **names)
+    else:
+        build_daf(destination, lambda daf: copy_all(daf, source_daf, progress=progress), name=source_daf.name)
