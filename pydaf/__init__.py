@@ -11,6 +11,7 @@ Example:
 """
 
 from .composition.chains import chain_reader, chain_writer
+from .composition.concat import MergeAction, concatenate
 from .core.brief import brief
 from .core.read_only import DafReadOnly, read_only
 from .core.readers import DafReader, Undef
@@ -32,13 +33,17 @@ from .formats.base import CacheGroup
 from .formats.files import FilesDaf
 from .formats.h5df import H5df, repack
 from .formats.memory import MemoryDaf
-from .keys import pairs_as_dict
+from .keys import ALL_AXES, ALL_MATRICES, ALL_SCALARS, ALL_VECTORS, pairs_as_dict
 from .open import open_daf
 from .sparse import SparseMatrixCSC, SparseVector, copy_array, is_read_only_array, read_only_array
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "ALL_AXES",
+    "ALL_MATRICES",
+    "ALL_SCALARS",
+    "ALL_VECTORS",
     "CacheGroup",
     "DafError",
     "DafExistsError",
@@ -57,12 +62,14 @@ __all__ = [
     "FilesDaf",
     "H5df",
     "MemoryDaf",
+    "MergeAction",
     "SparseMatrixCSC",
     "SparseVector",
     "Undef",
     "brief",
     "chain_reader",
     "chain_writer",
+    "concatenate",
     "copy_array",
     "is_read_only_array",
     "open_daf",

@@ -339,10 +339,15 @@ _READERS = {
 }
 
 
+# Julia's get_vector/get_matrix return the stored array (sparse stays sparse): pydaf's get_stored_*.
+_METHODS = {"get_vector": "get_stored_vector", "get_matrix": "get_stored_matrix"}
+
+
 def _reader(name: str, parameters: tuple[str, ...]) -> Callable[[Session, dict], Any]:
     def read(session: Session, spec: dict) -> Any:
         daf = session.daf(spec["daf"])
-        return getattr(daf, name)(*[spec[parameter] for parameter in parameters], **_kwargs(session, spec))
+        method = getattr(daf, _METHODS.get(name, name))
+        return method(*[spec[parameter] for parameter in parameters], **_kwargs(session, spec))
 
     return read
 
