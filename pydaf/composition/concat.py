@@ -59,9 +59,9 @@ class MergeAction(enum.Enum):
 
 
 #: Bytes of values copied between releasing the pages of the maps (bounds the resident set of the streaming copy).
-_BLOCK_BYTES = 1 << 25
+_BLOCK_BYTES = 1 << 23
 #: Bytes of dense values sparsified at a time (finding the non-zeros makes two 8-byte indices per non-zero).
-_SPARSIFY_BLOCK_BYTES = 1 << 23
+_SPARSIFY_BLOCK_BYTES = 1 << 22
 
 
 def concatenate(destination: DafWriter, axis: str | Sequence[str], sources: Sequence[DafReader], *,
