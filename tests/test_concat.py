@@ -220,6 +220,16 @@ def test_numbers_concatenated_with_strings_become_julia_strings():
     assert destination.get_vector("cell", "x").tolist() == ["1.5", "2.0", "text", "true"]
 
 
+def test_string_matrices_are_concatenated_in_memory(stores):
+    sources = [_source(stores, index, 2, ["X"]) for index in range(3)]
+    sources[0].set_matrix("gene", "cell", "kind", np.array([["a", "b"]], dtype=object), relayout=False)
+    sources[1].set_matrix("cell", "gene", "kind", np.array([[1], [2]], dtype=np.int8), relayout=False)
+    destination = stores.new("destination!")
+    pydaf.concatenate(destination, "cell", sources, empty={("cell", "gene", "kind"): "none"}, progress=False)
+    assert destination.get_matrix("gene", "cell", "kind", relayout=False).tolist() == [
+        ["a", "b", "1", "2", "none", "none"]]
+
+
 def test_sparse_vectors_and_empty_values():
     sources = [pydaf.MemoryDaf(name="s0!").add_axis("cell", [f"A{cell}" for cell in range(40)]),
                pydaf.MemoryDaf(name="s1!").add_axis("cell", [f"B{cell}" for cell in range(4)]),

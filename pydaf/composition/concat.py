@@ -170,7 +170,7 @@ class _Request:
                                 f"{', '.join(axes)})")
         return _Request(destination, axes, sources, names, dataset_axis, bool(dataset_property),
                         [bool(flag) for flag in prefixes], _prefixed_sets(prefixed, axes),
-                        _empty_values(empty, [destination, *sources]), float(fraction), _merge_pairs(merge),
+                        _empty_values(empty), float(fraction), _merge_pairs(merge),
                         bool(overwrite))
 
 
@@ -199,22 +199,28 @@ def _is_key(key: Any, tuple_lengths: tuple[int, ...]) -> bool:
         isinstance(part, str) for part in key))
 
 
-def _empty_values(empty: Any, dafs: list[DafReader]) -> dict[Any, StorageScalar]:
-    """The ``empty`` values by key, each a validated scalar; a tensor key gives the key of each of its matrices, for
-    the entries of its main axis in any of ``dafs`` (Julia's ``expand_tensors``)."""
+def _empty_values(empty: Any) -> dict[Any, StorageScalar]:
+    """The ``empty`` values by data key, each a validated scalar."""
     values: dict[Any, StorageScalar] = {}
     for key, value in pairs_as_dict(empty).items():
         if not _is_key(key, (2, 3, 4)):
             raise DafValueError(f"invalid empty DataKey: {key!r}")
         values[key] = scalar_value(value, what=f"empty value for: {key}")
-    for key in [key for key in values if isinstance(key, tuple) and len(key) == 4]:
-        value = values.pop(key)
-        main_axis, rows_axis, columns_axis, name = key
-        for daf in dafs:
-            if daf.has_axis(main_axis):
-                for entry in daf.axis_vector(main_axis).tolist():
-                    values[(rows_axis, columns_axis, f"{entry}_{name}")] = value
     return values
+
+
+def _expand_tensors(values: dict[Any, StorageScalar], dafs: list[DafReader]) -> dict[Any, StorageScalar]:
+    """Julia's ``expand_tensors``: a tensor key ``(main_axis, rows_axis, columns_axis, name)`` stands for the matrix
+    ``<entry>_<name>`` of each entry of the main axis in any of ``dafs``."""
+    expanded = {key: value for key, value in values.items() if not (isinstance(key, tuple) and len(key) == 4)}
+    for key, value in values.items():
+        if isinstance(key, tuple) and len(key) == 4:
+            main_axis, rows_axis, columns_axis, name = key
+            for daf in dafs:
+                if daf.has_axis(main_axis):
+                    for entry in daf.axis_vector(main_axis).tolist():
+                        expanded[(rows_axis, columns_axis, f"{entry}_{name}")] = value
+    return expanded
 
 
 def _merge_pairs(merge: Any) -> list[tuple[PropertyKey, MergeAction]]:
@@ -264,6 +270,7 @@ class _Planner:
         self.request = request
         self.destination = request.destination
         self.sources = request.sources
+        self.empty = _expand_tensors(request.empty, [self.destination, *self.sources])
         self.steps: list[_Step] = []
         self.other_axes: dict[str, np.ndarray] = {}
 
@@ -326,10 +333,7 @@ class _Planner:
         return {axis: found[axis][1] for axis in sorted(found)}
 
     def _empty_value(self, *keys: Any) -> StorageScalar | None:
-        for key in keys:
-            if key in self.request.empty:
-                return self.request.empty[key]
-        return None
+        return next((self.empty[key] for key in keys if key in self.empty), None)
 
     # Concatenated axes.
 
@@ -389,11 +393,30 @@ class _Planner:
                 for part, source_name in zip(parts, self.request.names, strict=True)])
             self.steps.append(_SetVector(axis, name, values))
             return
-        self._check_fits(parts, empty, dtype, what)
-        sparse = _sparse_saving(dtype, parts, empty, n_rows=1, with_colptr=False) >= self.request.fraction
-        if sparse:
-            _count_nnz(parts, empty, n_rows=1)
+        sparse = self._is_sparse(parts, empty, dtype, what, n_rows=1, with_colptr=False)
         self.steps.append(_ConcatVector(axis, name, parts, dtype, empty, sparse))
+
+    def _is_sparse(self, parts: list[_Part], empty: StorageScalar | None, dtype: np.dtype, what: str, *,
+                   n_rows: int, with_colptr: bool) -> bool:
+        """Check that the values fit the promoted type, and whether the result is sparse (then count each part's
+        entries)."""
+        self._check_fits(parts, empty, dtype, what)
+        sparse = _sparse_saving(dtype, parts, empty, n_rows=n_rows, with_colptr=with_colptr) >= self.request.fraction
+        if sparse:
+            _count_nnz(parts, empty, n_rows=n_rows)
+        return sparse
+
+    def _plan_columns(self, rows_axis: str, columns_axis: str, name: str, parts: list[_Part],
+                      empty: StorageScalar | None, what: str, *, with_colptr: bool) -> None:
+        """Plan a matrix whose columns are the parts' columns side by side."""
+        self._require_empty(parts, empty, what)
+        dtype = _merged_dtype(empty, _dtypes(parts))
+        n_rows = self.other_axes[rows_axis].shape[0]
+        if dtype == STRING_DTYPE:
+            self.steps.append(_SetMatrix(rows_axis, columns_axis, name, _string_columns(parts, empty, n_rows)))
+            return
+        sparse = self._is_sparse(parts, empty, dtype, what, n_rows=n_rows, with_colptr=with_colptr)
+        self.steps.append(_ConcatMatrix(rows_axis, columns_axis, name, n_rows, parts, dtype, empty, sparse))
 
     def _matrix_parts(self, other_axis: str, axis: str, name: str, sizes: list[int]) -> list[_Part]:
         parts = []
@@ -407,20 +430,10 @@ class _Planner:
         return parts
 
     def _concatenate_matrix(self, other_axis: str, axis: str, name: str, sizes: list[int]) -> None:
-        parts = self._matrix_parts(other_axis, axis, name, sizes)
-        empty = self._empty_value((other_axis, axis, name), (axis, other_axis, name))
-        what = f"matrix: {name}\nof the rows axis: {other_axis}\nand the columns axis: {axis}"
-        self._require_empty(parts, empty, what)
-        dtype = _merged_dtype(empty, _dtypes(parts))
-        n_rows = self.other_axes[other_axis].shape[0]
-        if dtype == STRING_DTYPE:
-            self.steps.append(_SetMatrix(other_axis, axis, name, _string_columns(parts, empty, n_rows)))
-            return
-        self._check_fits(parts, empty, dtype, what)
-        sparse = _sparse_saving(dtype, parts, empty, n_rows=n_rows, with_colptr=True) >= self.request.fraction
-        if sparse:
-            _count_nnz(parts, empty, n_rows=n_rows)
-        self.steps.append(_ConcatMatrix(other_axis, axis, name, n_rows, parts, dtype, empty, sparse))
+        self._plan_columns(other_axis, axis, name, self._matrix_parts(other_axis, axis, name, sizes),
+                           self._empty_value((other_axis, axis, name), (axis, other_axis, name)),
+                           f"matrix: {name}\nof the rows axis: {other_axis}\nand the columns axis: {axis}",
+                           with_colptr=True)
 
     def _check_fits(self, parts: list[_Part], empty: StorageScalar | None, dtype: np.dtype, what: str) -> None:
         """Julia's promotion is exact except UInt64 into Int64 (mixed with signed types): Julia's conversion fails
@@ -497,7 +510,7 @@ class _Planner:
             if value is None and empty is None:
                 raise DafMissingError(f"no empty value for the scalar: {name}\nwhich is missing from the daf data: "
                                       f"{source.name}\n{self._into()}")
-        values = [empty if value is None else value for value in values]
+        values = [scalar_value(empty if value is None else value) for value in values]
         dtype = _merged_dtype(empty, [scalar_dtype(value) for value in values])
         if dtype == STRING_DTYPE:
             collected = np.array([julia_string(value) for value in values], dtype=object)
@@ -511,22 +524,11 @@ class _Planner:
         if action == MergeAction.LastValue:
             self.steps.append(_SetVector(axis, name, next(value for value in reversed(stored) if value is not None)))
             return
-        dataset_axis = self._require_dataset_axis(f"vector: {name}\nof the axis: {axis}")
-        n_rows = self.other_axes[axis].shape[0]
-        parts = [_Part(_as_column(vector), 1) for vector in stored]
-        empty = self._empty_value((axis, name))
         what = f"vector: {name}\nof the axis: {axis}"
-        self._require_empty(parts, empty, what)
-        dtype = _merged_dtype(empty, _dtypes(parts))
-        if dtype == STRING_DTYPE:
-            self.steps.append(_SetMatrix(axis, dataset_axis, name, _string_columns(parts, empty, n_rows)))
-            return
-        self._check_fits(parts, empty, dtype, what)
+        dataset_axis = self._require_dataset_axis(what)
         # Julia's vector estimate here (no colptr in the sparse size).
-        sparse = _sparse_saving(dtype, parts, empty, n_rows=n_rows, with_colptr=False) >= self.request.fraction
-        if sparse:
-            _count_nnz(parts, empty, n_rows=n_rows)
-        self.steps.append(_ConcatMatrix(axis, dataset_axis, name, n_rows, parts, dtype, empty, sparse))
+        self._plan_columns(axis, dataset_axis, name, [_Part(_as_column(vector), 1) for vector in stored],
+                           self._empty_value((axis, name)), what, with_colptr=False)
 
     def _merge_matrix(self, rows_axis: str, columns_axis: str, name: str) -> None:
         action = self._merge_action((rows_axis, columns_axis, name))
@@ -805,7 +807,7 @@ def _sparse_vector_part(part: _Part, nzind: np.ndarray, nzval: np.ndarray, offse
             nzind[...] = np.arange(offset + 1, offset + part.n_columns + 1)
             nzval[...] = empty
     elif isinstance(stored, SparseVector):
-        np.add(stored.nzind, offset, out=nzind, casting="unsafe")
+        np.add(stored.nzind, offset, out=nzind, dtype=nzind.dtype, casting="unsafe")
         nzval[...] = stored.nzval
     else:
         positions = np.flatnonzero(stored)
@@ -967,7 +969,8 @@ def _stream(target: np.ndarray, source: np.ndarray, add: int) -> None:
     for start in range(0, target.shape[0], step):
         stop = min(start + step, target.shape[0])
         if add:
-            np.add(source[start:stop], add, out=target[start:stop], casting="unsafe")
+            # In the target's type, which holds every index of the result (the source's may be narrower).
+            np.add(source[start:stop], add, out=target[start:stop], dtype=target.dtype, casting="unsafe")
         else:
             target[start:stop] = source[start:stop]
         _release(source[start:stop], target[start:stop])
