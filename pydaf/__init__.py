@@ -13,12 +13,9 @@ Example:
 from .check import check_daf
 from .composition.chains import chain_reader, chain_writer
 from .composition.complete import complete_chain, complete_daf
+from .composition.concat import MergeAction, concatenate
 from .composition.copies import copy_all, copy_axis, copy_matrix, copy_scalar, copy_tensor, copy_vector
 from .composition.views import (
-    ALL_AXES,
-    ALL_MATRICES,
-    ALL_SCALARS,
-    ALL_VECTORS,
     VIEW_ALL_AXES,
     VIEW_ALL_DATA,
     VIEW_ALL_MATRICES,
@@ -51,7 +48,7 @@ from .formats.base import CacheGroup
 from .formats.files import FilesDaf
 from .formats.h5df import H5df, repack
 from .formats.memory import MemoryDaf
-from .keys import pairs_as_dict
+from .keys import ALL_AXES, ALL_MATRICES, ALL_SCALARS, ALL_VECTORS, pairs_as_dict
 from .open import open_daf
 from .sparse import SparseMatrixCSC, SparseVector, copy_array, is_read_only_array, read_only_array
 
@@ -88,6 +85,7 @@ __all__ = [
     "FilesDaf",
     "H5df",
     "MemoryDaf",
+    "MergeAction",
     "SparseMatrixCSC",
     "SparseVector",
     "Undef",
@@ -97,6 +95,7 @@ __all__ = [
     "check_daf",
     "complete_chain",
     "complete_daf",
+    "concatenate",
     "copy_all",
     "copy_array",
     "copy_axis",

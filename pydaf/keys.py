@@ -16,6 +16,10 @@ from collections.abc import Iterable, Mapping
 from typing import Any, TypeAlias
 
 __all__ = [
+    "ALL_AXES",
+    "ALL_MATRICES",
+    "ALL_SCALARS",
+    "ALL_VECTORS",
     "AxisKey",
     "DataKey",
     "MatrixKey",
@@ -33,6 +37,15 @@ MatrixKey: TypeAlias = tuple[str, str, str]
 TensorKey: TypeAlias = tuple[str, str, str, str]
 PropertyKey: TypeAlias = ScalarKey | VectorKey | MatrixKey
 DataKey: TypeAlias = PropertyKey | TensorKey
+
+#: Every scalar: the key ``"*"`` (Julia's ``ALL_SCALARS``), e.g. ``merge=[(ALL_SCALARS, MergeAction.LastValue)]``.
+ALL_SCALARS: ScalarKey = "*"
+#: Every axis (Julia's ``ALL_AXES``).
+ALL_AXES: AxisKey = "*"
+#: Every vector of every axis (Julia's ``ALL_VECTORS``); ``("cell", "*")`` is every vector of the ``cell`` axis.
+ALL_VECTORS: VectorKey = ("*", "*")
+#: Every matrix of every pair of axes (Julia's ``ALL_MATRICES``).
+ALL_MATRICES: MatrixKey = ("*", "*", "*")
 
 
 def pairs_as_dict(pairs: Mapping[Any, Any] | Iterable[tuple[Any, Any]] | None) -> dict[Any, Any]:

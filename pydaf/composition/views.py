@@ -34,6 +34,7 @@ from ..core.names import unique_name
 from ..core.readers import DafReader, DafReadOnly
 from ..errors import DafQueryError, DafValueError
 from ..formats.base import CacheGroup, FormatReader, StoredMatrix, StoredVector
+from ..keys import ALL_AXES, ALL_MATRICES, ALL_SCALARS, ALL_VECTORS
 from ..queries.evaluator import (
     has_query,
     is_axis_query,
@@ -70,13 +71,6 @@ __all__ = [
     "viewer",
 ]
 
-#: A key of ``axes`` (and of scalars in ``data``) standing for every axis (every scalar) of the base.
-ALL_AXES = "*"
-ALL_SCALARS = "*"
-#: A ``data`` key standing for every vector of every exposed axis.
-ALL_VECTORS = ("*", "*")
-#: A ``data`` key standing for every matrix of every pair of exposed axes.
-ALL_MATRICES = ("*", "*", "*")
 #: Pairs exposing everything of a kind as it is (``VIEW_ALL_AXES`` is the default of ``axes``).
 VIEW_ALL_AXES = (ALL_AXES, "=")
 VIEW_ALL_SCALARS = (ALL_SCALARS, "=")
