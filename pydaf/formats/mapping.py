@@ -54,14 +54,21 @@ _maps_lock = threading.Lock()
 def map_region(path: str, offset: int, nbytes: int, *, writable: bool) -> np.ndarray:
     """A ``uint8`` array over ``nbytes`` of a file from ``offset`` (read-only unless ``writable``); regions past the
     end of the file are refused (touching them would kill the process)."""
-    start = offset - offset % mmap.ALLOCATIONGRANULARITY
     with open(path, "r+b" if writable else "rb") as handle:
-        size = os.fstat(handle.fileno()).st_size
-        if offset + nbytes > size:
-            raise DafFormatError(f"truncated file: {path}\n(data at offset {offset} of {nbytes} bytes ends past the "
-                                 f"end of the file, at {size} bytes)")
-        region = mmap.mmap(handle.fileno(), offset + nbytes - start,
-                           access=mmap.ACCESS_WRITE if writable else mmap.ACCESS_READ, offset=start)
+        return map_file(handle.fileno(), path, offset, nbytes, writable=writable)
+
+
+def map_file(fd: int, path: str, offset: int, nbytes: int, *, writable: bool) -> np.ndarray:
+    """:func:`map_region` of a file already opened as ``fd`` (``path`` names it in the registry of live maps and in
+    errors). The map is read-only unless ``writable`` (which needs ``fd`` opened for writing); ``fd`` may be closed
+    afterwards."""
+    start = offset - offset % mmap.ALLOCATIONGRANULARITY
+    size = os.fstat(fd).st_size
+    if offset + nbytes > size:
+        raise DafFormatError(f"truncated file: {path}\n(data at offset {offset} of {nbytes} bytes ends past the "
+                             f"end of the file, at {size} bytes)")
+    region = mmap.mmap(fd, offset + nbytes - start, access=mmap.ACCESS_WRITE if writable else mmap.ACCESS_READ,
+                       offset=start)
     whole = np.frombuffer(region, dtype=np.uint8)
     address = whole.__array_interface__["data"][0]
     array = whole[offset - start:]
