@@ -168,6 +168,12 @@ def _lstat(folder: int, name: str) -> os.stat_result | None:
         raise
 
 
+def _is_backup(folder: int, name: str) -> bool:
+    """Whether a backup exists (pydaf's backups are regular files; anything else there was planted, and is ignored)."""
+    status = _lstat(folder, name)
+    return status is not None and stat.S_ISREG(status.st_mode)
+
+
 def _open_file(folder: int, name: str) -> int:
     """A regular file, opened read-only; a link, folder, FIFO or device raises ``ELOOP``."""
     fd = os.open(name, _READ_FLAGS, dir_fd=folder)
@@ -260,14 +266,18 @@ def _recover_folder(folder: int, property_suffixes: tuple[str, ...]) -> None:
     for name in names:
         if not name.startswith("."):
             continue
+        status = _lstat(folder, name)
+        if status is None or stat.S_ISDIR(status.st_mode):
+            continue
         if _TEMPORARY.fullmatch(name):
-            status = _lstat(folder, name)
-            if status is not None and not stat.S_ISDIR(status.st_mode):
-                _unlink(folder, name)
+            _unlink(folder, name)
         elif name.endswith(".backup"):
             split = _split_suffix(name[1:-len(".backup")])
             if split is not None and split[1] in property_suffixes:
-                backups.setdefault(split[0], set()).add(split[1])
+                if stat.S_ISREG(status.st_mode):
+                    backups.setdefault(split[0], set()).add(split[1])
+                else:
+                    _unlink(folder, name)  # not one of pydaf's: a planted link, removed (never followed)
     for prefix, suffixes in backups.items():
         data = [suffix for suffix in _ALL_SUFFIXES if suffix in suffixes and suffix != ".json"]
         if ".json" in suffixes and prefix + ".json" in names:  # committed: the backups are stale
@@ -392,7 +402,7 @@ class _Snapshot:
     def _state(self) -> tuple[bool, bool] | None:
         """``(plain descriptor exists, backup descriptor exists)``, or None if neither does."""
         name = self.property.name + ".json"
-        state = (_lstat(self.folder, name) is not None, _lstat(self.folder, _backup(name)) is not None)
+        state = (_lstat(self.folder, name) is not None, _is_backup(self.folder, _backup(name)))
         return state if any(state) else None
 
     def descriptor(self, limit: int = _MAX_JSON_BYTES) -> bytes:
@@ -648,15 +658,16 @@ class FilesFormat(FormatWriter):
                                  f"the code supports version: {MAJOR_VERSION}.{MINOR_VERSION}")
 
     def _recover(self) -> None:
-        """Finish what a crashed writer left (see :func:`_recover_folder`); only the lock holder does this."""
+        """Finish what a crashed writer left (see :func:`_recover_folder`); only the lock holder does this. Linked
+        folders are left alone (and refused when used)."""
         for prefix in ((), ("axes",)):
-            with self._folder(prefix) as folder:
+            with self._folder(prefix, links=False) as folder:
                 if folder is not None:
                     for name in os.listdir(folder):
                         if _TEMPORARY.fullmatch(name):
                             _unlink(folder, name)
         for parts, suffixes in self._property_folders():
-            with self._folder(parts) as folder:
+            with self._folder(parts, links=False) as folder:
                 if folder is not None:
                     _recover_folder(folder, suffixes)
 
@@ -670,8 +681,8 @@ class FilesFormat(FormatWriter):
                 yield ("matrices", rows_axis, columns_axis), _MATRIX_SUFFIXES
 
     def _subfolders(self, parts: tuple[str, ...]) -> list[str]:
-        """The real sub-folders (links are skipped, never followed) of a folder."""
-        with self._folder(parts) as folder:
+        """The real sub-folders (links are skipped, never followed) of a folder (none if it is a link)."""
+        with self._folder(parts, links=False) as folder:
             if folder is None:
                 return []
             return sorted(name for name in os.listdir(folder) if not name.startswith(".") and _is_text(name) and (
@@ -680,23 +691,26 @@ class FilesFormat(FormatWriter):
     # Folders, names and errors.
 
     @contextmanager
-    def _folder(self, parts: tuple[str, ...], *, create: bool = False) -> Iterator[int | None]:
+    def _folder(self, parts: tuple[str, ...], *, create: bool = False, links: bool = True) -> Iterator[int | None]:
         """A descriptor of a folder of the data set (None if it is missing and not ``create``), opened part by part
-        without following links."""
+        without following links: a link raises (``ELOOP``), or is taken as missing if not ``links``."""
         folder = self._root
         try:
             for part in parts:
                 try:
                     child = os.open(part, _FOLDER_FLAGS, dir_fd=folder)
-                except FileNotFoundError:
-                    if not create:
+                except OSError as error:
+                    if create and error.errno == errno.ENOENT:
+                        with suppress(FileExistsError):
+                            os.mkdir(part, 0o777, dir_fd=folder)
+                        child = os.open(part, _FOLDER_FLAGS, dir_fd=folder)
+                    elif error.errno == errno.ENOENT or (not links and error.errno in _OUTSIDE_ERRORS):
                         if folder != self._root:
                             os.close(folder)
                         folder = None
                         break
-                    with suppress(FileExistsError):
-                        os.mkdir(part, 0o777, dir_fd=folder)
-                    child = os.open(part, _FOLDER_FLAGS, dir_fd=folder)
+                    else:
+                        raise
                 if folder != self._root:
                     os.close(folder)
                 folder = child
@@ -793,7 +807,7 @@ class FilesFormat(FormatWriter):
             if folder is None:
                 return False
             file = property.name + property.suffixes[0]
-            return _lstat(folder, file) is not None or _lstat(folder, _backup(file)) is not None
+            return _lstat(folder, file) is not None or _is_backup(folder, _backup(file))
 
     def _names(self, parts: tuple[str, ...], suffix: str, what: str) -> set[str]:
         """The names of the properties in a folder (tolerating a missing one, as git checkouts drop empty folders):
@@ -803,7 +817,8 @@ class FilesFormat(FormatWriter):
                 return set()
             names = set()
             for file in os.listdir(folder):
-                if file.startswith(".") and suffix == ".json" and file.endswith(".json.backup"):
+                if file.startswith(".") and suffix == ".json" and file.endswith(".json.backup") and _is_backup(
+                        folder, file):
                     file = file[1:-len(".backup")]
                 if file.endswith(suffix) and not file.startswith(".") and _is_text(file) and len(file) > len(suffix):
                     names.add(file[:-len(suffix)])
@@ -935,6 +950,7 @@ class FilesFormat(FormatWriter):
 
     def format_set_scalar(self, name: str, value: StorageScalar) -> None:
         property = self._scalar(name)
+        self._require_writable(property.what)
         eltype = julia_name(scalar_dtype(value))
         self._store(property, [], f'{{"type":"{eltype}","value":{_json_value(value)}}}')
 
@@ -1383,7 +1399,12 @@ class FilesFormat(FormatWriter):
 
     def _ensure_metadata(self) -> None:
         """At a writable open: make ``metadata.json`` match the descriptors (a crash can leave it stale)."""
-        entries = self._metadata_entries()
+        try:
+            entries = self._metadata_entries()
+        except (DafError, OSError):  # a linked folder: there is no valid index of such a directory
+            with suppress(OSError):
+                _unlink(self._root, "metadata.json")
+            return
         current = self._read_root_file("metadata.json")
         try:
             index = json.loads(current) if current is not None else None

@@ -1,0 +1,528 @@
+"""FilesDaf under hostile conditions: hostile names and directories (planted links, odd file names), corrupt files,
+modes that must not destroy, read-only opens that must not write, concurrent processes, kills at random moments, and
+full disks. Real processes, files, links and (where root may mount one) a real small tmpfs.
+
+Soak lengths scale with ``PYDAF_SOAK`` (a float, default 0.15): ``PYDAF_SOAK=1`` gives 100 kills, 30 s of concurrent
+readers and 500 corruption examples.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import gc
+import hashlib
+import json
+import os
+import random
+import resource
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import tracemalloc
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import pydaf
+from pydaf.queries.query import Axis, LookupScalar, LookupVector
+
+SOAK = float(os.environ.get("PYDAF_SOAK", "0.15"))
+REPOSITORY = Path(__file__).resolve().parent.parent
+
+
+def soak(full: float, minimum: float) -> float:
+    """A soak length: ``full`` at ``PYDAF_SOAK=1``, never below ``minimum``."""
+    return max(minimum, full * SOAK)
+
+
+def tree(root: Path) -> dict[str, tuple[Any, ...]]:
+    """Everything under ``root`` (links not followed): each entry's kind, content (or link target), mode and inode."""
+    result: dict[str, tuple[Any, ...]] = {}
+    for folder, folders, files in os.walk(root, followlinks=False):
+        for name in folders + files:
+            path = os.path.join(folder, name)
+            status = os.lstat(path)
+            relative = os.path.relpath(path, root)
+            if os.path.islink(path):
+                result[relative] = ("link", os.readlink(path))
+            elif os.path.isdir(path):
+                result[relative] = ("folder", status.st_mode)
+            else:
+                with open(path, "rb") as handle:
+                    digest = hashlib.sha256(handle.read()).hexdigest()
+                result[relative] = ("file", digest, status.st_mode, status.st_ino, status.st_mtime_ns)
+    return result
+
+
+def python(code: str, *arguments: str, **options: Any) -> subprocess.Popen:
+    """A child Python process running ``code`` with this checkout's pydaf."""
+    environment = {**os.environ, "PYTHONPATH": str(REPOSITORY)}
+    return subprocess.Popen([sys.executable, "-c", textwrap.dedent(code), *arguments], env=environment,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **options)
+
+
+def example(path: Path, mode: str = "w") -> pydaf.DafWriter:
+    """A small data set with every kind of property."""
+    daf = pydaf.FilesDaf(path, mode, name="example!")
+    daf.add_axis("cell", ["c0", "c1", "c2", "c3"]).add_axis("gene", ["g0", "g1", "g2"])
+    daf.set_scalar("title", "cells").set_scalar("count", 4).set_scalar("ratio", 0.5).set_scalar("flag", True)
+    daf.set_vector("cell", "age", np.array([1.5, 2.5, 3.5, 4.5]))
+    daf.set_vector("cell", "kind", ["a", "b", "a", "c"])
+    daf.set_vector("cell", "sparse", sp.csr_matrix(np.array([[0, 7, 0, 9]], dtype=np.int32)))
+    daf.set_vector("cell", "tag", ["", "", "", "x"])  # sparse strings
+    daf.set_vector("gene", "is_marker", np.array([True, False, True]))
+    daf.set_matrix("cell", "gene", "UMIs", np.arange(12, dtype=np.uint16).reshape(4, 3))
+    daf.set_matrix("cell", "gene", "fraction", sp.csc_matrix(np.eye(4, 3, dtype=np.float32)))
+    daf.set_matrix("cell", "gene", "label", np.full((4, 3), "x", dtype=object), relayout=False)
+    return daf
+
+
+def everything(daf: pydaf.DafReader) -> dict[str, Any]:
+    """Every property of a data set, read back as plain values (a listing or a read that raises is recorded as its
+    error type)."""
+    values: dict[str, Any] = {}
+
+    def read(key: str, reader: Callable[[], Any]) -> Any:
+        try:
+            value = reader()
+        except pydaf.DafError as error:
+            values[key] = type(error).__name__
+            return None
+        if isinstance(value, set):
+            return value
+        if isinstance(value, np.ndarray):
+            value = (str(value.dtype), value.shape, value.tolist())
+        elif isinstance(value, pydaf.SparseVector | pydaf.SparseMatrixCSC):
+            value = (type(value).__name__, value.shape, *(part.tolist() for part in (
+                (value.nzind, value.nzval) if isinstance(value, pydaf.SparseVector) else
+                (value.colptr, value.rowval, value.nzval))))
+        else:
+            value = (type(value).__name__, value)
+        values[key] = value
+        return value
+
+    for name in read("scalars", daf.scalars_set) or ():
+        read(f"scalars/{name}", lambda name=name: daf.get_scalar(name))
+    axes = read("axes", daf.axes_set) or set()
+    for axis in axes:
+        read(f"axes/{axis}", lambda axis=axis: daf.axis_vector(axis))
+        for name in read(f"vectors/{axis}", lambda axis=axis: daf.vectors_set(axis)) or ():
+            read(f"vectors/{axis}/{name}", lambda axis=axis, name=name: daf.get_stored_vector(axis, name))
+        for other in axes:
+            names = read(f"matrices/{axis}/{other}", lambda axis=axis, other=other: daf.matrices_set(
+                axis, other, relayout=False))
+            for name in names or ():
+                read(f"matrices/{axis}/{other}/{name}", lambda axis=axis, other=other, name=name:
+                     daf.get_stored_matrix(axis, other, name, relayout=False))
+    return values
+
+
+@pytest.fixture
+def sentinel(tmp_path: Path) -> Iterator[Path]:
+    """A folder next to the data sets, holding files a hostile data set would like FilesDaf to read, write or
+    delete; the test fails if anything in it changes."""
+    folder = tmp_path / "sentinel"
+    (folder / "inside").mkdir(parents=True)
+    (folder / "victim.json").write_text('{"format":"dense","eltype":"Float64"}\n')
+    (folder / "victim.data").write_bytes(np.full(4, 666.0).tobytes())
+    (folder / "victim.txt").write_text("c0\nc1\nc2\nc3\n")
+    (folder / "metadata.json").write_text("{}")
+    (folder / "daf.json").write_text('{"version":[1,1]}\n')
+    (folder / "inside" / "victim.json").write_text('{"type":"String","value":"outside!"}\n')
+    before = tree(folder)
+    yield folder
+    assert tree(folder) == before, "FilesDaf changed files outside the data set"
+
+
+# Hostile names.
+
+HOSTILE_NAMES = ["..", ".", "", "../../../sentinel/victim", "../victim", "a/b", "/tmp", "x\0y", ".hidden",
+                 "\udcff", 7, None]
+
+
+def _backend_calls(name: Any) -> list[tuple[str, Callable[[Any], Any]]]:
+    """Every storage entry point, with the hostile name in each of its name positions."""
+    calls: list[tuple[str, Callable[[Any], Any]]] = [
+        ("has_scalar", lambda f: f.format_has_scalar(name)),
+        ("get_scalar", lambda f: f.format_get_scalar(name)),
+        ("set_scalar", lambda f: f.format_set_scalar(name, 1)),
+        ("delete_scalar", lambda f: f.format_delete_scalar(name, for_set=False)),
+        ("has_axis", lambda f: f.format_has_axis(name, for_change=False)),
+        ("axis_vector", lambda f: f.format_axis_vector(name)),
+        ("axis_length", lambda f: f.format_axis_length(name)),
+        ("add_axis", lambda f: f.format_add_axis(name, np.array(["a"], dtype=object))),
+        ("delete_axis", lambda f: f.format_delete_axis(name)),
+        ("vectors_set", lambda f: f.format_vectors_set(name)),
+    ]
+    for axis, vector in (("cell", name), (name, "age")):
+        calls += [
+            ("has_vector", lambda f, a=axis, v=vector: f.format_has_vector(a, v)),
+            ("get_vector", lambda f, a=axis, v=vector: f.format_get_vector(a, v)),
+            ("set_vector", lambda f, a=axis, v=vector: f.format_set_vector(a, v, np.zeros(4))),
+            ("delete_vector", lambda f, a=axis, v=vector: f.format_delete_vector(a, v, for_set=False)),
+            ("empty_dense_vector", lambda f, a=axis, v=vector: f.format_get_empty_dense_vector(
+                a, v, np.dtype(np.float64))),
+            ("empty_sparse_vector", lambda f, a=axis, v=vector: f.format_get_empty_sparse_vector(
+                a, v, np.dtype(np.float64), 1, np.dtype(np.uint32))),
+        ]
+    for rows, columns, matrix in (("cell", "gene", name), (name, "gene", "UMIs"), ("cell", name, "UMIs")):
+        if matrix == "UMIs":
+            calls.append(("matrices_set", lambda f, r=rows, c=columns: f.format_matrices_set(r, c)))
+        calls += [
+            ("has_matrix", lambda f, r=rows, c=columns, m=matrix: f.format_has_matrix(r, c, m)),
+            ("get_matrix", lambda f, r=rows, c=columns, m=matrix: f.format_get_matrix(r, c, m)),
+            ("set_matrix", lambda f, r=rows, c=columns, m=matrix: f.format_set_matrix(r, c, m, 1.0)),
+            ("delete_matrix", lambda f, r=rows, c=columns, m=matrix: f.format_delete_matrix(r, c, m, for_set=False)),
+            ("empty_dense_matrix", lambda f, r=rows, c=columns, m=matrix: f.format_get_empty_dense_matrix(
+                r, c, m, np.dtype(np.float32))),
+            ("empty_sparse_matrix", lambda f, r=rows, c=columns, m=matrix: f.format_get_empty_sparse_matrix(
+                r, c, m, np.dtype(np.float32), 1, np.dtype(np.uint32))),
+        ]
+    return calls
+
+
+def _public_calls(name: Any) -> list[tuple[str, Callable[[Any], Any]]]:
+    return [
+        ("has_scalar", lambda d: d.has_scalar(name)),
+        ("get_scalar", lambda d: d.get_scalar(name)),
+        ("set_scalar", lambda d: d.set_scalar(name, 1)),
+        ("delete_scalar", lambda d: d.delete_scalar(name)),
+        ("has_axis", lambda d: d.has_axis(name)),
+        ("axis_vector", lambda d: d.axis_vector(name)),
+        ("add_axis", lambda d: d.add_axis(name, ["a"])),
+        ("delete_axis", lambda d: d.delete_axis(name)),
+        ("has_vector", lambda d: d.has_vector("cell", name)),
+        ("get_vector", lambda d: d.get_vector("cell", name)),
+        ("set_vector", lambda d: d.set_vector("cell", name, np.zeros(4))),
+        ("delete_vector", lambda d: d.delete_vector("cell", name)),
+        ("has_matrix", lambda d: d.has_matrix("cell", "gene", name)),
+        ("get_matrix", lambda d: d.get_matrix("cell", "gene", name)),
+        ("set_matrix", lambda d: d.set_matrix("cell", "gene", name, np.zeros((4, 3)))),
+        ("delete_matrix", lambda d: d.delete_matrix("cell", "gene", name)),
+        ("get_query", lambda d: d[Axis("cell") | LookupVector(name)]),
+        ("get_query", lambda d: d[LookupScalar(name)]),
+    ]
+
+
+@pytest.mark.parametrize("name", HOSTILE_NAMES, ids=repr)
+def test_hostile_names_never_leave_the_directory(tmp_path, sentinel, name):
+    """Every entry point, through the storage itself and through the API: a name that is not a single file name is
+    refused with a DafError and nothing outside the data set (nor any stored property) changes."""
+    path = tmp_path / "data.daf"
+    daf = example(path)
+    before = everything(daf)
+    for what, call in _backend_calls(name):
+        with pytest.raises(pydaf.DafError):
+            call(daf.format)
+            pytest.fail(f"format_{what} accepted the name {name!r}")
+        daf.format.format_discard_empty()
+    for what, call in _public_calls(name):
+        try:
+            result = call(daf)
+        except pydaf.DafError:
+            continue
+        assert what.startswith("has_") and result is False, f"{what} accepted the name {name!r}"
+    assert everything(pydaf.FilesDaf(path, "r")) == before
+
+
+def test_a_query_with_escaped_slashes_reads_nothing_outside(tmp_path, sentinel):
+    daf = example(tmp_path / "data.daf", "w")
+    for query in (Axis("cell") | LookupVector("../../../sentinel/victim"), LookupScalar("../../sentinel/inside/victim"),
+                  "@ cell : v\\/..\\/..\\/..\\/..\\/sentinel\\/victim"):
+        with pytest.raises(pydaf.DafError):
+            daf[query]
+
+
+def test_path_safe_odd_names_stay_inside(tmp_path, sentinel):
+    """Names that are odd but single file names (backslash, spaces, unicode, a leading dash) are stored inside."""
+    path = tmp_path / "data.daf"
+    daf = example(path)
+    for name in ("with space", "ünï ☃", "-rf", "x.json", "y.backup", "z.tmp-1"):
+        daf.set_vector("cell", name, np.arange(4.0)).set_scalar(name, name)
+        assert pydaf.FilesDaf(path, "r").get_vector("cell", name).tolist() == [0, 1, 2, 3]
+        assert pydaf.FilesDaf(path, "r").get_scalar(name) == name
+    daf.format.format_set_vector("cell", "a\\b", np.arange(4.0))  # the writer layer refuses it; FilesDaf can
+    assert (path / "vectors" / "cell" / "a\\b.data").exists()
+    assert {"a\\b", "x.json", "y.backup", "z.tmp-1"} <= pydaf.FilesDaf(path, "r").vectors_set("cell")
+    long = "a" * 250  # a file name, but one whose hidden backup would not be
+    assert not daf.has_vector("cell", long) and not daf.format.format_has_vector("cell", "a" * 300)
+    with pytest.raises(pydaf.DafNameError, match="too long"):
+        daf.set_vector("cell", long, np.arange(4.0))
+
+
+# Hostile directories.
+
+
+def _link(link: Path, target: Path) -> None:
+    if link.is_symlink() or link.is_file():
+        link.unlink()
+    elif link.is_dir():
+        import shutil
+
+        shutil.rmtree(link)
+    link.symlink_to(target)
+
+
+def test_a_metadata_json_link_is_replaced_never_followed(tmp_path, sentinel):
+    path = tmp_path / "data.daf"
+    example(path)
+    _link(path / "metadata.json", sentinel / "metadata.json")
+    daf = pydaf.FilesDaf(path, "r+")
+    _link(path / "metadata.json", sentinel / "metadata.json")  # again, under the open writer
+    daf.set_scalar("more", 1)
+    assert not (path / "metadata.json").is_symlink()
+    _link(path / "metadata.json", sentinel / "metadata.json")
+    daf.delete_scalar("more")
+    assert not (path / "metadata.json").is_symlink()
+    assert "scalars/title" in json.loads((path / "metadata.json").read_text())
+
+
+@pytest.mark.parametrize("planted", ["daf.json", "scalars", "axes", "vectors", "vectors/cell", "matrices",
+                                     "matrices/cell", "matrices/cell/gene", "matrices/gene/cell"])
+def test_linked_folders_and_files_are_refused(tmp_path, sentinel, planted):
+    """A link at a path FilesDaf opens (pointing at a copy of the data, so following it would "work"): reads and
+    writes through it are refused with a DafError; deleting the axis removes the link itself."""
+    import shutil
+
+    path = tmp_path / "data.daf"
+    example(path)
+    copy = tmp_path / "elsewhere" / "copy"
+    copy.parent.mkdir()
+    if (path / planted).is_dir():
+        shutil.copytree(path / planted, copy)
+    else:
+        shutil.copy(path / planted, copy)
+    before = tree(copy.parent)
+    _link(path / planted, copy)
+    if planted == "daf.json":
+        for mode in ("r", "r+", "w+"):
+            with pytest.raises(pydaf.DafFormatError, match="daf.json"):
+                pydaf.FilesDaf(path, mode)
+        return
+    if planted == "scalars":  # the open looks for the "name" scalar
+        for mode in ("r", "r+"):
+            with pytest.raises(pydaf.DafFormatError, match="scalars: a symbolic link"):
+                pydaf.FilesDaf(path, mode)
+        assert tree(copy.parent) == before
+        return
+    outcomes = everything(pydaf.FilesDaf(path, "r"))
+    assert "DafFormatError" in outcomes.values(), outcomes
+    writer = pydaf.FilesDaf(path, "r+")
+    for write in (lambda: writer.set_scalar("new", 1), lambda: writer.set_vector("cell", "new", np.zeros(4)),
+                  lambda: writer.set_matrix("cell", "gene", "new", np.zeros((4, 3))),
+                  lambda: writer.delete_vector("cell", "age", must_exist=False),
+                  lambda: writer.delete_matrix("cell", "gene", "UMIs", must_exist=False),
+                  lambda: writer.add_axis("donor", ["d"])):
+        with contextlib.suppress(pydaf.DafError):
+            write()
+    for axis in ("cell", "gene", "donor"):
+        with contextlib.suppress(pydaf.DafError):
+            writer.delete_axis(axis, must_exist=False)
+    assert tree(copy.parent) == before
+
+
+def test_links_at_the_temporary_and_backup_names_are_never_followed(tmp_path, sentinel):
+    """Temporaries are created exclusively under unpredictable names, so links planted at the names an older writer
+    used (``.<file>.tmp-<pid>``) or at the backup names are never written through."""
+    path = tmp_path / "data.daf"
+    example(path)  # and closed
+    folder = path / "vectors" / "cell"
+
+    def plant() -> None:
+        for name in ("age.data", "age.json", "new.data", "new.json", "built.data", "built.json"):
+            for planted in (f".{name}.tmp-{os.getpid()}", f".{name}.backup"):
+                _link(folder / planted, sentinel / "victim.data")
+        for name in ("metadata.json", "daf.json"):
+            _link(path / f".{name}.tmp-{os.getpid()}", sentinel / name)
+
+    plant()
+    assert pydaf.FilesDaf(path, "r").get_vector("cell", "age").tolist() == [1.5, 2.5, 3.5, 4.5]
+    daf = pydaf.FilesDaf(path, "r+")  # repairs: drops the planted links (never their targets)
+    plant()  # and again under the open writer
+    assert not daf.has_vector("cell", "new")  # a backup that is a link is not a property
+    daf.set_vector("cell", "age", np.full(4, 2.0), overwrite=True).set_vector("cell", "new", np.full(4, 3.0))
+    daf.set_scalar("other", 1)
+    with daf.empty_dense_vector("cell", "built", "Float64") as built:
+        built[:] = 5
+    del daf
+    reopened = pydaf.FilesDaf(path, "r+")
+    assert not [name for name in os.listdir(folder) if name.startswith(".")]
+    assert reopened.get_vector("cell", "age").tolist() == [2.0] * 4
+    assert reopened.get_vector("cell", "new").tolist() == [3.0] * 4
+    assert reopened.get_vector("cell", "built").tolist() == [5.0] * 4
+
+
+def test_a_planted_dot_dot_axis_deletes_nothing(tmp_path, sentinel):
+    """Files named so they would list as axis ``..`` or ``.`` (``axes/...txt``, ``axes/..txt``) are not axes."""
+    path = tmp_path / "data.daf"
+    example(path)
+    (path / "axes" / "...txt").write_text("a\n")
+    (path / "axes" / "..txt").write_text("a\n")
+    before = tree(path)
+    daf = pydaf.FilesDaf(path, "r+")
+    assert daf.axes_set() == {"cell", "gene"}
+    for name in ("..", "."):
+        with pytest.raises(pydaf.DafError):
+            daf.delete_axis(name)
+        with pytest.raises(pydaf.DafError):
+            daf.add_axis(name, ["x"])
+    assert all(key in tree(path) for key in before)
+    assert everything(daf)["vectors/cell/age"][2] == [1.5, 2.5, 3.5, 4.5]
+
+
+def test_odd_file_names_in_the_directory(tmp_path, sentinel):
+    """Non-UTF-8 file names are not Daf names (skipped), names with a newline are listed and read, FIFOs and folders
+    where files belong are refused, and none of it stops a writable open or a rebuild of ``metadata.json``."""
+    path = tmp_path / "data.daf"
+    example(path)
+    folder = path / "vectors" / "cell"
+    descriptor = b'{"format":"dense","eltype":"Float64"}\n'
+    os.close(os.open(os.path.join(os.fsencode(folder), b"\xff.json"), os.O_CREAT | os.O_WRONLY))
+    (folder / "a\nb.json").write_bytes(descriptor)
+    (folder / "a\nb.data").write_bytes(np.arange(4.0).tobytes())
+    os.mkfifo(folder / "fifo.json")
+    (folder / "dir.json").mkdir()
+    daf = pydaf.FilesDaf(path, "r+")
+    assert {"a\nb", "fifo", "dir"} <= daf.vectors_set("cell") and "\udcff" not in daf.vectors_set("cell")
+    assert daf.format.format_get_vector("cell", "a\nb")[0].tolist() == [0, 1, 2, 3]
+    for name in ("fifo", "dir"):
+        with pytest.raises(pydaf.DafFormatError):
+            daf.get_vector("cell", name)
+    daf.delete_vector("cell", "age")  # rebuilds metadata.json
+    index = json.loads((path / "metadata.json").read_text())
+    assert "vectors/cell/a\nb" in index and "vectors/cell/age" not in index
+
+
+# Modes never destroy what is not a Daf data set.
+
+
+def test_mode_w_refuses_a_folder_that_is_not_a_daf_data_set(tmp_path):
+    folder = tmp_path / "my documents"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "thesis.tex").write_text("years of work")
+    (folder / "sub" / "data.csv").write_text("1,2,3")
+    before = tree(folder)
+    for mode in ("w", "w+"):
+        with pytest.raises(pydaf.DafModeError, match="not a daf directory"):
+            pydaf.FilesDaf(folder, mode)
+    for mode in ("r", "r+"):
+        with pytest.raises(pydaf.DafFormatError, match="not a daf directory"):
+            pydaf.FilesDaf(folder, mode)
+    assert tree(folder) == before
+    (tmp_path / "file").write_text("not a folder")
+    with pytest.raises(pydaf.DafFormatError, match="not a directory"):
+        pydaf.FilesDaf(tmp_path / "file", "w")
+    assert (tmp_path / "file").read_text() == "not a folder"
+
+
+def test_mode_w_removes_only_dafs_own_files(tmp_path, sentinel):
+    """Truncating a Daf directory removes Daf's files and folders, keeps anything else, and never follows a link."""
+    path = tmp_path / "data.daf"
+    example(path)
+    (path / "README.txt").write_text("notes about the data")
+    (path / "extra").mkdir()
+    (path / "extra" / "keep.txt").write_text("keep")
+    _link(path / "matrices" / "cell", sentinel / "inside")
+    (path / "vectors" / "outside").symlink_to(sentinel)
+    daf = pydaf.FilesDaf(path, "w")
+    assert daf.axes_set() == set() and daf.scalars_set() == set()
+    assert (path / "README.txt").read_text() == "notes about the data" and (path / "extra" / "keep.txt").exists()
+    assert (path / "daf.json").read_text() == '{"version":[1,1]}\n' and (path / "metadata.json").read_text() == "{}"
+    assert sorted(os.listdir(path)) == [".daf.lock", "README.txt", "axes", "daf.json", "extra", "matrices",
+                                        "metadata.json", "scalars", "vectors"]
+
+
+def test_an_interrupted_creation_can_be_opened_again(tmp_path):
+    """A creation killed before daf.json was written leaves only Daf's own empty skeleton: mode w+ completes it."""
+    path = tmp_path / "new.daf"
+    for folder in ("scalars", "axes"):
+        (path / folder).mkdir(parents=True)
+    (path / ".daf.lock").write_text("")
+    (path / ".metadata.json.tmp-0123abcd").write_text("{")
+    daf = pydaf.FilesDaf(path, "w+").set_scalar("x", 1)
+    assert pydaf.FilesDaf(path, "r").get_scalar("x") == 1 and daf.has_scalar("x")
+    assert not [name for name in os.listdir(path) if ".tmp-" in name]
+
+
+# Read-only opens are read-only all the way down, and never write.
+
+
+def _leftovers(path: Path) -> None:
+    """What writers killed at various moments leave behind."""
+    cell = path / "vectors" / "cell"
+    os.replace(cell / "age.json", cell / ".age.json.backup")  # an overwrite killed before its commit
+    os.replace(cell / "age.data", cell / ".age.data.backup")
+    (cell / "age.data").write_bytes(np.full(4, 99.0).tobytes())
+    (cell / ".kind.txt.tmp-1234").write_bytes(b"partial")
+    os.link(cell / "sparse.json", cell / ".sparse.json.backup")  # an overwrite killed after its commit
+    (path / "metadata.json").write_text('{"stale":')
+
+
+def test_a_read_only_open_never_writes(tmp_path):
+    path = tmp_path / "data.daf"
+    expected = everything(example(path))
+    _leftovers(path)
+    before = tree(path)
+    daf = pydaf.FilesDaf(path, "r")
+    assert everything(daf) == expected  # the committed state, read from the leftovers
+    daf.description(deep=True)
+    assert tree(path) == before
+    (path / "metadata.json").unlink()
+    before = tree(path)
+    assert everything(pydaf.FilesDaf(path, "r")) == expected
+    assert tree(path) == before  # a read-only open does not rebuild a missing metadata.json either
+    assert everything(pydaf.FilesDaf(path, "r+")) == expected  # the writer repairs
+    assert not [name for name in os.listdir(path / "vectors" / "cell") if name.startswith(".")]
+    index = json.loads((path / "metadata.json").read_text())
+    assert index["vectors/cell/age"] == {"format": "dense", "eltype": "Float64"}
+
+
+def test_a_read_only_data_set_is_read_only_all_the_way_down(tmp_path):
+    path = tmp_path / "data.daf"
+    expected = everything(example(path))
+    before = tree(path)
+    daf = pydaf.FilesDaf(path, "r")
+    base = daf.base
+    for write in (lambda: base.set_scalar("x", 1), lambda: base.set_scalar("title", "x", overwrite=True),
+                  lambda: base.delete_scalar("title"), lambda: base.add_axis("donor", ["d"]),
+                  lambda: base.delete_axis("cell"), lambda: base.set_vector("cell", "age", 0, overwrite=True),
+                  lambda: base.delete_vector("cell", "age"), lambda: base.set_matrix("cell", "gene", "x", 1.0),
+                  lambda: base.delete_matrix("cell", "gene", "UMIs"), lambda: base.relayout_matrix(
+                      "cell", "gene", "label"),
+                  lambda: base.format.format_set_scalar("x", np.int64(1)), lambda: base.format.format_delete_scalar(
+                      "title", for_set=True)):
+        with pytest.raises(pydaf.DafReadOnlyError):
+            write()
+    for build in (lambda: base.empty_dense_vector("cell", "x", "Float32"),
+                  lambda: base.empty_sparse_matrix("cell", "gene", "x", "Float32", 1)):
+        with pytest.raises(pydaf.DafReadOnlyError), build():
+            pytest.fail("a read-only data set handed out a writable buffer")
+    assert tree(path) == before and everything(daf) == expected
+
+
+@pytest.mark.parametrize("mode", ["r", "r+"])
+def test_returned_arrays_are_read_only_maps(tmp_path, mode):
+    path = tmp_path / "data.daf"
+    example(path).add_axis("many", [str(index) for index in range(5000)]).set_vector("many", "big",
+                                                                                     np.arange(5000.0))
+    daf = pydaf.FilesDaf(path, mode)
+    arrays = [daf.get_vector("many", "big"), daf.get_vector("cell", "age"), daf.get_matrix("cell", "gene", "UMIs"),
+              daf.format.format_get_vector("many", "big")[0], daf.format.format_get_matrix("cell", "gene", "UMIs")[0]]
+    stored = daf.get_stored_matrix("cell", "gene", "fraction")
+    arrays += [stored.colptr, stored.rowval, stored.nzval]
+    for array in arrays:
+        assert not array.flags.writeable
+        with pytest.raises(ValueError):
+            array.flags.writeable = True
+        with pytest.raises(ValueError):
+            array[...] = 0
+    assert daf.get_vector("many", "big")[1] == 1.0
