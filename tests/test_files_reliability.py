@@ -78,7 +78,8 @@ def example(path: Path, mode: str = "w") -> pydaf.DafWriter:
     daf.set_vector("cell", "age", np.array([1.5, 2.5, 3.5, 4.5]))
     daf.set_vector("cell", "kind", ["a", "b", "a", "c"])
     daf.set_vector("cell", "sparse", sp.csr_matrix(np.array([[0, 7, 0, 9]], dtype=np.int32)))
-    daf.set_vector("cell", "tag", ["", "", "", "x"])  # sparse strings
+    daf.add_axis("donor", [f"d{index}" for index in range(20)])
+    daf.set_vector("donor", "tag", ["x"] + [""] * 19)  # sparse strings
     daf.set_vector("gene", "is_marker", np.array([True, False, True]))
     daf.set_matrix("cell", "gene", "UMIs", np.arange(12, dtype=np.uint16).reshape(4, 3))
     daf.set_matrix("cell", "gene", "fraction", sp.csc_matrix(np.eye(4, 3, dtype=np.float32)))
@@ -100,7 +101,8 @@ def everything(daf: pydaf.DafReader) -> dict[str, Any]:
         if isinstance(value, set):
             return value
         if isinstance(value, np.ndarray):
-            value = (str(value.dtype), value.shape, value.tolist())
+            value = (str(value.dtype), value.shape, value.tolist(),
+                     None if value.dtype == object else value.tobytes(order="F"))
         elif isinstance(value, pydaf.SparseVector | pydaf.SparseMatrixCSC):
             value = (type(value).__name__, value.shape, *(part.tolist() for part in (
                 (value.nzind, value.nzval) if isinstance(value, pydaf.SparseVector) else
@@ -321,10 +323,10 @@ def test_linked_folders_and_files_are_refused(tmp_path, sentinel, planted):
                   lambda: writer.set_matrix("cell", "gene", "new", np.zeros((4, 3))),
                   lambda: writer.delete_vector("cell", "age", must_exist=False),
                   lambda: writer.delete_matrix("cell", "gene", "UMIs", must_exist=False),
-                  lambda: writer.add_axis("donor", ["d"])):
+                  lambda: writer.add_axis("batch", ["b"])):
         with contextlib.suppress(pydaf.DafError):
             write()
-    for axis in ("cell", "gene", "donor"):
+    for axis in ("cell", "gene", "donor", "batch"):
         with contextlib.suppress(pydaf.DafError):
             writer.delete_axis(axis, must_exist=False)
     assert tree(copy.parent) == before
@@ -369,7 +371,7 @@ def test_a_planted_dot_dot_axis_deletes_nothing(tmp_path, sentinel):
     (path / "axes" / "..txt").write_text("a\n")
     before = tree(path)
     daf = pydaf.FilesDaf(path, "r+")
-    assert daf.axes_set() == {"cell", "gene"}
+    assert daf.axes_set() == {"cell", "gene", "donor"}
     for name in ("..", "."):
         with pytest.raises(pydaf.DafError):
             daf.delete_axis(name)
@@ -493,7 +495,7 @@ def test_a_read_only_data_set_is_read_only_all_the_way_down(tmp_path):
     daf = pydaf.FilesDaf(path, "r")
     base = daf.base
     for write in (lambda: base.set_scalar("x", 1), lambda: base.set_scalar("title", "x", overwrite=True),
-                  lambda: base.delete_scalar("title"), lambda: base.add_axis("donor", ["d"]),
+                  lambda: base.delete_scalar("title"), lambda: base.add_axis("batch", ["b"]),
                   lambda: base.delete_axis("cell"), lambda: base.set_vector("cell", "age", 0, overwrite=True),
                   lambda: base.delete_vector("cell", "age"), lambda: base.set_matrix("cell", "gene", "x", 1.0),
                   lambda: base.delete_matrix("cell", "gene", "UMIs"), lambda: base.relayout_matrix(
@@ -526,3 +528,196 @@ def test_returned_arrays_are_read_only_maps(tmp_path, mode):
         with pytest.raises(ValueError):
             array[...] = 0
     assert daf.get_vector("many", "big")[1] == 1.0
+
+
+# Corrupt directories: every read is a DafError or a correct read; nothing crashes, hangs or allocates hugely.
+
+DECLARED = (".data", ".nzind", ".nzval", ".colptr", ".rowval")  # binary files whose length the descriptor fixes
+
+
+def _property_key(relative: str) -> str:
+    """``vectors/cell/age.data`` -> ``vectors/cell/age``."""
+    folder, _, file = relative.rpartition("/")
+    return f"{folder}/{file.split('.', 1)[0]}"
+
+
+def _check_corrupted(path: Path, relative: str, reference: dict[str, Any], *, must_fail: bool) -> dict[str, Any]:
+    """Read everything after ``relative`` was corrupted: only DafErrors; untouched properties read as before; the
+    corrupted property raises (``must_fail``) or reads what its files hold."""
+    tracemalloc.start()
+    try:
+        try:
+            daf = pydaf.FilesDaf(path, "r")
+        except pydaf.DafError:
+            assert relative == "daf.json", f"the open failed for a corrupt {relative}"
+            return {}
+        values = everything(daf)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 64e6, f"reading a tiny corrupt data set allocated {peak / 1e6:.0f} MB"
+    corrupted = _property_key(relative)
+    for key, value in reference.items():
+        axis_file = relative.startswith("axes/") and relative[5:-4] in key.split("/")[1:-1] + (
+            [key.split("/")[1]] if key.startswith("axes/") else [])
+        if key != corrupted and not axis_file and relative not in ("metadata.json", "daf.json"):
+            assert values.get(key) == value, f"{key} changed when {relative} was corrupted"
+    outcome = values.get(corrupted)
+    if must_fail:
+        assert outcome == "DafFormatError", f"{corrupted} read as {outcome} with a corrupt {relative}"
+    elif isinstance(outcome, tuple) and outcome[0] != "SparseVector" and outcome[0] != "SparseMatrixCSC" and \
+            relative.endswith(".data") and not outcome[0] == "object":
+        assert outcome[3] == (path / relative).read_bytes(), f"{corrupted} misread"
+    return values
+
+
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory) -> tuple[Path, dict[str, Any]]:
+    path = tmp_path_factory.mktemp("pristine") / "data.daf"
+    example(path)
+    return path, everything(pydaf.FilesDaf(path, "r"))
+
+
+def _copy(pristine: Path, target: Path) -> Path:
+    import shutil
+
+    shutil.copytree(pristine, target, ignore=shutil.ignore_patterns(".daf.lock"))
+    return target
+
+
+HOSTILE_JSON = [b"", b"{", b"[]", b'"dense"', b"null", b"\xff\xfe{}", b"[" * 100_000, b'{"format":"dense"}',
+                b'{"format":"lazy","eltype":"Float64"}', b'{"format":["dense"],"eltype":"Float64"}',
+                b'{"format":"dense","eltype":"Complex64"}', b'{"format":"dense","eltype":["Float64"]}',
+                b'{"format":"dense","eltype":"Float32"}', b'{"format":"dense","eltype":"String"}',
+                b'{"format":"sparse"}', b'{"format":"sparse","eltype":"Float64","indtype":"Float64"}',
+                b'{"format":"sparse","eltype":"Float64","indtype":7}',
+                b'{"format":"sparse","nzind":{"format":"dense","eltype":"Int64","n_elements":1000000000000000}}',
+                b'{"format":"sparse","nzind":{"format":"dense","eltype":"Int64","n_elements":-1}}',
+                b'{"format":"sparse","nzind":{"format":"dense","eltype":"Int64","n_elements":true}}',
+                b'{"format":"sparse","nzind":{"format":"dense","eltype":"Int64","n_elements":1.5}}',
+                b'{"format":"dense","eltype":"Float64","packed_format":"indexed+zipped"}']
+
+
+@pytest.mark.parametrize("descriptor", HOSTILE_JSON, ids=lambda text: text[:40].decode("utf-8", "replace"))
+@pytest.mark.parametrize("relative", ["vectors/cell/age.json", "vectors/cell/sparse.json",
+                                      "matrices/cell/gene/fraction.json", "matrices/cell/gene/UMIs.json"])
+def test_hostile_descriptors(tmp_path, pristine, relative, descriptor):
+    path = _copy(pristine[0], tmp_path / "data.daf")
+    (path / relative).write_bytes(descriptor)
+    _check_corrupted(path, relative, pristine[1], must_fail=True)
+
+
+SIZES = [("vectors/cell/age.data", 31), ("vectors/cell/age.data", 33), ("vectors/cell/age.data", 0),
+         ("vectors/cell/sparse.nzind", 4), ("vectors/cell/sparse.nzval", 12), ("matrices/cell/gene/UMIs.data", 22),
+         ("matrices/cell/gene/fraction.colptr", 24), ("matrices/cell/gene/fraction.rowval", 100),
+         ("matrices/cell/gene/fraction.nzval", 8), ("matrices/gene/cell/UMIs.data", 10 ** 6),
+         ("vectors/cell/kind.txt", 4), ("vectors/cell/kind.txt", 9), ("vectors/donor/tag.nztxt", 0),
+         ("matrices/cell/gene/label.txt", 5)]
+
+
+@pytest.mark.parametrize(("relative", "size"), SIZES)
+def test_data_files_of_the_wrong_size(tmp_path, pristine, relative, size):
+    path = _copy(pristine[0], tmp_path / "data.daf")
+    data = (path / relative).read_bytes()
+    (path / relative).write_bytes((data * (size // max(len(data), 1) + 1))[:size])
+    _check_corrupted(path, relative, pristine[1], must_fail=True)
+
+
+@pytest.mark.parametrize("relative", ["vectors/cell/age.data", "vectors/cell/sparse.nzind",
+                                      "matrices/cell/gene/fraction.colptr", "vectors/cell/age.json"])
+def test_missing_and_replaced_data_files(tmp_path, pristine, relative):
+    path = _copy(pristine[0], tmp_path / "data.daf")
+    (path / relative).unlink()
+    _check_corrupted(path, relative, pristine[1], must_fail=not relative.endswith(".json"))
+    (path / relative).mkdir()
+    _check_corrupted(path, relative, pristine[1], must_fail=True)
+
+
+SCALARS = [b'{"type":"Int8","value":300}', b'{"type":"Int64","value":1.5}', b'{"type":"UInt8","value":-1}',
+           b'{"type":"Bool","value":2}', b'{"type":"String","value":5}', b'{"type":"Float32","value":1e300}',
+           b'{"type":"Int64","value":1e400}', b'{"type":"Int64","value":"x"}', b'{"value":1}',
+           b'{"type":"Int64"}', b'{"type":["Int64"],"value":1}', b'{"type":"Int64","value":' + b"9" * 4000 + b"}",
+           b'{"type":"Float64","value":' + b"9" * 4000 + b"}", b'{"type":"Float64","value":[1]}', b"[1]",
+           b'{"type":"Date","value":1}']
+
+
+@pytest.mark.parametrize("descriptor", SCALARS, ids=lambda text: text[:40].decode())
+def test_hostile_scalars(tmp_path, pristine, descriptor):
+    path = _copy(pristine[0], tmp_path / "data.daf")
+    (path / "scalars" / "count.json").write_bytes(descriptor)
+    _check_corrupted(path, "scalars/count.json", pristine[1], must_fail=True)
+    (path / "scalars" / "name.json").write_bytes(descriptor)  # read by the open itself
+    with pytest.raises(pydaf.DafFormatError, match="the scalar: name"):
+        pydaf.FilesDaf(path, "r")
+
+
+def test_scalars_convert_as_julia_does(tmp_path, pristine):
+    path = _copy(pristine[0], tmp_path / "data.daf")
+    for text, expected in ((b'{"type":"Int8","value":3.0}', np.int8(3)), (b'{"type":"Bool","value":1}', np.True_),
+                           (b'{"type":"bool","value":false}', np.False_), (b'{"type":"Float32","value":2}',
+                                                                           np.float32(2)),
+                           (b'{"value":"x","type":"string"}', "x"), (b'{"type":"Int","value":-7}', np.int64(-7))):
+        (path / "scalars" / "count.json").write_bytes(text)
+        value = pydaf.FilesDaf(path, "r").get_scalar("count")
+        assert value == expected and type(value) is type(expected), (text, value)
+
+
+@pytest.mark.parametrize("text", [b"", b"{", b"[1,1]", b'{"version":[1]}', b'{"version":["1","1"]}',
+                                  b'{"version":[true,false]}', b'{"version":[2,0]}', b'{"version":[1,2]}',
+                                  b'{"version":{"major":1}}', b"\xff", b"[" * 100_000, b" " * 5000])
+def test_hostile_daf_json(tmp_path, pristine, text):
+    path = _copy(pristine[0], tmp_path / "data.daf")
+    (path / "daf.json").write_bytes(text)
+    for mode in ("r", "r+", "w+"):
+        with pytest.raises(pydaf.DafFormatError):
+            pydaf.FilesDaf(path, mode)
+
+
+@pytest.mark.parametrize("text", [b"c0\nc1\nc2\nc3", b"c0\n\xff\n", b"c0\nc1\n", b"c0\nc1\nc2\nc3\nc4\n"])
+def test_hostile_axis_files(tmp_path, pristine, text):
+    path = _copy(pristine[0], tmp_path / "data.daf")
+    (path / "axes" / "cell.txt").write_bytes(text)
+    values = _check_corrupted(path, "axes/cell.txt", pristine[1], must_fail=False)
+    for key in ("vectors/cell/age", "vectors/cell/kind", "matrices/cell/gene/UMIs", "matrices/gene/cell/UMIs"):
+        assert values[key] == "DafFormatError", key  # (a sparse vector may fit the new length, and is read)
+
+
+_MUTATIONS = st.one_of(
+    st.tuples(st.just("truncate"), st.integers(0, 200)),
+    st.tuples(st.just("append"), st.binary(min_size=1, max_size=64)),
+    st.tuples(st.just("flip"), st.integers(0, 10 ** 6), st.integers(1, 255)),
+    st.tuples(st.just("replace"), st.one_of(
+        st.binary(max_size=200),
+        st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+                     lambda children: st.lists(children, max_size=4) | st.dictionaries(
+                         st.sampled_from(["format", "eltype", "indtype", "n_elements", "nzind", "nzval", "colptr",
+                                          "rowval", "type", "value", "version"]), children, max_size=4),
+                     max_leaves=12).map(lambda value: json.dumps(value).encode()))))
+
+
+def _mutate(data: bytes, mutation: tuple[Any, ...]) -> bytes:
+    if mutation[0] == "truncate":
+        return data[:mutation[1]]
+    if mutation[0] == "append":
+        return data + mutation[1]
+    if mutation[0] == "flip":
+        if not data:
+            return b"\x01"
+        position = mutation[1] % len(data)
+        return data[:position] + bytes([data[position] ^ mutation[2]]) + data[position + 1:]
+    return mutation[1]
+
+
+@settings(max_examples=max(40, round(500 * SOAK)), deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(index=st.integers(0, 10 ** 6), mutation=_MUTATIONS)
+def test_corruption_fuzz(tmp_path_factory, pristine, index, mutation):
+    path = _copy(pristine[0], tmp_path_factory.mktemp("fuzz") / "data.daf")
+    files = sorted(os.path.relpath(os.path.join(folder, file), path) for folder, _, names in os.walk(path)
+                   for file in names if not file.startswith("."))
+    relative = files[index % len(files)]
+    data = (path / relative).read_bytes()
+    mutated = _mutate(data, mutation)
+    (path / relative).write_bytes(mutated)
+    resized = len(mutated) != len(data) and relative.endswith(DECLARED) and "/" in relative
+    _check_corrupted(path, relative, pristine[1], must_fail=resized and mutated != data)

@@ -500,7 +500,7 @@ def _scalar_value(descriptor: Any, what: str) -> StorageScalar:
         if dtype.kind == "f":
             with suppress(OverflowError):
                 number = float(value)
-                if not np.isfinite(number) or abs(number) <= np.finfo(dtype).max:
+                if not np.isfinite(number) or abs(number) <= float(np.finfo(dtype).max):
                     return dtype.type(number)
     raise DafFormatError(f"invalid value: {str(value)[:100]}\nof {what}\n(expected a value of type: {eltype})")
 
@@ -995,10 +995,9 @@ class FilesFormat(FormatWriter):
             if cached is not None and cached[0] == version:
                 return cached[1]
             data = _read_fd(fd, status.st_size, axis + ".txt")
-            if data and not data.endswith(b"\n"):
-                raise DafFormatError(f"the text of {what}\ndoes not end with a newline")
-            self._axis_lengths[axis] = (version, data.count(b"\n"))
-            return data.count(b"\n")
+            length = _lines(data, data.count(b"\n"), what).shape[0]  # checks it as axis_vector does
+            self._axis_lengths[axis] = (version, length)
+            return length
 
         return self._axis_file(axis, read)
 
@@ -1069,8 +1068,10 @@ class FilesFormat(FormatWriter):
         if layout != "sparse":
             raise self._invalid(property, f"unknown format: {layout}")
         nzind, group = self._index(snapshot, descriptor, "nzind", None)
-        if nzind.shape[0] > length:
-            raise self._invalid(property, f"{nzind.shape[0]} stored entries for an axis of length {length}")
+        if nzind.shape[0] > length or (nzind.shape[0] and (int(nzind[0]) < 1 or int(nzind[-1]) > length)):
+            # The full check of the indices is an O(nnz) pass, left to the reader layer; these are O(1).
+            raise self._invalid(property, f"{nzind.shape[0]} stored entries from {int(nzind[0])} to "
+                                          f"{int(nzind[-1])} for an axis of length {length}")
         nzval, values_group = self._values(snapshot, descriptor, nzind.shape[0])
         if nzval.dtype == STRING_DTYPE:
             return dense_string_vector(length, nzind, nzval), CacheGroup.MemoryData
