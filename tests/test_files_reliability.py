@@ -721,3 +721,188 @@ def test_corruption_fuzz(tmp_path_factory, pristine, index, mutation):
     (path / relative).write_bytes(mutated)
     resized = len(mutated) != len(data) and relative.endswith(DECLARED) and "/" in relative
     _check_corrupted(path, relative, pristine[1], must_fail=resized and mutated != data)
+
+
+# Processes: one writer at a time, readers of a live writer, kills at random moments.
+
+LOCKER = """
+    import sys, pydaf
+    daf = pydaf.FilesDaf(sys.argv[1], "r+")
+    print("locked", flush=True)
+    sys.stdin.readline()
+"""
+
+
+def test_one_writer_process_at_a_time(tmp_path):
+    path = tmp_path / "data.daf"
+    example(path)
+    child = python(LOCKER, str(path), stdin=subprocess.PIPE)
+    try:
+        assert child.stdout.readline() == "locked\n"
+        for mode in ("r+", "w+", "w"):
+            with pytest.raises(pydaf.DafModeError, match=f"open for writing by another process \\(pid: {child.pid}"):
+                pydaf.FilesDaf(path, mode)
+        assert pydaf.FilesDaf(path, "r").get_scalar("title") == "cells"  # readers need no lock
+    finally:
+        child.kill()  # a killed writer's lock goes with it
+        child.wait()
+    first = pydaf.FilesDaf(path, "r+")
+    second = pydaf.FilesDaf(path, "r+")  # writable opens in one process share the lock
+    second.set_scalar("x", 1)
+    assert first.get_scalar("x") == 1
+    child = python(LOCKER, str(path), stdin=subprocess.PIPE)
+    assert child.wait(60) != 0 and "open for writing by another process" in child.stderr.read()
+    del first, second
+    gc.collect()
+    child = python(LOCKER, str(path), stdin=subprocess.PIPE)
+    assert child.stdout.readline() == "locked\n"
+    child.communicate("\n", timeout=60)
+    assert child.returncode == 0
+
+
+def test_a_forked_child_does_not_write_through_an_inherited_writer(tmp_path):
+    path = tmp_path / "data.daf"
+    daf = example(path)
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        code = 3
+        try:
+            daf.set_scalar("forked", 1)
+            code = 1
+        except pydaf.DafModeError:
+            code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert not daf.has_scalar("forked")
+    daf.set_scalar("parent", 1)  # the parent still holds the lock
+    assert pydaf.FilesDaf(path, "r").get_scalar("parent") == 1
+
+
+CONCURRENT_WRITER = """
+    import sys, time
+    from tests.files_workload import apply
+    import pydaf
+    daf = pydaf.FilesDaf(sys.argv[1], "r+")
+    print("ready", flush=True)
+    end = time.monotonic() + float(sys.argv[2])
+    index = 0
+    while time.monotonic() < end:
+        index += 1
+        apply(daf, index)
+    print(index, flush=True)
+"""
+
+CONCURRENT_READER = """
+    import json, sys, time
+    from tests.files_workload import keys, observed
+    import pydaf
+    end = time.monotonic() + float(sys.argv[2])
+    opens = reads = missing = 0
+    problems = []
+    while time.monotonic() < end:
+        daf = pydaf.FilesDaf(sys.argv[1], "r")
+        opens += 1
+        for key in sorted(keys(daf)):
+            try:
+                value = observed(daf, key)
+            except pydaf.DafMissingError:
+                value = "missing"
+            if value == "missing":
+                missing += 1
+            elif isinstance(value, str):
+                problems.append([key, value])
+            else:
+                reads += 1
+    print(json.dumps({"opens": opens, "reads": reads, "missing": missing, "problems": problems[:20]}), flush=True)
+"""
+
+
+def test_readers_of_a_live_writer(tmp_path):
+    """One writer process writing all the time (sets, overwrites changing forms, deletes, builders), three reader
+    processes opening the data set again and again: no reader ever sees a mixed or partial property, the writer
+    never fails, and nothing is left behind."""
+    from .files_workload import create
+
+    path = str(tmp_path / "data.daf")
+    create(path)
+    seconds = soak(30, 3)
+    writer = python(CONCURRENT_WRITER, path, str(seconds), cwd=REPOSITORY)
+    assert writer.stdout.readline() == "ready\n", writer.stderr.read()
+    readers = [python(CONCURRENT_READER, path, str(seconds), cwd=REPOSITORY) for _ in range(3)]
+    output, errors = writer.communicate(timeout=seconds * 10 + 120)
+    assert writer.returncode == 0, errors
+    writes = int(output)
+    for reader in readers:
+        output, errors = reader.communicate(timeout=seconds * 10 + 120)
+        assert reader.returncode == 0, errors
+        report = json.loads(output)
+        assert report["problems"] == [] and report["opens"] >= 2 and report["reads"] > 0, report
+    assert writes > 20
+    repaired = pydaf.FilesDaf(path, "r+")
+    assert not [name for folder, _, files in os.walk(path) for name in files if name.startswith(".") and
+                name != ".daf.lock"], "the writer left temporaries or backups"
+    assert json.loads(Path(path, "metadata.json").read_text()).keys() == _index_keys(repaired)
+
+
+def _index_keys(daf: pydaf.DafReader) -> set[str]:
+    from .files_workload import keys
+
+    return keys(daf) | {f"axes/{axis}" for axis in daf.axes_set()}
+
+
+KILLED_WRITER = """
+    import sys
+    from tests.files_workload import run
+    run(sys.argv[1], int(sys.argv[2]))
+"""
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
+def test_writers_killed_at_random_moments(tmp_path):
+    """A child process runs the workload and is killed at a random moment, again and again (each child goes on from
+    the last operation acknowledged). After each kill, a read-only open (which must not change a byte) and then a
+    writable open (which repairs) see every property whole, holding either its value after the last acknowledged
+    operation or after the one in flight: no silently wrong property, no lost earlier data."""
+    from .files_workload import advance, create, keys, observed
+
+    path = str(tmp_path / "data.daf")
+    create(path)
+    generator = random.Random(7)
+    state: dict[str, tuple[str, int]] = {}
+    done = 0  # operations acknowledged
+    kills = max(5, round(100 * SOAK))
+    interrupted = 0
+    for _ in range(kills):
+        child = python(KILLED_WRITER, path, str(done + 1), cwd=REPOSITORY)
+        assert child.stdout.readline() == "ready\n", child.stderr.read()
+        time.sleep(generator.uniform(0.0, 0.6))
+        child.send_signal(signal.SIGKILL)
+        output, _ = child.communicate(timeout=120)
+        assert child.returncode == -signal.SIGKILL
+        for line in output.split():
+            assert int(line) == done + 1
+            done += 1
+            state = advance(state, done)
+        possible = (state, advance(state, done + 1))  # the operation in flight may or may not have happened
+
+        leftovers = [name for folder, _, files in os.walk(path) for name in files
+                     if name.startswith(".") and name != ".daf.lock"]
+        interrupted += bool(leftovers)
+        before = tree(Path(path))
+        for mode in ("r", "r+"):
+            daf = pydaf.FilesDaf(path, mode)
+            present = keys(daf)
+            for key in present | possible[0].keys() | possible[1].keys():
+                value = observed(daf, key) if key in present else "missing"
+                allowed = {state.get(key, "missing") for state in possible}
+                assert value in allowed, f"after operation {done}: {key} holds {value}, expected one of {allowed}"
+            if mode == "r":
+                assert tree(Path(path)) == before, "a read-only open changed the directory"
+        assert not [name for folder, _, files in os.walk(path) for name in files
+                    if name.startswith(".") and name != ".daf.lock"], "the writable open left leftovers"
+        assert json.loads(Path(path, "metadata.json").read_text()).keys() == _index_keys(daf)
+        del daf
+        gc.collect()
+    assert done > kills and interrupted >= kills // 4, (done, interrupted)

@@ -345,8 +345,9 @@ def _acquire_writer_lock(root: int, path: str) -> tuple[tuple[int, int], _Writer
                 raise DafModeError(f"the daf directory: {path}\nis open for writing by another process (pid: "
                                    f"{holder or 'unknown'})\n(FilesDaf allows one writer process at a time; readers "
                                    "need no lock)") from None
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+            with suppress(OSError):  # only for the message of a refused writer: a full disk must not stop us
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         except BaseException:
             os.close(fd)
             raise
