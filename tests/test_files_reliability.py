@@ -455,6 +455,18 @@ def test_an_interrupted_creation_can_be_opened_again(tmp_path):
     assert not [name for name in os.listdir(path) if ".tmp-" in name]
 
 
+
+def test_an_interrupted_axis_delete_leaves_nothing_to_revive(tmp_path):
+    """A delete_axis killed after the axis file went (its folders still full): adding the axis again, with other
+    entries, starts empty instead of reviving vectors and matrices of the wrong length."""
+    path = tmp_path / "data.daf"
+    example(path)
+    (path / "axes" / "cell.txt").unlink()
+    daf = pydaf.FilesDaf(path, "r+").add_axis("cell", ["x", "y"])
+    assert daf.vectors_set("cell") == set() and daf.matrices_set("cell", "gene") == set()
+    assert daf.matrices_set("gene", "cell", relayout=False) == set()
+    assert everything(daf)["vectors/gene/is_marker"][2] == [True, False, True]
+
 # Read-only opens are read-only all the way down, and never write.
 
 
@@ -906,3 +918,124 @@ def test_writers_killed_at_random_moments(tmp_path):
         del daf
         gc.collect()
     assert done > kills and interrupted >= kills // 4, (done, interrupted)
+
+
+# Full disks and file-size limits: a DafError naming the property, everything stored before intact, never SIGBUS.
+
+FULL = 100_000  # entries of the big axis: a Float64 vector of it is 800 KB
+
+FILLER = """
+    import json, resource, sys
+    import numpy as np, scipy.sparse as sp, pydaf
+    path, limit = sys.argv[1], int(sys.argv[2])
+    if limit:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    daf = pydaf.FilesDaf(path, "r+")
+    results = {}
+
+    def attempt(key, call):
+        try:
+            call()
+            results[key] = "ok"
+        except pydaf.DafError as error:
+            results[key] = [type(error).__name__, getattr(error, "errno", None), str(error)]
+
+    def build():
+        with daf.empty_dense_vector("cell", "built", "Float64") as buffer:
+            buffer[:] = 1.0  # with a sparse file, this is where a full disk kills the process (SIGBUS)
+
+    def build_matrix():
+        with daf.empty_dense_matrix("cell", "gene", "built", "Float32") as buffer:
+            buffer[:] = 1.0
+
+    many = np.zeros((daf.axis_length("cell"), 2))
+    many[[0, 7], [0, 1]] = 3.0
+    attempt("set new", lambda: daf.set_vector("cell", "big", np.arange(float(daf.axis_length("cell")))))
+    attempt("overwrite", lambda: daf.set_vector("cell", "age", np.zeros(daf.axis_length("cell")), overwrite=True))
+    attempt("build", build)
+    attempt("build matrix", build_matrix)
+    attempt("relayout", lambda: daf.set_matrix("cell", "few", "sparse", sp.csc_matrix(many), overwrite=True))
+    attempt("small", lambda: daf.set_scalar("after", 1))
+    attempt("delete", lambda: daf.delete_vector("cell", "spare"))
+    print(json.dumps(results), flush=True)
+"""
+
+
+def _fill_target(path: Path) -> pydaf.DafWriter:
+    daf = pydaf.FilesDaf(path, "w")
+    daf.add_axis("cell", [str(index) for index in range(FULL)]).add_axis("gene", ["g0", "g1", "g2"]).add_axis(
+        "few", ["f0", "f1"])
+    daf.set_vector("cell", "age", np.arange(float(FULL))).set_vector("cell", "spare", np.ones(FULL, np.int8))
+    old = np.zeros((FULL, 2))
+    old[1, 1] = 5.0
+    daf.set_matrix("cell", "few", "sparse", sp.csc_matrix(old))
+    return daf
+
+
+def _check_after_full(path: Path, results: dict[str, Any], reason: int) -> None:
+    for key in ("set new", "overwrite", "build", "build matrix", "relayout"):
+        kind, number, message = results[key]
+        assert kind == "DafStorageError" and number == reason, (key, results[key])
+        assert "in the daf directory" in message and ("the vector: " in message or "the matrix: " in message)
+    assert results["small"] == "ok" and results["delete"] == "ok"
+    daf = pydaf.FilesDaf(path, "r")
+    assert daf.get_vector("cell", "age").tolist() == list(np.arange(float(FULL)))  # intact
+    assert not daf.has_vector("cell", "big") and not daf.has_vector("cell", "built")
+    assert not daf.has_vector("cell", "spare") and daf.get_scalar("after") == 1
+    assert not daf.has_matrix("cell", "gene", "built")
+    # The relayout failed after the new (cell, few) layout was stored: the old (few, cell) one is gone, not stale.
+    expected = np.zeros((FULL, 2))
+    expected[[0, 7], [0, 1]] = 3.0
+    np.testing.assert_array_equal(daf.get_matrix("cell", "few", "sparse").toarray(), expected)
+    np.testing.assert_array_equal(daf.get_matrix("few", "cell", "sparse").toarray(), expected.T)
+
+
+def test_a_file_size_limit(tmp_path):
+    """RLIMIT_FSIZE in a child process (every file above 200 KB fails with EFBIG)."""
+    path = tmp_path / "data.daf"
+    _fill_target(path)
+    child = python(FILLER, str(path), str(200_000))
+    output, errors = child.communicate(timeout=300)
+    assert child.returncode == 0, errors
+    _check_after_full(path, json.loads(output), errno.EFBIG)
+    pydaf.FilesDaf(path, "r+")
+    assert not [name for folder, _, files in os.walk(path) for name in files if ".tmp-" in name]
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 6 MB tmpfs mounted for the test (this needs root; pydaf's tests run as root in CI)."""
+    mount = tmp_path / "small"
+    mount.mkdir()
+    result = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=6m", "tmpfs", str(mount)], capture_output=True)
+    if result.returncode:
+        pytest.fail(f"can't mount a tmpfs (needs root): {result.stderr.decode()}; run the RLIMIT_FSIZE test instead")
+    try:
+        yield mount
+    finally:
+        gc.collect()
+        subprocess.run(["umount", "-l", str(mount)], check=True)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small tmpfs needs root; test_a_file_size_limit covers the "
+                                               "same failures with RLIMIT_FSIZE")
+def test_a_full_disk(small_disk):
+    """A full tmpfs: writes fail with ENOSPC before anything changes; a builder's file is allocated before it is
+    mapped, so filling it can't kill the process (SIGBUS); deletes still work; the index is rebuilt later."""
+    path = small_disk / "data.daf"
+    _fill_target(path)
+    status = os.statvfs(small_disk)
+    filler = small_disk / "filler"
+    filler.write_bytes(b"\0" * (status.f_bavail * status.f_frsize - 200_000))
+    child = python(FILLER, str(path), "0")
+    output, errors = child.communicate(timeout=300)
+    assert child.returncode == 0, f"the writer died ({child.returncode}): {errors}"
+    _check_after_full(path, json.loads(output), errno.ENOSPC)
+    filler.unlink()
+    daf = pydaf.FilesDaf(path, "r+")  # repairs: drops leftovers, rebuilds the index if it had to be removed
+    assert not [name for folder, _, files in os.walk(path) for name in files if ".tmp-" in name]
+    index = json.loads((path / "metadata.json").read_text())
+    assert index.keys() == {f"axes/{axis}" for axis in daf.axes_set()} | {"scalars/after", "vectors/cell/age",
+                                                                          "matrices/cell/few/sparse",
+                                                                          "matrices/few/cell/sparse"} - {
+        key for key in ("matrices/few/cell/sparse",) if not daf.has_matrix("few", "cell", "sparse", relayout=False)}
