@@ -12,7 +12,6 @@ from __future__ import annotations
 import random
 import sys
 from itertools import count
-from typing import Any
 
 import numpy as np
 import scipy.sparse as sp

@@ -15,7 +15,6 @@ import hashlib
 import json
 import os
 import random
-import resource
 import signal
 import subprocess
 import sys
@@ -307,7 +306,7 @@ def test_linked_folders_and_files_are_refused(tmp_path, sentinel, planted):
     _link(path / planted, copy)
     if planted == "daf.json":
         for mode in ("r", "r+", "w+"):
-            with pytest.raises(pydaf.DafFormatError, match="daf.json"):
+            with pytest.raises(pydaf.DafFormatError, match=r"daf\.json"):
                 pydaf.FilesDaf(path, mode)
         return
     if planted == "scalars":  # the open looks for the "name" scalar
