@@ -61,7 +61,8 @@ def test_killed_writers_leave_only_whole_properties(tmp_path):
         assert process.stdout is not None and process.stdout.readline() == "ready\n"  # the axes exist
         time.sleep(generator.uniform(0.1, 1.5))
         process.send_signal(signal.SIGKILL)
-        output, _ = process.communicate()
+        output = process.stdout.read()  # (communicate would lose what readline buffered)
+        process.wait()
         interrupted += len(output.split()) < N_WRITES
         for line in output.split():
             index = int(line)

@@ -842,8 +842,8 @@ def test_readers_of_a_live_writer(tmp_path):
     writer = python(CONCURRENT_WRITER, path, str(seconds), cwd=REPOSITORY)
     assert writer.stdout.readline() == "ready\n", writer.stderr.read()
     readers = [python(CONCURRENT_READER, path, str(seconds), cwd=REPOSITORY) for _ in range(3)]
-    output, errors = writer.communicate(timeout=seconds * 10 + 120)
-    assert writer.returncode == 0, errors
+    output = _rest(writer)
+    assert writer.returncode == 0, writer.stderr.read()
     writes = int(output)
     for reader in readers:
         output, errors = reader.communicate(timeout=seconds * 10 + 120)
@@ -855,6 +855,13 @@ def test_readers_of_a_live_writer(tmp_path):
     assert not [name for folder, _, files in os.walk(path) for name in files if name.startswith(".") and
                 name != ".daf.lock"], "the writer left temporaries or backups"
     assert json.loads(Path(path, "metadata.json").read_text()).keys() == _index_keys(repaired)
+
+
+def _rest(child: subprocess.Popen) -> str:
+    """The rest of a child's output, once it has ended (``communicate`` would lose what ``readline`` buffered)."""
+    output = child.stdout.read()
+    child.wait(timeout=600)
+    return output
 
 
 def _index_keys(daf: pydaf.DafReader) -> set[str]:
@@ -890,7 +897,7 @@ def test_writers_killed_at_random_moments(tmp_path):
         assert child.stdout.readline() == "ready\n", child.stderr.read()
         time.sleep(generator.uniform(0.0, 0.6))
         child.send_signal(signal.SIGKILL)
-        output, _ = child.communicate(timeout=120)
+        output = _rest(child)
         assert child.returncode == -signal.SIGKILL
         for line in output.split():
             assert int(line) == done + 1

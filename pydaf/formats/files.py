@@ -174,17 +174,18 @@ def _is_backup(folder: int, name: str) -> bool:
     return status is not None and stat.S_ISREG(status.st_mode)
 
 
-def _open_file(folder: int, name: str) -> int:
-    """A regular file, opened read-only; a link, folder, FIFO or device raises ``ELOOP``."""
+def _open_file(folder: int, name: str) -> tuple[int, os.stat_result]:
+    """A regular file, opened read-only, and its status; a link, folder, FIFO or device raises ``ELOOP``."""
     fd = os.open(name, _READ_FLAGS, dir_fd=folder)
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
+    status = os.fstat(fd)
+    if not stat.S_ISREG(status.st_mode):
         os.close(fd)
         raise OSError(errno.ELOOP, "not a regular file", name)
-    return fd
+    return fd, status
 
 
-def _read_fd(fd: int, limit: int, name: str) -> bytes:
-    size = os.fstat(fd).st_size
+def _read_fd(fd: int, size: int, limit: int, name: str) -> bytes:
+    """The ``size`` bytes of an open file (refused if more than ``limit``)."""
     if size > limit:
         raise DafFormatError(f"the file: {name}\nhas {size} bytes (more than the {limit} bytes expected of it)")
     chunks = []
@@ -409,30 +410,30 @@ class _Snapshot:
     def descriptor(self, limit: int = _MAX_JSON_BYTES) -> bytes:
         assert self.state is not None
         name = self.property.name + ".json"
-        fd = self._open(name if self.state[0] else _backup(name))
-        if fd is None:  # deleted or renamed since: not current, read again
+        opened = self._open(name if self.state[0] else _backup(name))
+        if opened is None:  # deleted or renamed since: not current, read again
             raise OSError(errno.ENOENT, "vanished", name)
-        return _read_fd(fd, limit, name)
+        return _read_fd(opened[0], opened[1].st_size, limit, name)
 
-    def open(self, suffix: str) -> int | None:
-        """The data file with this suffix (None if the committed state has none)."""
+    def open(self, suffix: str) -> tuple[int, os.stat_result] | None:
+        """The data file with this suffix, and its status (None if the committed state has none)."""
         assert self.state is not None
         file = self.property.name + suffix
         names = {(True, False): (file, _backup(file)), (True, True): (file,), (False, True): (_backup(file),)}
         for name in names[self.state]:
-            fd = self._open(name)
-            if fd is not None:
-                return fd
+            opened = self._open(name)
+            if opened is not None:
+                return opened
         return None
 
-    def _open(self, name: str) -> int | None:
+    def _open(self, name: str) -> tuple[int, os.stat_result] | None:
         try:
-            fd = _open_file(self.folder, name)
+            fd, status = _open_file(self.folder, name)
         except FileNotFoundError:
             return None
         self.fds.append(fd)
-        self.opened.append((name, os.fstat(fd)))
-        return fd
+        self.opened.append((name, status))
+        return fd, status
 
     def is_current(self) -> bool:
         if self._state() != self.state:
@@ -513,20 +514,27 @@ def _parse_json(data: bytes, what: str) -> Any:
         raise DafFormatError(f"invalid JSON in the descriptor of {what}\n({str(error)[:200]})") from error
 
 
-def _lines(data: bytes, count: int, what: str) -> np.ndarray:
-    """The ``count`` lines of a text file (each ends with a newline)."""
+def _text(data: bytes, what: str) -> str:
+    """The text of a lines file: UTF-8, each line (if any) ending with a newline."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as error:
         raise DafFormatError(f"the text of {what}\nis not valid UTF-8 ({error})") from error
-    if not text:
-        found = 0
-    elif not text.endswith("\n"):
+    if text and not text.endswith("\n"):
         raise DafFormatError(f"the text of {what}\ndoes not end with a newline")
-    else:
-        found = text.count("\n")
-    if found != count:
-        raise DafFormatError(f"the text of {what}\nhas {found} lines instead of {count}")
+    return text
+
+
+def _line_count(data: bytes, what: str) -> int:
+    _text(data, what)
+    return data.count(b"\n")
+
+
+def _lines(data: bytes, count: int, what: str) -> np.ndarray:
+    """The ``count`` lines of a lines file."""
+    text = _text(data, what)
+    if text.count("\n") != count:
+        raise DafFormatError(f"the text of {what}\nhas {text.count(chr(10))} lines instead of {count}")
     return np.array(text[:-1].split("\n"), dtype=object) if count else np.empty(0, dtype=object)
 
 
@@ -641,11 +649,11 @@ class FilesFormat(FormatWriter):
     def _verify_version(self) -> None:
         what = "the daf.json"
         try:
-            fd = _open_file(self._root, "daf.json")
+            fd, status = _open_file(self._root, "daf.json")
         except FileNotFoundError:
             raise DafFormatError(f"not a daf directory: {self.path}") from None
         try:
-            version = _parse_json(_read_fd(fd, 4096, "daf.json"), what)
+            version = _parse_json(_read_fd(fd, status.st_size, 4096, "daf.json"), what)
         finally:
             os.close(fd)
         numbers = version.get("version") if isinstance(version, dict) else None
@@ -860,19 +868,19 @@ class FilesFormat(FormatWriter):
             raise DafFormatError(f"reading packed (.zip) FilesDaf data is not supported yet\nfor the property: "
                                  f"{property.key}\nin the daf directory: {self.path}")
 
-    def _data(self, snapshot: _Snapshot, suffix: str) -> int:
-        fd = snapshot.open(suffix)
-        if fd is None:
+    def _data(self, snapshot: _Snapshot, suffix: str) -> tuple[int, int]:
+        """An open data file of a property, and its size."""
+        opened = snapshot.open(suffix)
+        if opened is None:
             raise DafFormatError(f"missing data file: {snapshot.property.name}{suffix}\nof {snapshot.property.what}\n"
                                  f"in the daf directory: {self.path}")
-        return fd
+        return opened[0], opened[1].st_size
 
     def _map(self, snapshot: _Snapshot, suffix: str, dtype: np.dtype,
              count: int | None) -> tuple[np.ndarray, CacheGroup]:
         """A read-only map of a data file of ``count`` elements (its size is checked first); ``count`` None means
         the whole file (v1.0 sparse components, whose size is their length)."""
-        fd = self._data(snapshot, suffix)
-        size = os.fstat(fd).st_size
+        fd, size = self._data(snapshot, suffix)
         if count is None:
             if size % dtype.itemsize:
                 raise self._size_error(snapshot, suffix, size, f"a multiple of {dtype.itemsize}")
@@ -890,8 +898,8 @@ class FilesFormat(FormatWriter):
                               f"daf directory: {self.path}\nhas {size} bytes instead of {expected}")
 
     def _text(self, snapshot: _Snapshot, suffix: str, count: int) -> np.ndarray:
-        fd = self._data(snapshot, suffix)
-        return _lines(_read_fd(fd, os.fstat(fd).st_size, snapshot.property.name + suffix), count,
+        fd, size = self._data(snapshot, suffix)
+        return _lines(_read_fd(fd, size, size, snapshot.property.name + suffix), count,
                       f"{snapshot.property.what}\nin the daf directory: {self.path}")
 
     def _invalid(self, property: _Property, problem: str) -> DafFormatError:
@@ -974,17 +982,17 @@ class FilesFormat(FormatWriter):
             if folder is None:
                 raise DafMissingError(f"missing {what}\nin the daf directory: {self.path}")
             try:
-                fd = _open_file(folder, axis + ".txt")
+                fd, status = _open_file(folder, axis + ".txt")
             except FileNotFoundError:
                 raise DafMissingError(f"missing {what}\nin the daf directory: {self.path}") from None
             try:
-                return read(fd, os.fstat(fd), f"{what}\nin the daf directory: {self.path}")
+                return read(fd, status, f"{what}\nin the daf directory: {self.path}")
             finally:
                 os.close(fd)
 
     def format_axis_vector(self, axis: str) -> tuple[np.ndarray, CacheGroup | None]:
         def read(fd: int, status: os.stat_result, what: str) -> np.ndarray:
-            data = _read_fd(fd, status.st_size, axis + ".txt")
+            data = _read_fd(fd, status.st_size, status.st_size, axis + ".txt")
             return _lines(data, data.count(b"\n"), what)
 
         return self._axis_file(axis, read), CacheGroup.MemoryData
@@ -995,8 +1003,7 @@ class FilesFormat(FormatWriter):
             cached = self._axis_lengths.get(axis)
             if cached is not None and cached[0] == version:
                 return cached[1]
-            data = _read_fd(fd, status.st_size, axis + ".txt")
-            length = _lines(data, data.count(b"\n"), what).shape[0]  # checks it as axis_vector does
+            length = _line_count(_read_fd(fd, status.st_size, status.st_size, axis + ".txt"), what)
             self._axis_lengths[axis] = (version, length)
             return length
 
@@ -1355,7 +1362,7 @@ class FilesFormat(FormatWriter):
             if current is None or not current.startswith(b"{") or not current.endswith(b"}"):
                 entries = self._metadata_entries()
                 current = _utf8("{" + ",".join(f"{json.dumps(name, ensure_ascii=False)}:{text}"
-                                               for name, text in entries if name != key) + "}", "metadata.json")
+                                               for name, text, _ in entries if name != key) + "}", "metadata.json")
             if key is not None and descriptor is not None:
                 entry = _utf8(f"{json.dumps(key, ensure_ascii=False)}:{descriptor}}}", "metadata.json")
                 current = current[:-1] + (b"," if len(current) > 2 else b"") + entry
@@ -1366,37 +1373,44 @@ class FilesFormat(FormatWriter):
 
     def _read_root_file(self, name: str) -> bytes | None:
         try:
-            fd = _open_file(self._root, name)
-        except (FileNotFoundError, OSError):
+            fd, status = _open_file(self._root, name)
+        except OSError:
             return None
         try:
-            return _read_fd(fd, 1 << 30, name)
+            return _read_fd(fd, status.st_size, 1 << 30, name)
         finally:
             os.close(fd)
 
-    def _metadata_entries(self) -> list[tuple[str, str]]:
-        """Every property's index key and descriptor text (verbatim, unparseable ones left out), in Julia's rebuild
-        order: axes, scalars, vectors by axis, matrices by rows and columns axes."""
+    def _metadata_entries(self) -> list[tuple[str, str, Any]]:
+        """Every property's index key, descriptor text (verbatim) and parsed descriptor, in Julia's rebuild order:
+        axes, scalars, vectors by axis, matrices by rows and columns axes. Unparseable descriptors are left out (they
+        raise when their property is read). Only for the writer, which leaves no backups behind."""
         axes = sorted(self.format_axes_set())
-        entries = [(f"axes/{axis}", f'{{"format":"axis","n_entries":{self.format_axis_length(axis)}}}')
-                   for axis in axes]
+        entries: list[tuple[str, str, Any]] = []
+        for axis in axes:
+            length = self.format_axis_length(axis)
+            entries.append((f"axes/{axis}", f'{{"format":"axis","n_entries":{length}}}',
+                            {"format": "axis", "n_entries": length}))
         folders = [("scalars",), *(("vectors", axis) for axis in axes),
                    *(("matrices", rows, columns) for rows in axes for columns in axes)]
         for parts in folders:
             with self._folder(parts) as folder:
                 if folder is None:
                     continue
-                for name in sorted(self._names(parts, ".json", "the properties")):
-                    property = _Property(parts, name, "/".join((*parts, name)), (".json",))
-                    snapshot = _Snapshot(folder, property)
+                for file in sorted(os.listdir(folder)):
+                    if not file.endswith(".json") or file.startswith(".") or not _is_text(file) or file == ".json":
+                        continue
                     try:
-                        text = snapshot.descriptor().decode("utf-8").rstrip("\n")
-                        if isinstance(json.loads(text), dict):
-                            entries.append((property.key, text))
-                    except (OSError, ValueError, RecursionError, DafError, AssertionError):
-                        continue  # a broken descriptor raises when the property is read; the index leaves it out
-                    finally:
-                        snapshot.close()
+                        fd, status = _open_file(folder, file)
+                        try:
+                            text = _read_fd(fd, status.st_size, _MAX_JSON_BYTES, file).decode("utf-8").rstrip("\n")
+                        finally:
+                            os.close(fd)
+                        parsed = json.loads(text)
+                    except (OSError, ValueError, RecursionError, DafError):
+                        continue
+                    if isinstance(parsed, dict):
+                        entries.append(("/".join((*parts, file[:-len(".json")])), text, parsed))
         return entries
 
     def _ensure_metadata(self) -> None:
@@ -1410,7 +1424,7 @@ class FilesFormat(FormatWriter):
         current = self._read_root_file("metadata.json")
         try:
             index = json.loads(current) if current is not None else None
-            if isinstance(index, dict) and index == {name: json.loads(text) for name, text in entries}:
+            if isinstance(index, dict) and index == {name: parsed for name, _, parsed in entries}:
                 return
         except (ValueError, RecursionError):
             pass
