@@ -466,6 +466,32 @@ def test_an_interrupted_axis_delete_leaves_nothing_to_revive(tmp_path):
     assert daf.matrices_set("gene", "cell", relayout=False) == set()
     assert everything(daf)["vectors/gene/is_marker"][2] == [True, False, True]
 
+
+def test_a_failed_overwrite_keeps_the_old_value(tmp_path):
+    """The old property stays visible and intact until the new one commits, so an overwrite refused half-way (here a
+    string with a newline, which FilesDaf can't store) leaves it as it was, in this process and in others."""
+    path = tmp_path / "data.daf"
+    daf = example(path)
+    with pytest.raises(pydaf.DafValueError, match="newline"):
+        daf.set_vector("cell", "kind", ["a\nb", "x", "y", "z"], overwrite=True)
+    with pytest.raises(pydaf.DafValueError, match="newline"):
+        daf.set_matrix("cell", "gene", "label", np.full((4, 3), "\n", dtype=object), overwrite=True, relayout=False)
+    for reader in (daf, pydaf.FilesDaf(path, "r")):
+        assert reader.get_vector("cell", "kind").tolist() == ["a", "b", "a", "c"]
+        assert reader.get_matrix("cell", "gene", "label").tolist() == [["x"] * 3] * 4
+    assert not [name for folder, _, files in os.walk(path) for name in files if ".tmp-" in name]
+
+
+def test_nested_builders(tmp_path):
+    daf = example(tmp_path / "data.daf")
+    with daf.empty_dense_vector("cell", "outer", "Int32") as outer:
+        with daf.empty_sparse_vector("cell", "inner", "Float32", 1) as (nzind, nzval):
+            nzind[0], nzval[0] = 2, 0.5
+        outer[:] = 7
+    reader = pydaf.FilesDaf(tmp_path / "data.daf", "r")
+    assert reader.get_vector("cell", "outer").tolist() == [7] * 4
+    assert reader.get_vector("cell", "inner").tolist() == [0, 0.5, 0, 0]
+
 # Read-only opens are read-only all the way down, and never write.
 
 

@@ -557,7 +557,7 @@ class FilesFormat(FormatWriter):
         self.mode = mode
         self.is_writable = writable
         self._axis_lengths: dict[str, tuple[tuple[int, ...], int]] = {}
-        self._pending: _Pending | None = None
+        self._pending: dict[str, _Pending] = {}  # the builders not yet filled, by property key
         self._lock: _WriterLock | None = None
         self._root = self._open_root(may_create)
         self._closer = weakref.finalize(self, _release, self._root, None, None)
@@ -816,7 +816,7 @@ class FilesFormat(FormatWriter):
             if folder is None:
                 return False
             file = property.name + property.suffixes[0]
-            return _lstat(folder, file) is not None or _is_backup(folder, _backup(file))
+            return _lstat(folder, file) is not None or (file.endswith(".json") and _is_backup(folder, _backup(file)))
 
     def _names(self, parts: tuple[str, ...], suffix: str, what: str) -> set[str]:
         """The names of the properties in a folder (tolerating a missing one, as git checkouts drop empty folders):
@@ -1124,7 +1124,7 @@ class FilesFormat(FormatWriter):
         return self._empty_file(property, ".data", dtype, self.format_axis_length(axis))
 
     def format_filled_empty_dense_vector(self, axis: str, name: str, filled: np.ndarray) -> None:
-        self._finish_empty(_dense_json(julia_name(filled.dtype)))
+        self._finish_empty(self._vector(axis, name), _dense_json(julia_name(filled.dtype)))
 
     def format_get_empty_sparse_vector(self, axis: str, name: str, dtype: np.dtype, nnz: int,
                                        indtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
@@ -1132,7 +1132,7 @@ class FilesFormat(FormatWriter):
         return self._empty_file(property, ".nzind", indtype, nnz), self._empty_file(property, ".nzval", dtype, nnz)
 
     def format_filled_empty_sparse_vector(self, axis: str, name: str, filled: SparseVector) -> None:
-        self._finish_empty(_sparse_json([
+        self._finish_empty(self._vector(axis, name), _sparse_json([
             ("nzind", julia_name(filled.nzind.dtype), filled.nnz), ("nzval", julia_name(filled.dtype), filled.nnz)]))
 
     # Matrices.
@@ -1209,7 +1209,7 @@ class FilesFormat(FormatWriter):
 
     def format_filled_empty_dense_matrix(self, rows_axis: str, columns_axis: str, name: str,
                                          filled: np.ndarray) -> None:
-        self._finish_empty(_dense_json(julia_name(filled.dtype)))
+        self._finish_empty(self._matrix(rows_axis, columns_axis, name), _dense_json(julia_name(filled.dtype)))
 
     def format_get_empty_sparse_matrix(self, rows_axis: str, columns_axis: str, name: str, dtype: np.dtype,
                                        nnz: int, indtype: np.dtype) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -1221,7 +1221,7 @@ class FilesFormat(FormatWriter):
     def format_filled_empty_sparse_matrix(self, rows_axis: str, columns_axis: str, name: str,
                                           filled: SparseMatrixCSC) -> None:
         index = julia_name(filled.colptr.dtype)
-        self._finish_empty(_sparse_json([
+        self._finish_empty(self._matrix(rows_axis, columns_axis, name), _sparse_json([
             ("colptr", index, filled.shape[1] + 1), ("rowval", index, filled.nnz),
             ("nzval", julia_name(filled.dtype), filled.nnz)]))
 
@@ -1237,12 +1237,14 @@ class FilesFormat(FormatWriter):
             raise
 
     def format_discard_empty(self) -> None:
-        pending, self._pending = self._pending, None
-        if pending is None:
-            return
-        with self._doing(f"discarding {pending.property.what}"), self._folder(pending.property.folder) as folder:
+        pending, self._pending = self._pending, {}
+        for build in pending.values():
+            self._discard(build)
+
+    def _discard(self, build: _Pending) -> None:
+        with self._doing(f"discarding {build.property.what}"), self._folder(build.property.folder) as folder:
             if folder is not None:
-                for _, temporary in pending.files:
+                for _, temporary in build.files:
                     _unlink(folder, temporary)
 
     # Writing.
@@ -1312,15 +1314,17 @@ class FilesFormat(FormatWriter):
     def _start_empty(self, property: _Property) -> _Property:
         self._require_writable(property.what)
         self._require_short(property)
-        self.format_discard_empty()
-        self._pending = _Pending(property)
+        stale = self._pending.pop(property.key, None)
+        if stale is not None:
+            self._discard(stale)
+        self._pending[property.key] = _Pending(property)
         return property
 
     def _empty_file(self, property: _Property, suffix: str, dtype: np.dtype, count: int) -> np.ndarray:
         """A writable map of a new temporary file of ``count`` zeros, renamed in when the builder is filled. The
         space is allocated first (``posix_fallocate``), so a full disk is an error here, not a crash (SIGBUS) when
         the map is written."""
-        assert self._pending is not None
+        build = self._pending[property.key]
         nbytes = count * dtype.itemsize
         with self._doing(f"allocating {property.what}"), self._folder(property.folder, create=True) as folder:
             assert folder is not None
@@ -1341,15 +1345,14 @@ class FilesFormat(FormatWriter):
                 raise
             finally:
                 os.close(fd)
-            self._pending.files.append((suffix, temporary))
+            build.files.append((suffix, temporary))
         if count == 0:
             return np.zeros(0, dtype=dtype)
         return np.frombuffer(region, dtype=dtype, count=count)
 
-    def _finish_empty(self, descriptor: str) -> None:
-        pending, self._pending = self._pending, None
-        assert pending is not None
-        self._store(pending.property, [], descriptor, temporaries=pending.files)
+    def _finish_empty(self, property: _Property, descriptor: str) -> None:
+        build = self._pending.pop(property.key)
+        self._store(property, [], descriptor, temporaries=build.files)
 
     # metadata.json: an index for Julia (pydaf never reads it), rewritten atomically after each change.
 
