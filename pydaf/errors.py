@@ -53,20 +53,21 @@ class DafFormatError(DafError):
     """Storage that is not a Daf data set, has an unsupported version, or is truncated or corrupt."""
 
 
-class DafStorageError(DafError, OSError):
-    """The storage failed: disk full, file too large, no permission, an I/O error. The message names the data set and
-    the property; ``errno`` is the operating system's. What was stored before the failed call is intact."""
-
-    def __str__(self) -> str:  # OSError would otherwise print its errno first
-        return str(self.args[0]) if self.args else ""
-
-
 class DafModeError(DafError, ValueError):
     """An invalid open mode, or an attempt to write through a read-only data set."""
 
 
 class DafReadOnlyError(DafModeError):
     """A write through a read-only data set."""
+
+
+class DafStorageError(DafError, OSError):
+    """Storage that could not be written: a full disk, a file-size limit, an I/O error. The failed call changed
+    nothing that was stored before it."""
+
+
+class DafLockedError(DafStorageError):
+    """A file that another process is writing (to read it), or is reading or writing (to write it)."""
 
 
 class DafUnsupportedError(DafError, ValueError):

@@ -777,7 +777,8 @@ def test_one_writer_process_at_a_time(tmp_path):
     try:
         assert child.stdout.readline() == "locked\n"
         for mode in ("r+", "w+", "w"):
-            with pytest.raises(pydaf.DafModeError, match=f"open for writing by another process \\(pid: {child.pid}"):
+            with pytest.raises(pydaf.errors.DafLockedError,
+                               match=f"open for writing by another process \\(pid: {child.pid}"):
                 pydaf.FilesDaf(path, mode)
         assert pydaf.FilesDaf(path, "r").get_scalar("title") == "cells"  # readers need no lock
     finally:

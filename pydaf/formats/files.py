@@ -50,6 +50,7 @@ from ..core.writers import DafWriter
 from ..errors import (
     DafError,
     DafFormatError,
+    DafLockedError,
     DafMissingError,
     DafModeError,
     DafNameError,
@@ -343,7 +344,7 @@ def _acquire_writer_lock(root: int, path: str) -> tuple[tuple[int, int], _Writer
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
-                raise DafModeError(f"the daf directory: {path}\nis open for writing by another process (pid: "
+                raise DafLockedError(f"the daf directory: {path}\nis open for writing by another process (pid: "
                                    f"{holder or 'unknown'})\n(FilesDaf allows one writer process at a time; readers "
                                    "need no lock)") from None
             with suppress(OSError):  # only for the message of a refused writer: a full disk must not stop us

@@ -54,21 +54,14 @@ _maps_lock = threading.Lock()
 def map_region(path: str, offset: int, nbytes: int, *, writable: bool) -> np.ndarray:
     """A ``uint8`` array over ``nbytes`` of a file from ``offset`` (read-only unless ``writable``); regions past the
     end of the file are refused (touching them would kill the process)."""
-    with open(path, "r+b" if writable else "rb") as handle:
-        return map_file(handle.fileno(), path, offset, nbytes, writable=writable)
-
-
-def map_file(fd: int, path: str, offset: int, nbytes: int, *, writable: bool) -> np.ndarray:
-    """:func:`map_region` of a file already opened as ``fd`` (``path`` names it in the registry of live maps and in
-    errors). The map is read-only unless ``writable`` (which needs ``fd`` opened for writing); ``fd`` may be closed
-    afterwards."""
     start = offset - offset % mmap.ALLOCATIONGRANULARITY
-    size = os.fstat(fd).st_size
-    if offset + nbytes > size:
-        raise DafFormatError(f"truncated file: {path}\n(data at offset {offset} of {nbytes} bytes ends past the "
-                             f"end of the file, at {size} bytes)")
-    region = mmap.mmap(fd, offset + nbytes - start, access=mmap.ACCESS_WRITE if writable else mmap.ACCESS_READ,
-                       offset=start)
+    with open(path, "r+b" if writable else "rb") as handle:
+        size = os.fstat(handle.fileno()).st_size
+        if offset + nbytes > size:
+            raise DafFormatError(f"truncated file: {path}\n(data at offset {offset} of {nbytes} bytes ends past the "
+                                 f"end of the file, at {size} bytes)")
+        region = mmap.mmap(handle.fileno(), offset + nbytes - start,
+                           access=mmap.ACCESS_WRITE if writable else mmap.ACCESS_READ, offset=start)
     whole = np.frombuffer(region, dtype=np.uint8)
     address = whole.__array_interface__["data"][0]
     array = whole[offset - start:]
@@ -172,3 +165,30 @@ def populate_pages(array: np.ndarray) -> None:
     first = start // page * page
     last = -(-(start + array.nbytes) // page) * page
     _libc.madvise(first, last - first, _MADV_POPULATE_WRITE)
+
+
+def map_file(fd: int, path: str, offset: int, nbytes: int, *, writable: bool) -> np.ndarray:
+    """:func:`map_region` of a file already opened as ``fd`` (by a caller that must not reopen it by path: a path may
+    lead elsewhere by then); ``path`` only names it in errors. The map is read-only unless ``writable`` (which needs
+    ``fd`` opened for writing); ``fd`` may be closed afterwards. Registered by the file's identity.
+
+    Example:
+        >>> import tempfile
+        >>> with tempfile.TemporaryFile() as handle:
+        ...     _ = handle.write(b"hello"); handle.flush()
+        ...     bytes(map_file(handle.fileno(), "hello.txt", 1, 3, writable=False))
+        b'ell'
+    """
+    start = offset - offset % mmap.ALLOCATIONGRANULARITY
+    status = os.fstat(fd)
+    if offset < 0 or nbytes < 0 or offset + nbytes > status.st_size:
+        raise DafFormatError(f"truncated file: {path}\n(data at offset {offset} of {nbytes} bytes ends past the "
+                             f"end of the file, at {status.st_size} bytes)")
+    region = mmap.mmap(fd, offset + nbytes - start, access=mmap.ACCESS_WRITE if writable else mmap.ACCESS_READ,
+                       offset=start)
+    whole = np.frombuffer(region, dtype=np.uint8)
+    entry = _Map(weakref.ref(whole), whole.__array_interface__["data"][0], len(region), start, writable)
+    key = (status.st_dev, status.st_ino)
+    with _maps_lock:
+        _maps[key] = [live for live in _maps.get(key, []) if live.array() is not None] + [entry]  # type: ignore[index]
+    return whole[offset - start:]
