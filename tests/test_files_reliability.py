@@ -222,6 +222,9 @@ def test_hostile_names_never_leave_the_directory(tmp_path, sentinel, name):
     daf = example(path)
     before = everything(daf)
     for what, call in _backend_calls(name):
+        if what.startswith("has_"):  # a name the storage could never hold is not found (formats/base.py)
+            assert call(daf.format) is False, what
+            continue
         with pytest.raises(pydaf.DafError):
             call(daf.format)
             pytest.fail(f"format_{what} accepted the name {name!r}")

@@ -219,15 +219,20 @@ def _remove_entry(folder: int, name: str) -> None:
         _unlink(folder, name)
 
 
-def _write_new(folder: int, file: str, data: bytes | np.ndarray) -> str:
-    """Write a new hidden temporary file next to ``file`` (created exclusively); returns its name."""
+def _create_new(folder: int, file: str) -> tuple[str, int]:
+    """A new hidden temporary file next to ``file``, created exclusively (never an existing file or link): its name
+    and descriptor (open for writing)."""
     while True:
         name = _temporary(file)
         try:
-            fd = os.open(name, _CREATE_FLAGS, 0o644, dir_fd=folder)
-            break
+            return name, os.open(name, _CREATE_FLAGS, 0o644, dir_fd=folder)
         except FileExistsError:
             continue
+
+
+def _write_new(folder: int, file: str, data: bytes | np.ndarray) -> str:
+    """Write a new hidden temporary file next to ``file``; returns its name."""
+    name, fd = _create_new(folder, file)
     try:
         if isinstance(data, np.ndarray):
             view = memoryview(np.ascontiguousarray(data).reshape(-1).view(np.uint8))
@@ -812,7 +817,12 @@ class FilesFormat(FormatWriter):
 
     # Existence and names.
 
-    def _exists(self, property: _Property) -> bool:
+    def _exists(self, where: Callable[[], _Property]) -> bool:
+        """Whether a property exists (a name the storage could never hold is not found, as the contract asks)."""
+        try:
+            property = where()
+        except DafNameError:
+            return False
         with self._doing(f"looking for {property.what}"), self._folder(property.folder) as folder:
             if folder is None:
                 return False
@@ -949,7 +959,7 @@ class FilesFormat(FormatWriter):
     # Scalars.
 
     def format_has_scalar(self, name: str) -> bool:
-        return self._exists(self._scalar(name))
+        return self._exists(lambda: self._scalar(name))
 
     def format_scalars_set(self) -> set[str]:
         return self._names(("scalars",), ".json", "the scalars")
@@ -970,8 +980,7 @@ class FilesFormat(FormatWriter):
     # Axes.
 
     def format_has_axis(self, axis: str, *, for_change: bool) -> bool:
-        axis = self._name(axis, "axis")
-        return self._exists(_Property(("axes",), axis, f"the axis: {axis}", (".txt",)))
+        return self._exists(lambda: _Property(("axes",), self._name(axis, "axis"), f"the axis: {axis}", (".txt",)))
 
     def format_axes_set(self) -> set[str]:
         return self._names(("axes",), ".txt", "the axes")
@@ -1057,7 +1066,7 @@ class FilesFormat(FormatWriter):
     # Vectors.
 
     def format_has_vector(self, axis: str, name: str) -> bool:
-        return self._exists(self._vector(axis, name))
+        return self._exists(lambda: self._vector(axis, name))
 
     def format_vectors_set(self, axis: str) -> set[str]:
         axis = self._name(axis, "axis")
@@ -1139,7 +1148,7 @@ class FilesFormat(FormatWriter):
     # Matrices.
 
     def format_has_matrix(self, rows_axis: str, columns_axis: str, name: str) -> bool:
-        return self._exists(self._matrix(rows_axis, columns_axis, name))
+        return self._exists(lambda: self._matrix(rows_axis, columns_axis, name))
 
     def format_matrices_set(self, rows_axis: str, columns_axis: str) -> set[str]:
         rows_axis, columns_axis = self._name(rows_axis, "axis"), self._name(columns_axis, "axis")
@@ -1329,13 +1338,7 @@ class FilesFormat(FormatWriter):
         nbytes = count * dtype.itemsize
         with self._doing(f"allocating {property.what}"), self._folder(property.folder, create=True) as folder:
             assert folder is not None
-            while True:
-                temporary = _temporary(property.name + suffix)
-                try:
-                    fd = os.open(temporary, _CREATE_FLAGS, 0o644, dir_fd=folder)
-                    break
-                except FileExistsError:
-                    continue
+            temporary, fd = _create_new(folder, property.name + suffix)
             try:
                 if nbytes:
                     os.posix_fallocate(fd, 0, nbytes)
