@@ -37,6 +37,7 @@ import time
 from collections.abc import Callable
 
 import numpy as np
+import scipy.sparse as sp
 
 import pydaf
 
@@ -61,8 +62,6 @@ def build(path: str, cells: int, genes: int, vectors: int, seed: int) -> tuple[n
     daf.add_axis("cell", [f"c{index}" for index in range(cells)])
     daf.add_axis("gene", [f"g{index}" for index in range(genes)])
     daf.set_matrix("cell", "gene", "dense", dense, relayout=False)
-    import scipy.sparse as sp
-
     daf.set_matrix("cell", "gene", "sparse", sp.csc_matrix(sparse), relayout=False)
     small = generator.random(genes)
     for index in range(vectors):
