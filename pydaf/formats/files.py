@@ -675,13 +675,7 @@ class FilesFormat(FormatWriter):
     def _recover(self) -> None:
         """Finish what a crashed writer left (see :func:`_recover_folder`); only the lock holder does this. Linked
         folders are left alone (and refused when used)."""
-        for prefix in ((), ("axes",)):
-            with self._folder(prefix, links=False) as folder:
-                if folder is not None:
-                    for name in os.listdir(folder):
-                        if _TEMPORARY.fullmatch(name):
-                            _unlink(folder, name)
-        for parts, suffixes in self._property_folders():
+        for parts, suffixes in (((), ()), (("axes",), ()), *self._property_folders()):
             with self._folder(parts, links=False) as folder:
                 if folder is not None:
                     _recover_folder(folder, suffixes)
