@@ -1040,7 +1040,7 @@ def test_a_file_size_limit(tmp_path):
 
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
-    """A 6 MB tmpfs mounted for the test (this needs root; pydaf's tests run as root in CI)."""
+    """A 6 MB tmpfs mounted for the test (mounting needs root)."""
     mount = tmp_path / "small"
     mount.mkdir()
     result = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=6m", "tmpfs", str(mount)], capture_output=True)
