@@ -23,6 +23,7 @@ WRITER = textwrap.dedent(f"""
         daf.add_axis("cell", [f"c{{i}}" for i in range({N_CELLS})])
         daf.add_axis("gene", [f"g{{i}}" for i in range({N_GENES})])
     round = int(sys.argv[2])
+    print("ready", flush=True)
     for index in range({N_WRITES}):
         value = round * 1000 + index
         if index % 2:
@@ -57,9 +58,11 @@ def test_killed_writers_leave_only_whole_properties(tmp_path):
     for round_index in range(1, 9):
         process = subprocess.Popen([sys.executable, "-c", WRITER, str(path), str(round_index)],
                                    stdout=subprocess.PIPE, text=True)
-        time.sleep(generator.uniform(0.3, 2.0))
+        assert process.stdout is not None and process.stdout.readline() == "ready\n"  # the axes exist
+        time.sleep(generator.uniform(0.1, 1.5))
         process.send_signal(signal.SIGKILL)
-        output, _ = process.communicate()
+        output = process.stdout.read()  # (communicate would lose what readline buffered)
+        process.wait()
         interrupted += len(output.split()) < N_WRITES
         for line in output.split():
             index = int(line)
@@ -89,7 +92,11 @@ def test_an_interrupted_overwrite_is_rolled_back_on_open(tmp_path):
     (folder / "x.data").write_bytes(np.array([9.0, 9.0]).tobytes())
     (folder / ".x.data.tmp-1").write_bytes(b"partial")
     del daf
-    reopened = pydaf.FilesDaf(path, "r")
-    assert reopened.get_vector("cell", "x").tolist() == [1.0, 2.0]
+    leftovers = sorted(os.listdir(folder))
+    reader = pydaf.FilesDaf(path, "r")  # reads the committed (old) value, and touches nothing
+    assert reader.get_vector("cell", "x").tolist() == [1.0, 2.0] and reader.vectors_set("cell") == {"x"}
+    assert sorted(os.listdir(folder)) == leftovers
+    writer = pydaf.FilesDaf(path, "r+")  # the writer lock holder repairs
+    assert writer.get_vector("cell", "x").tolist() == [1.0, 2.0]
     assert sorted(os.listdir(folder)) == ["x.data", "x.json"]
     assert b'"vectors/cell/x"' in (path / "metadata.json").read_bytes()

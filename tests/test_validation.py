@@ -103,8 +103,8 @@ def test_backend_failures_are_daf_errors_naming_the_property(tmp_path):
     with pytest.raises(pydaf.DafFormatError) as raised:
         daf.get_matrix("cell", "gene", "UMIs")
     message = str(raised.value)
-    assert message.startswith("can't read the matrix: UMIs\nfor the rows axis: cell\nand the columns axis: gene\n"
-                              "(JSONDecodeError: ")
+    assert message.startswith("invalid JSON in the descriptor of the matrix: UMIs\nof the rows axis: cell\n"
+                              "and the columns axis: gene\n")
     assert message.endswith(f"in the daf data: {daf.name}")
     hostile.build(path)
     hostile.FILES_CORRUPTIONS["nzval file shorter"](path)

@@ -2,26 +2,59 @@
 
 Layout: ``daf.json``, ``metadata.json`` (a one-line index of every property's descriptor), ``scalars/<n>.json``,
 ``axes/<a>.txt``, ``vectors/<a>/<n>.json`` + ``.data``/``.txt``/``.nzind``/``.nzval``/``.nztxt``, and
-``matrices/<r>/<c>/<n>.json`` + ``.data``/``.txt``/``.colptr``/``.rowval``/``.nzval``/``.nztxt``.
+``matrices/<r>/<c>/<n>.json`` + ``.data``/``.txt``/``.colptr``/``.rowval``/``.nzval``/``.nztxt``; pydaf adds an empty
+``.daf.lock`` (the writer lock).
 
-Writes are atomic per property: data files are written under temporary names and renamed into place, and the
-``.json`` descriptor, which makes the property exist, is renamed into place last. Deletes remove the descriptor
-first. An overwrite first moves the old files aside as hidden backups, which are dropped once the new descriptor is in
-place; opening the directory restores the old property from its backups if a crash came in between. A crash
-therefore never loses a stored property nor leaves a partial one visible; ``metadata.json`` is rebuilt on open if a
-crash left it unparseable or stale.
+The directory may be hostile (planted links, corrupt files, another process writing it) and so may the names given;
+docs/design.md §FilesDaf has the whole protocol. In short:
+
+- **Confinement.** Every file is opened relative to a descriptor of its folder, without following links
+  (``O_NOFOLLOW``; folders ``O_DIRECTORY``), so a link inside the data set is refused, never followed. Names that are
+  not single file names are refused. New files are temporaries created exclusively (``O_EXCL``) under unpredictable
+  names and renamed in; nothing is ever written in place, and removals never follow links.
+- **Atomic writes.** A property's data files and descriptor are written as hidden temporaries first (so a full disk
+  fails before anything changes); then the old property's data files are moved aside as hidden ``.backup``s, its
+  descriptor last; the new data files are renamed in, the new descriptor last (the commit: it makes the property
+  exist); then the backups are dropped (descriptor backup last). Deletes remove the descriptor first.
+- **One writer process.** A writable open holds an advisory ``flock`` on ``.daf.lock`` for its life (opens in the
+  same process share it); another process's writable open is refused. Only the lock holder repairs what a crashed
+  writer left. A read-only open never writes: it reads the committed state of a property from whichever of its files
+  and backups hold it, and checks after opening them that they are still the committed ones (else it reads again).
+- **Checked sizes.** Every size a descriptor declares is checked against the axes and the file sizes before a file is
+  mapped; corrupt files and descriptors raise :class:`~pydaf.DafFormatError` naming the property.
 """
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import json
 import os
+import re
+import secrets
 import shutil
-from typing import Any
+import stat
+import threading
+import time
+import weakref
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 import numpy as np
 
-from ..errors import DafFormatError
+from ..errors import (
+    DafError,
+    DafFormatError,
+    DafLockedError,
+    DafMissingError,
+    DafModeError,
+    DafNameError,
+    DafReadOnlyError,
+    DafStorageError,
+    DafValueError,
+)
 from ..sparse import SparseMatrixCSC, SparseVector
 from ..storage_types import DTYPES_BY_NAME, STRING_DTYPE, StorageScalar, julia_name, scalar_dtype
 from .base import (
@@ -37,51 +70,48 @@ from .base import (
     sparse_strings_are_smaller,
     weakest_cache_group,
 )
-from .mapping import map_region
+from .mapping import map_file
 from .registry import FormatEntry, PersistentDaf, register_format
 
 MAJOR_VERSION = 1
 MINOR_VERSION = 1
 
+#: The writer lock, an empty file in the root directory (Julia never lists the root, see docs/design.md).
+LOCK_FILE = ".daf.lock"
+
+_FOLDERS = ("scalars", "axes", "vectors", "matrices")
 _VECTOR_SUFFIXES = (".json", ".txt", ".data", ".zip", ".nzind", ".nzind.zip", ".nzval", ".nzval.zip", ".nztxt")
 _MATRIX_SUFFIXES = (".json", ".data", ".txt", ".zip", ".colptr", ".colptr.zip", ".rowval", ".rowval.zip", ".nzval",
                     ".nzval.zip", ".nztxt")
-_ALL_SUFFIXES = tuple(dict.fromkeys(_VECTOR_SUFFIXES + _MATRIX_SUFFIXES))
+_ALL_SUFFIXES = tuple(sorted(set(_VECTOR_SUFFIXES + _MATRIX_SUFFIXES), key=len, reverse=True))  # longest first
+
+_FOLDER_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK  # NONBLOCK: a planted FIFO can't hang us
+_CREATE_FLAGS = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+_TEMPORARY = re.compile(r"\..*\.tmp-[0-9a-f]+", re.DOTALL)
+_MAX_JSON_BYTES = 64 << 20  # descriptors are tiny; a scalar string may be large, but not gigabytes
+_MAX_NAME_BYTES = 255 - len(".nzval.zip.backup") - 1  # a property's hidden backup must still be a valid file name
+_WRITE_CHUNK = 1 << 28
+_READ_ATTEMPTS = 200  # a reader racing a writer re-reads; each attempt sleeps a little longer (≤ ~2 s in total)
+
+_OUTSIDE_ERRORS = (errno.ELOOP, errno.ENOTDIR, errno.EISDIR, errno.ENXIO, errno.ENODEV)
+_FULL_ERRORS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+
+T = TypeVar("T")
 
 
-def _temporary(path: str) -> str:
-    folder, name = os.path.split(path)
-    return os.path.join(folder, f".{name}.tmp-{os.getpid()}")
-
-
-def _backup(path: str) -> str:
-    folder, name = os.path.split(path)
-    return os.path.join(folder, f".{name}.backup")
-
-
-def _write_atomic(path: str, data: bytes | np.ndarray) -> None:
-    """Write a whole file under a temporary name, then rename it into place."""
-    temporary = _temporary(path)
-    with open(temporary, "wb") as handle:
-        handle.write(data if isinstance(data, bytes) else np.ascontiguousarray(data).tobytes(order="A"))
-    os.replace(temporary, path)
-
-
-def _lines_bytes(values: np.ndarray) -> bytes:
+def _lines_bytes(values: np.ndarray, what: str) -> bytes:
     for value in values.flat:
         if "\n" in value:
-            raise DafFormatError(f"a string contains a newline, which FilesDaf can't store: {value!r}")
-    return "".join(f"{value}\n" for value in values.flat).encode("utf-8")
+            raise DafValueError(f"a string of {what}\ncontains a newline, which FilesDaf can't store: {value!r}")
+    return _utf8("".join(f"{value}\n" for value in values.flat), what)
 
 
-def _read_lines(path: str) -> np.ndarray:
-    with open(path, "rb") as handle:
-        text = handle.read().decode("utf-8")
-    if not text:
-        return np.empty(0, dtype=object)
-    if not text.endswith("\n"):
-        raise DafFormatError(f"the text file: {path}\ndoes not end with a newline")
-    return np.array(text[:-1].split("\n"), dtype=object)
+def _utf8(text: str, what: str) -> bytes:
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise DafValueError(f"{what}\nis not valid UTF-8 text ({error})") from error
 
 
 def _json_value(value: StorageScalar) -> str:
@@ -92,7 +122,7 @@ def _json_value(value: StorageScalar) -> str:
         return "true" if value else "false"
     if isinstance(value, np.floating):
         if not np.isfinite(value):
-            raise DafFormatError(f"FilesDaf can't store the non-finite scalar: {value}")
+            raise DafValueError(f"FilesDaf can't store the non-finite scalar: {value}")
         text = np.format_float_positional(value, unique=True, trim="0") if 1e-5 <= abs(value) < 1e16 or value == 0 \
             else np.format_float_scientific(value, unique=True, trim="0").replace("e+", "e")
         return text
@@ -112,8 +142,416 @@ def _sparse_json(components: list[tuple[str, str, int]]) -> str:
     return f'{{"format":"sparse",{parts}}}'
 
 
+# Files, relative to the descriptor of their folder, never following links.
+
+
+def _backup(file: str) -> str:
+    return f".{file}.backup"
+
+
+def _temporary(file: str) -> str:
+    """An unpredictable hidden name for a new file (never ending like a property file, so Julia ignores it)."""
+    token = secrets.token_hex(8)
+    name = f".{file}.tmp-{token}"
+    return name if len(os.fsencode(name)) <= 255 else f".daf.tmp-{token}"
+
+
+def _lstat(folder: int, name: str) -> os.stat_result | None:
+    try:
+        return os.stat(name, dir_fd=folder, follow_symlinks=False)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as error:
+        if error.errno == errno.ENAMETOOLONG:
+            return None
+        raise
+
+
+def _is_backup(folder: int, name: str) -> bool:
+    """Whether a backup exists (pydaf's backups are regular files; anything else there was planted, and is ignored)."""
+    status = _lstat(folder, name)
+    return status is not None and stat.S_ISREG(status.st_mode)
+
+
+def _open_file(folder: int, name: str) -> tuple[int, os.stat_result]:
+    """A regular file, opened read-only, and its status; a link, folder, FIFO or device raises ``ELOOP``."""
+    fd = os.open(name, _READ_FLAGS, dir_fd=folder)
+    status = os.fstat(fd)
+    if not stat.S_ISREG(status.st_mode):
+        os.close(fd)
+        raise OSError(errno.ELOOP, "not a regular file", name)
+    return fd, status
+
+
+def _read_fd(fd: int, size: int, limit: int, name: str) -> bytes:
+    """The ``size`` bytes of an open file (refused if more than ``limit``)."""
+    if size > limit:
+        raise DafFormatError(f"the file: {name}\nhas {size} bytes (more than the {limit} bytes expected of it)")
+    chunks = []
+    while size > 0:
+        chunk = os.read(fd, size)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size -= len(chunk)
+    return b"".join(chunks)
+
+
+def _unlink(folder: int, name: str) -> None:
+    with suppress(FileNotFoundError):
+        os.unlink(name, dir_fd=folder)
+
+
+def _replace(folder: int, source: str, target: str) -> None:
+    os.replace(source, target, src_dir_fd=folder, dst_dir_fd=folder)
+
+
+def _remove_entry(folder: int, name: str) -> None:
+    """Remove a file, link or whole folder (links inside are removed, never followed)."""
+    status = _lstat(folder, name)
+    if status is None:
+        return
+    if stat.S_ISDIR(status.st_mode):
+        shutil.rmtree(name, dir_fd=folder)  # the fd-based rmtree, which never follows links
+    else:
+        _unlink(folder, name)
+
+
+def _create_new(folder: int, file: str) -> tuple[str, int]:
+    """A new hidden temporary file next to ``file``, created exclusively (never an existing file or link): its name
+    and descriptor (open for writing)."""
+    while True:
+        name = _temporary(file)
+        try:
+            return name, os.open(name, _CREATE_FLAGS, 0o644, dir_fd=folder)
+        except FileExistsError:
+            continue
+
+
+def _write_new(folder: int, file: str, data: bytes | np.ndarray) -> str:
+    """Write a new hidden temporary file next to ``file``; returns its name."""
+    name, fd = _create_new(folder, file)
+    try:
+        if isinstance(data, np.ndarray):
+            view = memoryview(np.ascontiguousarray(data).reshape(-1).view(np.uint8))
+        else:
+            view = memoryview(data)
+        written = 0
+        while written < len(view):
+            written += os.write(fd, view[written:written + _WRITE_CHUNK])
+    except BaseException:
+        _unlink(folder, name)
+        raise
+    finally:
+        os.close(fd)
+    return name
+
+
+def _split_suffix(file: str) -> tuple[str, str] | None:
+    for suffix in _ALL_SUFFIXES:
+        if file.endswith(suffix) and len(file) > len(suffix):
+            return file[:-len(suffix)], suffix
+    return None
+
+
+def _is_text(name: str) -> bool:
+    """Whether a file name is valid UTF-8 (``os.listdir`` gives other bytes as surrogates; they are not Daf names)."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _recover_folder(folder: int, property_suffixes: tuple[str, ...]) -> None:
+    """Finish what a crashed writer left in one folder: drop temporaries, and for each property with backups: drop
+    them if its new descriptor was committed, else put them back (dropping the uncommitted new files)."""
+    names = set(os.listdir(folder))
+    backups: dict[str, set[str]] = {}
+    for name in names:
+        if not name.startswith("."):
+            continue
+        status = _lstat(folder, name)
+        if status is None or stat.S_ISDIR(status.st_mode):
+            continue
+        if _TEMPORARY.fullmatch(name):
+            _unlink(folder, name)
+        elif name.endswith(".backup"):
+            split = _split_suffix(name[1:-len(".backup")])
+            if split is not None and split[1] in property_suffixes:
+                if stat.S_ISREG(status.st_mode):
+                    backups.setdefault(split[0], set()).add(split[1])
+                else:
+                    _unlink(folder, name)  # not one of pydaf's: a planted link, removed (never followed)
+    for prefix, suffixes in backups.items():
+        data = [suffix for suffix in _ALL_SUFFIXES if suffix in suffixes and suffix != ".json"]
+        if ".json" in suffixes and prefix + ".json" in names:  # committed: the backups are stale
+            for suffix in [*data, ".json"]:
+                _unlink(folder, _backup(prefix + suffix))
+        elif ".json" in suffixes:  # not committed: back to the old property
+            for suffix in property_suffixes:
+                if suffix in data:
+                    _replace(folder, _backup(prefix + suffix), prefix + suffix)
+                elif suffix != ".json" and prefix + suffix in names:
+                    _unlink(folder, prefix + suffix)
+            _replace(folder, _backup(prefix + ".json"), prefix + ".json")
+        else:  # killed while moving the old data files aside: its descriptor is still in place
+            for suffix in data:
+                _replace(folder, _backup(prefix + suffix), prefix + suffix)
+
+
+# The writer lock.
+
+
+@dataclass
+class _WriterLock:
+    """This process's hold of one directory's writer lock, shared by its writable opens."""
+
+    fd: int
+    users: int = 1
+    mutex: threading.RLock = field(default_factory=threading.RLock)  # one change at a time across those opens
+    valid: bool = True  # false in a forked child, which does not hold the lock
+
+
+_writer_locks: dict[tuple[int, int], _WriterLock] = {}
+_writer_locks_guard = threading.Lock()
+
+
+def _forget_locks_in_child() -> None:
+    for lock in _writer_locks.values():
+        lock.valid = False
+        with suppress(OSError):
+            os.close(lock.fd)
+    _writer_locks.clear()
+
+
+os.register_at_fork(after_in_child=_forget_locks_in_child)
+
+
+def _acquire_writer_lock(root: int, path: str) -> tuple[tuple[int, int], _WriterLock, bool]:
+    """This process's hold of the writer lock of the directory open as ``root``: ``(key, lock, first)``, where
+    ``first`` tells whether this open took it (and so must recover what a crashed writer left)."""
+    status = os.fstat(root)
+    key = (status.st_dev, status.st_ino)
+    with _writer_locks_guard:
+        lock = _writer_locks.get(key)
+        if lock is not None:
+            lock.users += 1
+            return key, lock, False
+        fd = os.open(LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, 0o644,
+                     dir_fd=root)
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise OSError(errno.ELOOP, "not a regular file", LOCK_FILE)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+                raise DafLockedError(f"the daf directory: {path}\nis open for writing by another process (pid: "
+                                   f"{holder or 'unknown'})\n(FilesDaf allows one writer process at a time; readers "
+                                   "need no lock)") from None
+            with suppress(OSError):  # only for the message of a refused writer: a full disk must not stop us
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        except BaseException:
+            os.close(fd)
+            raise
+        lock = _writer_locks[key] = _WriterLock(fd)
+        return key, lock, True
+
+
+def _release(root: int, key: tuple[int, int] | None, lock: _WriterLock | None) -> None:
+    with suppress(OSError):
+        os.close(root)
+    if key is None or lock is None:
+        return
+    with _writer_locks_guard:
+        lock.users -= 1
+        if lock.users == 0 and _writer_locks.get(key) is lock:
+            del _writer_locks[key]
+            with suppress(OSError):
+                os.close(lock.fd)  # releases the flock
+
+
+# Reading one property consistently.
+
+
+@dataclass(frozen=True)
+class _Property:
+    """Where a property's files are: its folder (relative to the root), its name, and how errors name it."""
+
+    folder: tuple[str, ...]
+    name: str
+    what: str
+    suffixes: tuple[str, ...]
+
+    @property
+    def key(self) -> str:
+        return "/".join((*self.folder, self.name))
+
+
+class _Snapshot:
+    """The files of one property as committed in one state of its folder, opened one by one.
+
+    The descriptor is ``<name>.json``, or its ``.backup`` if an overwrite never committed (or is committing now). A
+    data file is the plain one, or its ``.backup`` while an overwrite moves it aside, or only the backup when the
+    descriptor is. :meth:`is_current` tells whether every file opened is still what the folder holds under the name
+    it was opened by (so no writer changed the property meanwhile)."""
+
+    def __init__(self, folder: int, property: _Property) -> None:
+        self.folder = folder
+        self.property = property
+        self.state = self._state()
+        self.opened: list[tuple[str, os.stat_result]] = []
+        self.fds: list[int] = []
+
+    def _state(self) -> tuple[bool, bool] | None:
+        """``(plain descriptor exists, backup descriptor exists)``, or None if neither does."""
+        name = self.property.name + ".json"
+        state = (_lstat(self.folder, name) is not None, _is_backup(self.folder, _backup(name)))
+        return state if any(state) else None
+
+    def descriptor(self, limit: int = _MAX_JSON_BYTES) -> bytes:
+        assert self.state is not None
+        name = self.property.name + ".json"
+        opened = self._open(name if self.state[0] else _backup(name))
+        if opened is None:  # deleted or renamed since: not current, read again
+            raise OSError(errno.ENOENT, "vanished", name)
+        return _read_fd(opened[0], opened[1].st_size, limit, name)
+
+    def open(self, suffix: str) -> tuple[int, os.stat_result] | None:
+        """The data file with this suffix, and its status (None if the committed state has none)."""
+        assert self.state is not None
+        file = self.property.name + suffix
+        names = {(True, False): (file, _backup(file)), (True, True): (file,), (False, True): (_backup(file),)}
+        for name in names[self.state]:
+            opened = self._open(name)
+            if opened is not None:
+                return opened
+        return None
+
+    def _open(self, name: str) -> tuple[int, os.stat_result] | None:
+        try:
+            fd, status = _open_file(self.folder, name)
+        except FileNotFoundError:
+            return None
+        self.fds.append(fd)
+        self.opened.append((name, status))
+        return fd, status
+
+    def is_current(self) -> bool:
+        if self._state() != self.state:
+            return False
+        for name, status in self.opened:
+            now = _lstat(self.folder, name)
+            if now is None or (now.st_ino, now.st_dev) != (status.st_ino, status.st_dev):
+                return False
+        return True
+
+    def close(self) -> None:
+        for fd in self.fds:
+            os.close(fd)
+        self.fds = []
+
+
+def _member(descriptor: Any, key: str, kinds: type | tuple[type, ...], what: str, *, optional: bool = False) -> Any:
+    if not isinstance(descriptor, dict):
+        raise DafFormatError(f"invalid descriptor of {what}\n(expected a JSON object)")
+    if key not in descriptor and optional:
+        return None
+    value = descriptor.get(key)
+    kinds = kinds if isinstance(kinds, tuple) else (kinds,)
+    if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):  # JSON true is not 1
+        names = {str: "string", int: "integer", dict: "JSON object"}
+        expected = " or ".join(names.get(kind, kind.__name__) for kind in kinds)
+        raise DafFormatError(f"invalid descriptor of {what}\n(expected \"{key}\" to be a {expected})")
+    return value
+
+
+def _count(descriptor: dict[str, Any], what: str) -> int | None:
+    count = _member(descriptor, "n_elements", int, what, optional=True)
+    if count is not None and count < 0:
+        raise DafFormatError(f"invalid descriptor of {what}\n(negative n_elements: {count})")
+    return count
+
+
+def _is_string_type(eltype: str) -> bool:
+    return eltype in ("String", "string")
+
+
+def _numeric_dtype(eltype: str, what: str, *, index: bool = False) -> np.dtype:
+    dtype = DTYPES_BY_NAME.get(eltype)
+    if dtype is None or (index and dtype.kind not in "iu"):
+        expected = "an integer type" if index else "a Daf element type"
+        raise DafFormatError(f"invalid element type: {eltype}\nof {what}\n(expected {expected})")
+    return dtype
+
+
+def _scalar_value(descriptor: Any, what: str) -> StorageScalar:
+    """A scalar from its descriptor, converted as Julia's ``convert`` would (anything else is refused)."""
+    eltype = _member(descriptor, "type", str, what)
+    if "value" not in descriptor:
+        raise DafFormatError(f"invalid descriptor of {what}\n(no \"value\")")
+    value = descriptor["value"]
+    if _is_string_type(eltype):
+        if isinstance(value, str):
+            return value
+    elif isinstance(value, int | float):
+        dtype = _numeric_dtype(eltype, what)
+        integral = int(value) if isinstance(value, int) or value.is_integer() else None  # inf, nan: not integral
+        if dtype.kind == "b" and integral in (0, 1):
+            return np.bool_(integral)
+        if dtype.kind in "iu" and integral is not None and np.iinfo(dtype).min <= integral <= np.iinfo(dtype).max:
+            return dtype.type(integral)
+        if dtype.kind == "f":
+            with suppress(OverflowError):
+                number = float(value)
+                if not np.isfinite(number) or abs(number) <= float(np.finfo(dtype).max):
+                    return dtype.type(number)
+    raise DafFormatError(f"invalid value: {str(value)[:100]}\nof {what}\n(expected a value of type: {eltype})")
+
+
+def _parse_json(data: bytes, what: str) -> Any:
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError) as error:  # UnicodeDecodeError is a ValueError
+        raise DafFormatError(f"invalid JSON in the descriptor of {what}\n({str(error)[:200]})") from error
+
+
+def _text(data: bytes, what: str) -> str:
+    """The text of a lines file: UTF-8, each line (if any) ending with a newline."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise DafFormatError(f"the text of {what}\nis not valid UTF-8 ({error})") from error
+    if text and not text.endswith("\n"):
+        raise DafFormatError(f"the text of {what}\ndoes not end with a newline")
+    return text
+
+
+def _line_count(data: bytes, what: str) -> int:
+    _text(data, what)
+    return data.count(b"\n")
+
+
+def _lines(data: bytes, count: int, what: str) -> np.ndarray:
+    """The ``count`` lines of a lines file."""
+    text = _text(data, what)
+    if text.count("\n") != count:
+        raise DafFormatError(f"the text of {what}\nhas {text.count(chr(10))} lines instead of {count}")
+    return np.array(text[:-1].split("\n"), dtype=object) if count else np.empty(0, dtype=object)
+
+
+@dataclass
+class _Pending:
+    """The temporaries of an ``empty_*`` builder, renamed in when it is filled."""
+
+    property: _Property
+    files: list[tuple[str, str]] = field(default_factory=list)  # (suffix, temporary name)
+
+
 class FilesFormat(FormatWriter):
-    """The storage of a FilesDaf data set: a directory of plain files."""
+    """The storage of a FilesDaf data set: a directory of plain files (see the module docstring)."""
 
     type_name = "FilesDaf"
 
@@ -122,65 +560,238 @@ class FilesFormat(FormatWriter):
         self.path = path
         self.mode = mode
         self.is_writable = writable
-        self._axis_lengths: dict[str, int] = {}
-        self._pending: list[tuple[str, str]] = []
-        if os.path.exists(path) and not os.path.isdir(path):
-            raise DafFormatError(f"not a directory: {path}")
-        if truncate and os.path.isdir(path):
-            shutil.rmtree(path)
-        version_path = os.path.join(path, "daf.json")
-        if not os.path.exists(version_path):
-            if not may_create:
-                raise DafFormatError(f"not a daf directory: {path}")
-            os.makedirs(path, exist_ok=True)
-            if os.listdir(path):
-                raise DafFormatError(f"not a daf directory: {path}\n(it is a non-empty directory; mode w+ will not "
-                                     "use it, use mode w to replace it)")
-            for folder in ("scalars", "axes", "vectors", "matrices"):
-                os.makedirs(os.path.join(path, folder), exist_ok=True)
-            _write_atomic(os.path.join(path, "metadata.json"), b"{}")
-            _write_atomic(version_path, b'{"version":[1,1]}\n')
-        self._verify_version(version_path)
+        self._axis_lengths: dict[str, tuple[tuple[int, ...], int]] = {}
+        self._pending: dict[str, _Pending] = {}  # the builders not yet filled, by property key
+        self._lock: _WriterLock | None = None
+        self._root = self._open_root(may_create)
+        self._closer = weakref.finalize(self, _release, self._root, None, None)
         try:
-            self._recover()
-        except OSError:
-            if writable:  # a read-only open of a read-only directory reads what is there
-                raise
-        self._ensure_metadata()
+            with self._doing("opening the directory"):
+                self._open(writable, may_create, truncate)
+        except BaseException:
+            self._closer()
+            raise
 
-    def _recover(self) -> None:
-        """Finish what a crashed writer left: drop temporary files, and restore an overwritten property from its
-        backups if its new descriptor never made it into place (else drop the backups)."""
-        for folder, _, files in os.walk(self.path):
-            hidden = [name for name in files if name.startswith(".")]
-            for name in hidden:
-                if ".tmp-" in name:
-                    os.remove(os.path.join(folder, name))
-            for name in hidden:
-                if not name.endswith(".json.backup"):
-                    continue
-                prefix = name[1:-len("json.backup")]  # ".<property>.json.backup" -> "<property>."
-                backups = [other for other in hidden if other.startswith("." + prefix) and other.endswith(".backup")]
-                committed = os.path.exists(os.path.join(folder, prefix + "json"))
-                for backup in sorted(backups, key=lambda other: other == name):  # the descriptor last
-                    if committed:
-                        os.remove(os.path.join(folder, backup))
-                    else:
-                        os.replace(os.path.join(folder, backup), os.path.join(folder, backup[1:-len(".backup")]))
+    def _open(self, writable: bool, may_create: bool, truncate: bool) -> None:
+        is_daf = self._is_daf()
+        if not is_daf and not may_create:
+            raise DafFormatError(f"not a daf directory: {self.path}")
+        if not is_daf:
+            self._require_unused()
+        if writable:
+            key, self._lock, first = _acquire_writer_lock(self._root, self.path)
+            self._closer.detach()
+            self._closer = weakref.finalize(self, _release, self._root, key, self._lock)
+            is_daf = self._is_daf()
+            if is_daf and truncate:
+                self._truncate()
+            elif not is_daf:
+                self._require_unused()
+            if truncate or not is_daf:
+                self._create()
+            self._verify_version()
+            if first:
+                self._recover()
+            self._ensure_metadata()
+        else:
+            self._verify_version()
 
-    def _verify_version(self, version_path: str) -> None:
+    def _open_root(self, may_create: bool) -> int:
+        flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC  # the path itself is the caller's: links in it are fine
         try:
-            with open(version_path, "rb") as handle:
-                version = json.loads(handle.read())["version"]
-            major, minor = int(version[0]), int(version[1])
-        except (ValueError, KeyError, TypeError, IndexError) as error:
-            raise DafFormatError(f"invalid daf.json in the daf directory: {self.path}\n({error})") from error
+            try:
+                return os.open(self.path, flags)
+            except FileNotFoundError:
+                if not may_create:
+                    raise DafFormatError(f"not a daf directory: {self.path}\n(it does not exist)") from None
+                os.makedirs(self.path, exist_ok=True)
+                return os.open(self.path, flags)
+        except NotADirectoryError:
+            raise DafFormatError(f"not a directory: {self.path}") from None
+        except DafError:
+            raise
+        except OSError as error:
+            raise self._os_error(error, "opening the directory") from error
+
+    def _is_daf(self) -> bool:
+        status = _lstat(self._root, "daf.json")
+        if status is not None and not stat.S_ISREG(status.st_mode):
+            raise DafFormatError(f"not a daf directory: {self.path}\n(its daf.json is not a regular file)")
+        return status is not None
+
+    def _require_unused(self) -> None:
+        """Refuse a directory that is not a Daf data set and holds anything but what an interrupted creation left."""
+        for name in os.listdir(self._root):
+            status = _lstat(self._root, name)
+            if status is None or name == LOCK_FILE or _TEMPORARY.fullmatch(name) or (
+                    name == "metadata.json" and stat.S_ISREG(status.st_mode)):
+                continue
+            if name in _FOLDERS and stat.S_ISDIR(status.st_mode):
+                with self._folder((name,)) as folder:
+                    if folder is None or not os.listdir(folder):
+                        continue
+            raise DafModeError(f"not a daf directory: {self.path}\n(it is a non-empty directory without daf.json; "
+                               f"FilesDaf will not use or erase it in mode {self.mode})")
+
+    def _truncate(self) -> None:
+        """Mode ``w``: remove Daf's own files and folders (and nothing else); ``daf.json`` is rewritten last."""
+        for name in os.listdir(self._root):
+            if name in (*_FOLDERS, "metadata.json", "metadata.json.new", ".reorder.backup") or \
+                    _TEMPORARY.fullmatch(name):
+                _remove_entry(self._root, name)
+
+    def _create(self) -> None:
+        for name in _FOLDERS:
+            with self._folder((name,), create=True):
+                pass
+        self._write_root_file("metadata.json", b"{}")
+        self._write_root_file("daf.json", f'{{"version":[{MAJOR_VERSION},{MINOR_VERSION}]}}\n'.encode())
+
+    def _write_root_file(self, name: str, data: bytes) -> None:
+        _replace(self._root, _write_new(self._root, name, data), name)
+
+    def _verify_version(self) -> None:
+        what = "the daf.json"
+        try:
+            fd, status = _open_file(self._root, "daf.json")
+        except FileNotFoundError:
+            raise DafFormatError(f"not a daf directory: {self.path}") from None
+        try:
+            version = _parse_json(_read_fd(fd, status.st_size, 4096, "daf.json"), what)
+        finally:
+            os.close(fd)
+        numbers = version.get("version") if isinstance(version, dict) else None
+        if not isinstance(numbers, list) or len(numbers) != 2 or not all(
+                isinstance(number, int) and not isinstance(number, bool) for number in numbers):
+            raise DafFormatError(f"invalid daf.json in the daf directory: {self.path}\n(expected "
+                                 "{\"version\":[major,minor]})")
+        major, minor = numbers
         if major != MAJOR_VERSION or minor > MINOR_VERSION:
             raise DafFormatError(f"incompatible format version: {major}.{minor}\nfor the daf directory: {self.path}\n"
                                  f"the code supports version: {MAJOR_VERSION}.{MINOR_VERSION}")
 
-    def _file(self, *parts: str) -> str:
-        return os.path.join(self.path, *parts)
+    def _recover(self) -> None:
+        """Finish what a crashed writer left (see :func:`_recover_folder`); only the lock holder does this. Linked
+        folders are left alone (and refused when used)."""
+        for parts, suffixes in (((), ()), (("axes",), ()), *self._property_folders()):
+            with self._folder(parts, links=False) as folder:
+                if folder is not None:
+                    _recover_folder(folder, suffixes)
+
+    def _property_folders(self) -> Iterator[tuple[tuple[str, ...], tuple[str, ...]]]:
+        """Every folder of properties (real folders only: links are never followed), with its properties' suffixes."""
+        yield ("scalars",), (".json",)
+        for axis in self._subfolders(("vectors",)):
+            yield ("vectors", axis), _VECTOR_SUFFIXES
+        for rows_axis in self._subfolders(("matrices",)):
+            for columns_axis in self._subfolders(("matrices", rows_axis)):
+                yield ("matrices", rows_axis, columns_axis), _MATRIX_SUFFIXES
+
+    def _subfolders(self, parts: tuple[str, ...]) -> list[str]:
+        """The real sub-folders (links are skipped, never followed) of a folder (none if it is a link)."""
+        with self._folder(parts, links=False) as folder:
+            if folder is None:
+                return []
+            return sorted(name for name in os.listdir(folder) if not name.startswith(".") and _is_text(name) and (
+                status := _lstat(folder, name)) is not None and stat.S_ISDIR(status.st_mode))
+
+    # Folders, names and errors.
+
+    @contextmanager
+    def _folder(self, parts: tuple[str, ...], *, create: bool = False, links: bool = True) -> Iterator[int | None]:
+        """A descriptor of a folder of the data set (None if it is missing and not ``create``), opened part by part
+        without following links: a link raises (``ELOOP``), or is taken as missing if not ``links``."""
+        folder = self._root
+        try:
+            for part in parts:
+                try:
+                    child = os.open(part, _FOLDER_FLAGS, dir_fd=folder)
+                except OSError as error:
+                    if create and error.errno == errno.ENOENT:
+                        with suppress(FileExistsError):
+                            os.mkdir(part, 0o777, dir_fd=folder)
+                        child = os.open(part, _FOLDER_FLAGS, dir_fd=folder)
+                    elif error.errno == errno.ENOENT or (not links and error.errno in _OUTSIDE_ERRORS):
+                        if folder != self._root:
+                            os.close(folder)
+                        folder = None
+                        break
+                    else:
+                        raise
+                if folder != self._root:
+                    os.close(folder)
+                folder = child
+            if folder == self._root:
+                folder = os.dup(self._root)
+            yield folder
+        finally:
+            if folder is not None and folder != self._root:
+                os.close(folder)
+
+    def _os_error(self, error: OSError, doing: str) -> DafError:
+        where = f"{doing}\nin the daf directory: {self.path}"
+        if error.errno == errno.ENAMETOOLONG:
+            result: DafError = DafNameError(f"{where}\n(a file name is too long: {error.filename})")
+        elif error.errno in _OUTSIDE_ERRORS:
+            result = DafFormatError(
+                f"{where}\n({error.filename or 'a file'}: a symbolic link, or not the kind of file or folder FilesDaf "
+                "expects; FilesDaf never follows links inside a data set)")
+        elif error.errno == errno.ENOENT:
+            result = DafFormatError(f"{where}\n(missing: {error.filename or 'a file'})")
+        elif error.errno in _FULL_ERRORS:
+            reason = "the file is too large" if error.errno == errno.EFBIG else "the disk is full"
+            result = DafStorageError(f"{where}\nfailed: {reason} ({error.strerror}); what was stored before is intact")
+        else:
+            result = DafStorageError(f"{where}\nfailed: {error.strerror or error}")
+        result.errno = error.errno  # type: ignore[attr-defined]
+        return result
+
+    @contextmanager
+    def _doing(self, doing: str) -> Iterator[None]:
+        """Turn operating system errors into Daf errors naming what was being done."""
+        try:
+            yield
+        except DafError:
+            raise
+        except OSError as error:
+            raise self._os_error(error, doing) from error
+
+    def _name(self, name: Any, what: str) -> str:
+        """Refuse a name that is not a single file name of Daf's (defense in depth: the writer layer checks names
+        too), so no path built from it can leave its folder or clash with pydaf's hidden files."""
+        if isinstance(name, str) and name and not name.startswith(".") and "/" not in name and "\0" not in name \
+                and _is_text(name):
+            return name
+        raise DafNameError(f"invalid {what} name: {name!r}\nfor the daf directory: {self.path}\n(FilesDaf names are "
+                           "file names: non-empty UTF-8, not starting with '.', without '/' or NUL)")
+
+    def _scalar(self, name: str) -> _Property:
+        name = self._name(name, "scalar")
+        return _Property(("scalars",), name, f"the scalar: {name}", (".json",))
+
+    def _vector(self, axis: str, name: str) -> _Property:
+        axis, name = self._name(axis, "axis"), self._name(name, "vector")
+        return _Property(("vectors", axis), name, f"the vector: {name}\nof the axis: {axis}", _VECTOR_SUFFIXES)
+
+    def _matrix(self, rows_axis: str, columns_axis: str, name: str) -> _Property:
+        rows_axis, columns_axis = self._name(rows_axis, "axis"), self._name(columns_axis, "axis")
+        name = self._name(name, "matrix")
+        return _Property(("matrices", rows_axis, columns_axis), name,
+                         f"the matrix: {name}\nof the rows axis: {rows_axis}\nand the columns axis: {columns_axis}",
+                         _MATRIX_SUFFIXES)
+
+    def _require_short(self, property: _Property) -> None:
+        if len(property.name.encode("utf-8")) > _MAX_NAME_BYTES:
+            raise DafNameError(f"the name of {property.what}\nis too long for the daf directory: {self.path}\n(at most "
+                               f"{_MAX_NAME_BYTES} bytes, so its hidden backups are valid file names)")
+
+    def _require_writable(self, what: str) -> _WriterLock:
+        if not self.is_writable or self._lock is None:
+            raise DafReadOnlyError(f"can't change {what}\nin the read-only daf directory: {self.path}")
+        if not self._lock.valid:
+            raise DafModeError(f"can't change {what}\nin the daf directory: {self.path}\nthrough a writable FilesDaf "
+                               "inherited by a forked process (which does not hold the writer lock); open it again")
+        return self._lock
 
     def format_default_name(self) -> str:
         return self.path
@@ -193,226 +804,292 @@ class FilesFormat(FormatWriter):
         lines.append(f"{indent}path: {self.path}")
         lines.append(f"{indent}mode: {self.mode}")
 
-    # metadata.json.
+    def format_close(self) -> None:
+        self._closer()
 
-    def _ensure_metadata(self) -> None:
+    # Existence and names.
+
+    def _exists(self, where: Callable[[], _Property]) -> bool:
+        """Whether a property exists (a name the storage could never hold is not found, as the contract asks)."""
         try:
-            with open(self._file("metadata.json"), "rb") as handle:
-                keys = set(json.loads(handle.read()))
-            if self.is_writable and keys != {key for key, _ in self._metadata_keys()}:
-                raise ValueError("stale metadata.json")  # a crash between a rename and its index entry
-        except (OSError, ValueError):
-            try:
-                self._rebuild_metadata()
-            except OSError:
-                if self.is_writable:
-                    raise
+            property = where()
+        except DafNameError:
+            return False
+        with self._doing(f"looking for {property.what}"), self._folder(property.folder) as folder:
+            if folder is None:
+                return False
+            file = property.name + property.suffixes[0]
+            return _lstat(folder, file) is not None or (file.endswith(".json") and _is_backup(folder, _backup(file)))
 
-    def _metadata_keys(self) -> list[tuple[str, tuple[str, ...]]]:
-        """Every property's ``metadata.json`` key and descriptor path parts, in Julia's rebuild order."""
-        axes = sorted(self.format_axes_set())
-        keys = [(f"axes/{axis}", ()) for axis in axes]
-        keys += [(f"scalars/{name}", ("scalars", name)) for name in sorted(self.format_scalars_set())]
-        for axis in axes:
-            keys += [(f"vectors/{axis}/{name}", ("vectors", axis, name))
-                     for name in sorted(self.format_vectors_set(axis))]
-        for rows_axis in axes:
-            for columns_axis in axes:
-                keys += [(f"matrices/{rows_axis}/{columns_axis}/{name}", ("matrices", rows_axis, columns_axis, name))
-                         for name in sorted(self.format_matrices_set(rows_axis, columns_axis))]
-        return keys
+    def _names(self, parts: tuple[str, ...], suffix: str, what: str) -> set[str]:
+        """The names of the properties in a folder (tolerating a missing one, as git checkouts drop empty folders):
+        files with the suffix, and the hidden backups of descriptors whose overwrite never committed."""
+        with self._doing(f"listing {what}"), self._folder(parts) as folder:
+            if folder is None:
+                return set()
+            names = set()
+            for file in os.listdir(folder):
+                if file.startswith(".") and suffix == ".json" and file.endswith(".json.backup") and _is_backup(
+                        folder, file):
+                    file = file[1:-len(".backup")]
+                if file.endswith(suffix) and not file.startswith(".") and _is_text(file) and len(file) > len(suffix):
+                    names.add(file[:-len(suffix)])
+            return names
 
-    def _metadata_entries(self) -> list[tuple[str, str]]:
-        return [(key, self._descriptor_text(*parts) if parts else
-                 f'{{"format":"axis","n_entries":{self.format_axis_length(key[5:])}}}')
-                for key, parts in self._metadata_keys()]
+    # Reading.
 
-    def _descriptor_text(self, *parts: str) -> str:
-        with open(self._file(*parts[:-1], parts[-1] + ".json"), "rb") as handle:
-            return handle.read().decode("utf-8").rstrip("\n")
+    def _read(self, property: _Property, decode: Callable[[_Snapshot], T]) -> T:
+        """Decode a property from one consistent snapshot of its files; if a writer changed it meanwhile, again."""
+        for attempt in range(_READ_ATTEMPTS):
+            with self._doing(f"reading {property.what}"), self._folder(property.folder) as folder:
+                if folder is None:
+                    raise DafMissingError(f"missing {property.what}\nin the daf directory: {self.path}")
+                snapshot = _Snapshot(folder, property)
+                try:
+                    if snapshot.state is None:
+                        raise DafMissingError(f"missing {property.what}\nin the daf directory: {self.path}")
+                    try:
+                        value = decode(snapshot)
+                    except (DafError, OSError):
+                        if snapshot.is_current():
+                            raise
+                    else:
+                        if snapshot.is_current():
+                            return value
+                finally:
+                    snapshot.close()
+            time.sleep(0.0001 * attempt)
+        raise DafFormatError(f"{property.what}\nin the daf directory: {self.path}\nkept changing while it was read "
+                             "(another process is writing it)")
 
-    def _rebuild_metadata(self) -> None:
-        body = ",".join(f"{json.dumps(key, ensure_ascii=False)}:{text}" for key, text in self._metadata_entries())
-        _write_atomic(self._file("metadata.json"), f"{{{body}}}".encode())
+    def _descriptor(self, snapshot: _Snapshot) -> Any:
+        return _parse_json(snapshot.descriptor(), snapshot.property.what)
 
-    def _append_metadata(self, key: str, descriptor: str) -> None:
-        path = self._file("metadata.json")
-        with open(path, "r+b") as handle:
-            handle.seek(0, os.SEEK_END)
-            size = handle.tell()
-            entry = f"{json.dumps(key, ensure_ascii=False)}:{descriptor}}}".encode()
-            handle.seek(size - 1)
-            handle.write(entry if size <= 2 else b"," + entry)
+    def _refuse_packed(self, descriptor: dict[str, Any], property: _Property) -> None:
+        if "packed_format" in descriptor or any(isinstance(component, dict) and "packed_format" in component
+                                                for component in descriptor.values()):
+            raise DafFormatError(f"reading packed (.zip) FilesDaf data is not supported yet\nfor the property: "
+                                 f"{property.key}\nin the daf directory: {self.path}")
 
-    def _set_descriptor(self, key: str, descriptor: str) -> None:
-        """Make a property exist: its descriptor is renamed into place last (dropping the backups of what it
-        replaced), then indexed."""
-        _write_atomic(self._file(key + ".json"), (descriptor + "\n").encode())
-        for suffix in _ALL_SUFFIXES:
-            backup = _backup(self._file(key + suffix))
-            if os.path.exists(backup):
-                os.remove(backup)
-        self._append_metadata(key, descriptor)
+    def _data(self, snapshot: _Snapshot, suffix: str) -> tuple[int, int]:
+        """An open data file of a property, and its size."""
+        opened = snapshot.open(suffix)
+        if opened is None:
+            raise DafFormatError(f"missing data file: {snapshot.property.name}{suffix}\nof {snapshot.property.what}\n"
+                                 f"in the daf directory: {self.path}")
+        return opened[0], opened[1].st_size
 
-    # Reading data files.
-
-    def _map(self, path: str, dtype: np.dtype, count: int) -> tuple[np.ndarray, CacheGroup]:
+    def _map(self, snapshot: _Snapshot, suffix: str, dtype: np.dtype,
+             count: int | None) -> tuple[np.ndarray, CacheGroup]:
+        """A read-only map of a data file of ``count`` elements (its size is checked first); ``count`` None means
+        the whole file (v1.0 sparse components, whose size is their length)."""
+        fd, size = self._data(snapshot, suffix)
+        if count is None:
+            if size % dtype.itemsize:
+                raise self._size_error(snapshot, suffix, size, f"a multiple of {dtype.itemsize}")
+            count = size // dtype.itemsize
+        if size != count * dtype.itemsize:
+            raise self._size_error(snapshot, suffix, size, str(count * dtype.itemsize))
         if count == 0:
             return np.empty(0, dtype=dtype), CacheGroup.MemoryData
-        size = os.path.getsize(path)
-        if size != count * dtype.itemsize:
-            raise DafFormatError(f"the data file: {path}\nhas {size} bytes instead of {count * dtype.itemsize}")
-        region = map_region(path, 0, size, writable=False)
+        path = os.path.join(self.path, *snapshot.property.folder, snapshot.property.name + suffix)
+        region = map_file(fd, path, 0, size, writable=False)
         return np.frombuffer(region, dtype=dtype, count=count), CacheGroup.MappedData
 
-    def _require_flat(self, path: str) -> None:
-        """Refuse packed (``.zip``) data, naming the property (reading it arrives with the packed formats)."""
-        if os.path.exists(path) and not os.path.exists(path + ".zip"):
-            return
-        relative = os.path.relpath(path, self.path)
-        stem = relative.rpartition(".")[0]
-        if os.path.exists(path + ".zip") or os.path.exists(self._file(stem + ".zip")):
-            raise DafFormatError(f"reading packed (.zip) FilesDaf data is not supported yet\nfor the property: {stem}"
-                                 f"\nin the daf directory: {self.path}")
-        raise DafFormatError(f"missing data file: {relative}\nin the daf directory: {self.path}")
+    def _size_error(self, snapshot: _Snapshot, suffix: str, size: int, expected: str) -> DafFormatError:
+        return DafFormatError(f"the data file: {snapshot.property.name}{suffix}\nof {snapshot.property.what}\nin the "
+                              f"daf directory: {self.path}\nhas {size} bytes instead of {expected}")
 
-    def _read_descriptor(self, *parts: str) -> dict[str, Any]:
-        with open(self._file(*parts[:-1], parts[-1] + ".json"), "rb") as handle:
-            return json.loads(handle.read())
+    def _text(self, snapshot: _Snapshot, suffix: str, count: int) -> np.ndarray:
+        fd, size = self._data(snapshot, suffix)
+        return _lines(_read_fd(fd, size, size, snapshot.property.name + suffix), count,
+                      f"{snapshot.property.what}\nin the daf directory: {self.path}")
 
-    def _read_component(self, base: str, component: str, dtype: np.dtype,
-                        count: int | None) -> tuple[np.ndarray, CacheGroup]:
-        path = f"{base}.{component}"
-        self._require_flat(path)
-        if count is None:
-            count = os.path.getsize(path) // dtype.itemsize
-        return self._map(path, dtype, count)
+    def _invalid(self, property: _Property, problem: str) -> DafFormatError:
+        return DafFormatError(f"invalid {property.what}\nin the daf directory: {self.path}\n({problem})")
 
-    def _read_sparse(self, base: str, descriptor: dict[str, Any], index_name: str, other_index: str | None,
-                     other_count: int | None) -> tuple[np.ndarray, np.ndarray | None, np.ndarray, CacheGroup]:
-        """The components of a sparse vector (``nzind``) or matrix (``colptr`` + ``rowval``), either descriptor
-        version; ``nzval`` is synthesised as all-true for Bool data stored without it."""
-        if "eltype" in descriptor:  # v1.0: one element type, one index type, and Bool means all-true
-            dtype = DTYPES_BY_NAME[descriptor["eltype"]]
-            indtype = DTYPES_BY_NAME[descriptor["indtype"]]
-            first, group = self._read_component(base, index_name, indtype, other_count)
-            second = None
-            if other_index is not None:
-                second, second_group = self._read_component(base, other_index, indtype, None)
-                group = weakest_cache_group(group, second_group)
-            nnz = (second if second is not None else first).shape[0]
-            if dtype == np.bool_:
-                return first, second, np.ones(nnz, dtype=np.bool_), CacheGroup.MemoryData
-            nzval, nzval_group = self._read_component(base, "nzval", dtype, nnz)
-            return first, second, nzval, weakest_cache_group(group, nzval_group)
-        index = descriptor[index_name]
-        indtype = DTYPES_BY_NAME[index["eltype"]]
-        first, group = self._read_component(base, index_name, indtype, index.get("n_elements"))
-        second = None
-        if other_index is not None:
-            component = descriptor[other_index]
-            second, second_group = self._read_component(base, other_index, DTYPES_BY_NAME[component["eltype"]],
-                                                        component.get("n_elements"))
-            group = weakest_cache_group(group, second_group)
-        nnz = (second if second is not None else first).shape[0]
-        if "nzval" not in descriptor:
-            return first, second, np.ones(nnz, dtype=np.bool_), CacheGroup.MemoryData
-        nzval_descriptor = descriptor["nzval"]
-        if nzval_descriptor["eltype"] in ("String", "string"):
-            if not os.path.exists(base + ".nztxt"):
-                self._require_flat(base + ".nzval")
-            return first, second, _read_lines(base + ".nztxt"), CacheGroup.MemoryData
-        nzval, nzval_group = self._read_component(base, "nzval", DTYPES_BY_NAME[nzval_descriptor["eltype"]],
-                                                  nzval_descriptor.get("n_elements", nnz))
-        return first, second, nzval, weakest_cache_group(group, nzval_group)
+    def _dense(self, snapshot: _Snapshot, descriptor: dict[str, Any], count: int) -> tuple[np.ndarray, CacheGroup]:
+        eltype = _member(descriptor, "eltype", str, snapshot.property.what)
+        if _is_string_type(eltype):
+            return self._text(snapshot, ".txt", count), CacheGroup.MemoryData
+        return self._map(snapshot, ".data", _numeric_dtype(eltype, snapshot.property.what), count)
+
+    def _index(self, snapshot: _Snapshot, descriptor: dict[str, Any], component: str,
+               count: int | None) -> tuple[np.ndarray, CacheGroup]:
+        """An index component of a sparse property (``nzind``, ``colptr``, ``rowval``), either descriptor version;
+        ``count`` is its required length, if known."""
+        what = snapshot.property.what
+        if "eltype" in descriptor:  # v1.0: one index type, lengths from the file sizes
+            indtype = _member(descriptor, "indtype", str, what)
+            return self._map(snapshot, f".{component}", _numeric_dtype(indtype, what, index=True), count)
+        part = _member(descriptor, component, dict, what)
+        declared = _count(part, what)
+        if count is not None and declared is not None and declared != count:
+            raise self._invalid(snapshot.property, f"{component} has {declared} elements instead of {count}")
+        dtype = _numeric_dtype(_member(part, "eltype", str, what), what, index=True)
+        return self._map(snapshot, f".{component}", dtype, declared if count is None else count)
+
+    def _values(self, snapshot: _Snapshot, descriptor: dict[str, Any], nnz: int) -> tuple[np.ndarray, CacheGroup]:
+        """The ``nzval`` of a sparse property with ``nnz`` entries (all-true Bool when it is not stored)."""
+        what = snapshot.property.what
+        if "eltype" in descriptor:  # v1.0: Bool data is always all-true (FORMATS.md §3.5)
+            eltype = _member(descriptor, "eltype", str, what)
+            part = None
+        else:
+            part = _member(descriptor, "nzval", dict, what, optional=True)
+            eltype = None if part is None else _member(part, "eltype", str, what)
+            declared = None if part is None else _count(part, what)
+            if declared is not None and declared != nnz:
+                raise self._invalid(snapshot.property, f"nzval has {declared} elements instead of {nnz}")
+        if eltype is not None and _is_string_type(eltype):
+            return self._text(snapshot, ".nztxt", nnz), CacheGroup.MemoryData
+        dtype = np.dtype(np.bool_) if eltype is None else _numeric_dtype(eltype, what)
+        if part is None and dtype == np.bool_:
+            return np.ones(nnz, dtype=np.bool_), CacheGroup.MemoryData
+        return self._map(snapshot, ".nzval", dtype, nnz)
 
     # Scalars.
 
     def format_has_scalar(self, name: str) -> bool:
-        return os.path.exists(self._file("scalars", name + ".json"))
+        return self._exists(lambda: self._scalar(name))
 
     def format_scalars_set(self) -> set[str]:
-        return _names_with_suffix(self._file("scalars"), ".json")
+        return self._names(("scalars",), ".json", "the scalars")
 
     def format_get_scalar(self, name: str) -> StorageScalar:
-        descriptor = self._read_descriptor("scalars", name)
-        eltype, value = descriptor["type"], descriptor["value"]
-        if eltype in ("String", "string"):
-            return str(value)
-        return DTYPES_BY_NAME[eltype].type(value)
+        property = self._scalar(name)
+        return self._read(property, lambda snapshot: _scalar_value(self._descriptor(snapshot), property.what))
 
     def format_set_scalar(self, name: str, value: StorageScalar) -> None:
+        property = self._scalar(name)
+        self._require_writable(property.what)
         eltype = julia_name(scalar_dtype(value))
-        self._set_descriptor(f"scalars/{name}", f'{{"type":"{eltype}","value":{_json_value(value)}}}')
+        self._store(property, [], f'{{"type":"{eltype}","value":{_json_value(value)}}}')
 
     def format_delete_scalar(self, name: str, *, for_set: bool) -> None:
-        self._delete_files(f"scalars/{name}", (".json",), for_set=for_set)
-        self._rebuild_metadata()
+        self._delete(self._scalar(name), for_set=for_set)
 
     # Axes.
 
     def format_has_axis(self, axis: str, *, for_change: bool) -> bool:
-        return os.path.exists(self._file("axes", axis + ".txt"))
+        return self._exists(lambda: _Property(("axes",), self._name(axis, "axis"), f"the axis: {axis}", (".txt",)))
 
     def format_axes_set(self) -> set[str]:
-        return _names_with_suffix(self._file("axes"), ".txt")
+        return self._names(("axes",), ".txt", "the axes")
+
+    def _axis_file(self, axis: str, read: Callable[[int, os.stat_result, str], T]) -> T:
+        axis = self._name(axis, "axis")
+        what = f"the axis: {axis}"
+        with self._doing(f"reading {what}"), self._folder(("axes",)) as folder:
+            if folder is None:
+                raise DafMissingError(f"missing {what}\nin the daf directory: {self.path}")
+            try:
+                fd, status = _open_file(folder, axis + ".txt")
+            except FileNotFoundError:
+                raise DafMissingError(f"missing {what}\nin the daf directory: {self.path}") from None
+            try:
+                return read(fd, status, f"{what}\nin the daf directory: {self.path}")
+            finally:
+                os.close(fd)
 
     def format_axis_vector(self, axis: str) -> tuple[np.ndarray, CacheGroup | None]:
-        return _read_lines(self._file("axes", axis + ".txt")), CacheGroup.MemoryData
+        def read(fd: int, status: os.stat_result, what: str) -> np.ndarray:
+            data = _read_fd(fd, status.st_size, status.st_size, axis + ".txt")
+            return _lines(data, data.count(b"\n"), what)
+
+        return self._axis_file(axis, read), CacheGroup.MemoryData
 
     def format_axis_length(self, axis: str) -> int:
-        length = self._axis_lengths.get(axis)
-        if length is None:
-            with open(self._file("axes", axis + ".txt"), "rb") as handle:
-                length = self._axis_lengths[axis] = handle.read().count(b"\n")
-        return length
+        def read(fd: int, status: os.stat_result, what: str) -> int:
+            version = (status.st_ino, status.st_dev, status.st_size, status.st_mtime_ns)
+            cached = self._axis_lengths.get(axis)
+            if cached is not None and cached[0] == version:
+                return cached[1]
+            length = _line_count(_read_fd(fd, status.st_size, status.st_size, axis + ".txt"), what)
+            self._axis_lengths[axis] = (version, length)
+            return length
+
+        return self._axis_file(axis, read)
 
     def format_add_axis(self, axis: str, entries: np.ndarray) -> None:
-        os.makedirs(self._file("vectors", axis), exist_ok=True)
-        for other in self.format_axes_set() | {axis}:
-            os.makedirs(self._file("matrices", axis, other), exist_ok=True)
-            os.makedirs(self._file("matrices", other, axis), exist_ok=True)
-        _write_atomic(self._file("axes", axis + ".txt"), _lines_bytes(entries))
-        self._append_metadata(f"axes/{axis}", f'{{"format":"axis","n_entries":{entries.shape[0]}}}')
+        axis = self._name(axis, "axis")
+        what = f"the axis: {axis}"
+        lock = self._require_writable(what)
+        data = _lines_bytes(entries, f"the entries of {what}")
+        with lock.mutex, self._doing(f"adding {what}"), self._folder(("axes",), create=True) as axes:
+            assert axes is not None
+            temporary = _write_new(axes, axis + ".txt", data)
+            try:
+                # Fresh folders: anything in them is a leftover of an interrupted delete_axis of an earlier axis.
+                self._fresh_folder(("vectors",), axis)
+                self._fresh_folder(("matrices",), axis)
+                for other in self.format_axes_set() | {axis}:
+                    self._fresh_folder(("matrices", axis), other)
+                    self._fresh_folder(("matrices", other), axis)
+                _replace(axes, temporary, axis + ".txt")  # the axis exists from here
+            except BaseException:
+                _unlink(axes, temporary)
+                raise
+            self._update_metadata(f"axes/{axis}", f'{{"format":"axis","n_entries":{entries.shape[0]}}}',
+                                  rebuild=False)
+
+    def _fresh_folder(self, parts: tuple[str, ...], name: str) -> None:
+        with self._folder(parts, create=True) as folder:
+            assert folder is not None
+            _remove_entry(folder, name)
+            os.mkdir(name, 0o777, dir_fd=folder)
 
     def format_delete_axis(self, axis: str) -> None:
-        os.remove(self._file("axes", axis + ".txt"))
-        self._axis_lengths.pop(axis, None)
-        shutil.rmtree(self._file("vectors", axis), ignore_errors=True)
-        shutil.rmtree(self._file("matrices", axis), ignore_errors=True)
-        for rows_axis in os.listdir(self._file("matrices")):
-            shutil.rmtree(self._file("matrices", rows_axis, axis), ignore_errors=True)
-        self._rebuild_metadata()
+        axis = self._name(axis, "axis")
+        what = f"the axis: {axis}"
+        lock = self._require_writable(what)
+        with lock.mutex, self._doing(f"deleting {what}"):
+            with self._folder(("axes",)) as axes:
+                if axes is not None:
+                    _unlink(axes, axis + ".txt")  # the axis stops existing here
+            self._axis_lengths.pop(axis, None)
+            for parts in (("vectors",), ("matrices",), *(("matrices", rows) for rows in self._subfolders(
+                    ("matrices",)))):
+                with self._folder(parts) as folder:
+                    if folder is not None:
+                        _remove_entry(folder, axis)
+            self._update_metadata(None, None, rebuild=True)
 
     # Vectors.
 
     def format_has_vector(self, axis: str, name: str) -> bool:
-        return os.path.exists(self._file("vectors", axis, name + ".json"))
+        return self._exists(lambda: self._vector(axis, name))
 
     def format_vectors_set(self, axis: str) -> set[str]:
-        return _names_with_suffix(self._file("vectors", axis), ".json")
+        axis = self._name(axis, "axis")
+        return self._names(("vectors", axis), ".json", f"the vectors of the axis: {axis}")
 
     def format_get_vector(self, axis: str, name: str) -> tuple[StoredVector, CacheGroup | None]:
-        descriptor = self._read_descriptor("vectors", axis, name)
-        base = self._file("vectors", axis, name)
         length = self.format_axis_length(axis)
-        if descriptor["format"] == "dense":
-            if descriptor["eltype"] in ("String", "string"):
-                self._require_text(base)
-                return _read_lines(base + ".txt"), CacheGroup.MemoryData
-            self._require_flat(base + ".data")
-            return self._map(base + ".data", DTYPES_BY_NAME[descriptor["eltype"]], length)
-        nzind, _, nzval, group = self._read_sparse(base, descriptor, "nzind", None, None)
+        return self._read(self._vector(axis, name), lambda snapshot: self._decode_vector(snapshot, length))
+
+    def _decode_vector(self, snapshot: _Snapshot, length: int) -> tuple[StoredVector, CacheGroup | None]:
+        property = snapshot.property
+        descriptor = self._descriptor(snapshot)
+        layout = _member(descriptor, "format", str, property.what)
+        self._refuse_packed(descriptor, property)
+        if layout == "dense":
+            return self._dense(snapshot, descriptor, length)
+        if layout != "sparse":
+            raise self._invalid(property, f"unknown format: {layout}")
+        nzind, group = self._index(snapshot, descriptor, "nzind", None)
+        if nzind.shape[0] > length or (nzind.shape[0] and (int(nzind[0]) < 1 or int(nzind[-1]) > length)):
+            # The full check of the indices is an O(nnz) pass, left to the reader layer; these are O(1).
+            raise self._invalid(property, f"{nzind.shape[0]} stored entries from {int(nzind[0])} to "
+                                          f"{int(nzind[-1])} for an axis of length {length}")
+        nzval, values_group = self._values(snapshot, descriptor, nzind.shape[0])
         if nzval.dtype == STRING_DTYPE:
             return dense_string_vector(length, nzind, nzval), CacheGroup.MemoryData
-        return SparseVector(length, nzind, nzval), group
-
-    def _require_text(self, base: str) -> None:
-        if not os.path.exists(base + ".txt"):
-            self._require_flat(base + ".txt")
+        return SparseVector(length, nzind, nzval), weakest_cache_group(group, values_group)
 
     def format_set_vector(self, axis: str, name: str, vector: StoredVector | StorageScalar) -> None:
-        base = f"vectors/{axis}/{name}"
+        property = self._vector(axis, name)
+        self._require_writable(property.what)
         length = self.format_axis_length(axis)
         if not isinstance(vector, np.ndarray | SparseVector):
             if not isinstance(vector, str) and vector == 0:  # Julia stores a zero fill as an empty sparse vector
@@ -420,115 +1097,90 @@ class FilesFormat(FormatWriter):
             else:
                 vector = np.full(length, vector, dtype=scalar_dtype(vector))
         if isinstance(vector, SparseVector):
-            self._write_sparse(base, [("nzind", vector.nzind)], vector.nzval)
+            self._store_sparse(property, [("nzind", vector.nzind)], vector.nzval)
         elif vector.dtype == STRING_DTYPE:
             if sparse_strings_are_smaller(vector, None):
                 nzind, texts = sparse_string_vector(vector)
-                self._write_sparse(base, [("nzind", nzind)], texts)
+                self._store_sparse(property, [("nzind", nzind)], texts)
             else:
-                _write_atomic(self._file(base + ".txt"), _lines_bytes(vector))
-                self._set_descriptor(base, _dense_json("String"))
+                self._store(property, [(".txt", _lines_bytes(vector, property.what))], _dense_json("String"))
         else:
-            _write_atomic(self._file(base + ".data"), vector)
-            self._set_descriptor(base, _dense_json(julia_name(vector.dtype)))
+            self._store(property, [(".data", vector)], _dense_json(julia_name(vector.dtype)))
 
-    def _write_sparse(self, base: str, indices: list[tuple[str, np.ndarray]], nzval: np.ndarray) -> None:
-        components = []
-        for component, values in indices:
-            _write_atomic(self._file(f"{base}.{component}"), values)
-            components.append((component, julia_name(values.dtype), values.shape[0]))
+    def _store_sparse(self, property: _Property, indices: list[tuple[str, np.ndarray]], nzval: np.ndarray) -> None:
+        files: list[tuple[str, bytes | np.ndarray]] = [(f".{component}", values) for component, values in indices]
+        components = [(component, julia_name(values.dtype), values.shape[0]) for component, values in indices]
         if nzval.dtype == STRING_DTYPE:
-            _write_atomic(self._file(base + ".nztxt"), _lines_bytes(nzval))
+            files.append((".nztxt", _lines_bytes(nzval, property.what)))
             components.append(("nzval", "String", nzval.shape[0]))
         elif not (nzval.dtype == np.bool_ and nzval.all()):
-            _write_atomic(self._file(base + ".nzval"), nzval)
+            files.append((".nzval", nzval))
             components.append(("nzval", julia_name(nzval.dtype), nzval.shape[0]))
-        self._set_descriptor(base, _sparse_json(components))
-
-    def _delete_files(self, base: str, suffixes: tuple[str, ...], *, for_set: bool) -> None:
-        """Delete a property's files, the descriptor first (so it stops existing before its data goes). Before an
-        overwrite (``for_set``), keep them as hidden backups until the new descriptor is in place."""
-        for suffix in suffixes:
-            path = self._file(base + suffix)
-            if os.path.exists(path):
-                if for_set:
-                    os.replace(path, _backup(path))
-                else:
-                    os.remove(path)
+        self._store(property, files, _sparse_json(components))
 
     def format_delete_vector(self, axis: str, name: str, *, for_set: bool) -> None:
-        self._delete_files(f"vectors/{axis}/{name}", _VECTOR_SUFFIXES, for_set=for_set)
-        self._rebuild_metadata()
-
-    def _empty_file(self, path: str, dtype: np.dtype, count: int) -> np.ndarray:
-        """A writable map of a new, zero-filled (sparse) temporary file, renamed into place when filled."""
-        temporary = _temporary(path)
-        with open(temporary, "wb") as handle:
-            handle.truncate(count * dtype.itemsize)
-        self._pending.append((temporary, path))
-        if count == 0:
-            return np.zeros(0, dtype=dtype)
-        return np.frombuffer(map_region(temporary, 0, count * dtype.itemsize, writable=True), dtype=dtype,
-                             count=count)
-
-    def _start_empty(self) -> None:
-        self._pending = []
-
-    def _finish_empty(self, base: str, descriptor: str) -> None:
-        for temporary, path in self._pending:
-            os.replace(temporary, path)
-        self._pending = []
-        self._set_descriptor(base, descriptor)
+        self._delete(self._vector(axis, name), for_set=for_set)
 
     def format_get_empty_dense_vector(self, axis: str, name: str, dtype: np.dtype) -> np.ndarray:
-        self._start_empty()
-        return self._empty_file(self._file("vectors", axis, name + ".data"), dtype, self.format_axis_length(axis))
+        property = self._start_empty(self._vector(axis, name))
+        return self._empty_file(property, ".data", dtype, self.format_axis_length(axis))
 
     def format_filled_empty_dense_vector(self, axis: str, name: str, filled: np.ndarray) -> None:
-        self._finish_empty(f"vectors/{axis}/{name}", _dense_json(julia_name(filled.dtype)))
+        self._finish_empty(self._vector(axis, name), _dense_json(julia_name(filled.dtype)))
 
     def format_get_empty_sparse_vector(self, axis: str, name: str, dtype: np.dtype, nnz: int,
                                        indtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
-        self._start_empty()
-        base = self._file("vectors", axis, name)
-        return self._empty_file(base + ".nzind", indtype, nnz), self._empty_file(base + ".nzval", dtype, nnz)
+        property = self._start_empty(self._vector(axis, name))
+        return self._empty_file(property, ".nzind", indtype, nnz), self._empty_file(property, ".nzval", dtype, nnz)
 
     def format_filled_empty_sparse_vector(self, axis: str, name: str, filled: SparseVector) -> None:
-        self._finish_empty(f"vectors/{axis}/{name}", _sparse_json([
+        self._finish_empty(self._vector(axis, name), _sparse_json([
             ("nzind", julia_name(filled.nzind.dtype), filled.nnz), ("nzval", julia_name(filled.dtype), filled.nnz)]))
 
     # Matrices.
 
     def format_has_matrix(self, rows_axis: str, columns_axis: str, name: str) -> bool:
-        return os.path.exists(self._file("matrices", rows_axis, columns_axis, name + ".json"))
+        return self._exists(lambda: self._matrix(rows_axis, columns_axis, name))
 
     def format_matrices_set(self, rows_axis: str, columns_axis: str) -> set[str]:
-        return _names_with_suffix(self._file("matrices", rows_axis, columns_axis), ".json")
+        rows_axis, columns_axis = self._name(rows_axis, "axis"), self._name(columns_axis, "axis")
+        return self._names(("matrices", rows_axis, columns_axis), ".json",
+                           f"the matrices of the rows axis: {rows_axis}\nand the columns axis: {columns_axis}")
 
     def format_get_matrix(self, rows_axis: str, columns_axis: str, name: str) -> tuple[StoredMatrix,
                                                                                        CacheGroup | None]:
-        descriptor = self._read_descriptor("matrices", rows_axis, columns_axis, name)
-        base = self._file("matrices", rows_axis, columns_axis, name)
         shape = (self.format_axis_length(rows_axis), self.format_axis_length(columns_axis))
-        if descriptor["format"] == "dense":
-            if descriptor["eltype"] in ("String", "string"):
-                self._require_text(base)
-                values = _read_lines(base + ".txt")
-                return values.reshape(shape, order="F"), CacheGroup.MemoryData
-            self._require_flat(base + ".data")
-            values, group = self._map(base + ".data", DTYPES_BY_NAME[descriptor["eltype"]], shape[0] * shape[1])
+        return self._read(self._matrix(rows_axis, columns_axis, name),
+                          lambda snapshot: self._decode_matrix(snapshot, shape))
+
+    def _decode_matrix(self, snapshot: _Snapshot, shape: tuple[int, int]) -> tuple[StoredMatrix, CacheGroup | None]:
+        property = snapshot.property
+        descriptor = self._descriptor(snapshot)
+        layout = _member(descriptor, "format", str, property.what)
+        self._refuse_packed(descriptor, property)
+        if layout == "dense":
+            values, group = self._dense(snapshot, descriptor, shape[0] * shape[1])
             return values.reshape(shape, order="F"), group
-        colptr, rowval, nzval, group = self._read_sparse(base, descriptor, "colptr", "rowval", shape[1] + 1)
-        assert rowval is not None
+        if layout != "sparse":
+            raise self._invalid(property, f"unknown format: {layout}")
+        colptr, group = self._index(snapshot, descriptor, "colptr", shape[1] + 1)
+        rowval, rowval_group = self._index(snapshot, descriptor, "rowval", None)
+        nnz = rowval.shape[0]
+        if nnz > shape[0] * shape[1] or int(colptr[0]) != 1 or int(colptr[-1]) != nnz + 1:
+            raise self._invalid(property, f"{nnz} stored entries with colptr from {int(colptr[0])} to "
+                                          f"{int(colptr[-1])} for a {shape[0]} x {shape[1]} matrix")
+        nzval, values_group = self._values(snapshot, descriptor, nnz)
         if nzval.dtype == STRING_DTYPE:
             return dense_string_matrix(shape, colptr, rowval, nzval), CacheGroup.MemoryData
+        group = weakest_cache_group(group, rowval_group, values_group)
         if rowval.dtype != colptr.dtype:
             rowval, group = rowval.astype(colptr.dtype), CacheGroup.MemoryData
         return SparseMatrixCSC(shape, colptr, rowval, nzval), group
 
     def format_set_matrix(self, rows_axis: str, columns_axis: str, name: str,
                           matrix: StoredMatrix | StorageScalar) -> None:
-        base = f"matrices/{rows_axis}/{columns_axis}/{name}"
+        property = self._matrix(rows_axis, columns_axis, name)
+        self._require_writable(property.what)
         shape = (self.format_axis_length(rows_axis), self.format_axis_length(columns_axis))
         if not isinstance(matrix, np.ndarray | SparseMatrixCSC):
             if not isinstance(matrix, str) and matrix == 0:  # Julia stores a zero fill as an empty sparse matrix
@@ -537,61 +1189,245 @@ class FilesFormat(FormatWriter):
             else:
                 matrix = np.full(shape, matrix, dtype=scalar_dtype(matrix), order="F")
         if isinstance(matrix, SparseMatrixCSC):
-            self._write_sparse(base, [("colptr", matrix.colptr), ("rowval", matrix.rowval)], matrix.nzval)
+            self._store_sparse(property, [("colptr", matrix.colptr), ("rowval", matrix.rowval)], matrix.nzval)
         elif matrix.dtype == STRING_DTYPE:
             if sparse_strings_are_smaller(matrix, shape[1]):
                 colptr, rowval, texts = sparse_string_matrix(matrix)
-                self._write_sparse(base, [("colptr", colptr), ("rowval", rowval)], texts)
+                self._store_sparse(property, [("colptr", colptr), ("rowval", rowval)], texts)
             else:
-                _write_atomic(self._file(base + ".txt"), _lines_bytes(matrix.reshape(-1, order="F")))
-                self._set_descriptor(base, _dense_json("String"))
+                self._store(property, [(".txt", _lines_bytes(matrix.reshape(-1, order="F"), property.what))],
+                            _dense_json("String"))
         else:
-            _write_atomic(self._file(base + ".data"), np.asfortranarray(matrix).T)
-            self._set_descriptor(base, _dense_json(julia_name(matrix.dtype)))
+            self._store(property, [(".data", np.asfortranarray(matrix).T)], _dense_json(julia_name(matrix.dtype)))
 
     def format_delete_matrix(self, rows_axis: str, columns_axis: str, name: str, *, for_set: bool) -> None:
-        self._delete_files(f"matrices/{rows_axis}/{columns_axis}/{name}", _MATRIX_SUFFIXES, for_set=for_set)
-        self._rebuild_metadata()
+        self._delete(self._matrix(rows_axis, columns_axis, name), for_set=for_set)
 
     def format_get_empty_dense_matrix(self, rows_axis: str, columns_axis: str, name: str,
                                       dtype: np.dtype) -> np.ndarray:
-        self._start_empty()
+        property = self._start_empty(self._matrix(rows_axis, columns_axis, name))
         shape = (self.format_axis_length(rows_axis), self.format_axis_length(columns_axis))
-        values = self._empty_file(self._file("matrices", rows_axis, columns_axis, name + ".data"), dtype,
-                                  shape[0] * shape[1])
-        return values.reshape(shape, order="F")
+        return self._empty_file(property, ".data", dtype, shape[0] * shape[1]).reshape(shape, order="F")
 
     def format_filled_empty_dense_matrix(self, rows_axis: str, columns_axis: str, name: str,
                                          filled: np.ndarray) -> None:
-        self._finish_empty(f"matrices/{rows_axis}/{columns_axis}/{name}", _dense_json(julia_name(filled.dtype)))
+        self._finish_empty(self._matrix(rows_axis, columns_axis, name), _dense_json(julia_name(filled.dtype)))
 
     def format_get_empty_sparse_matrix(self, rows_axis: str, columns_axis: str, name: str, dtype: np.dtype,
                                        nnz: int, indtype: np.dtype) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        self._start_empty()
-        base = self._file("matrices", rows_axis, columns_axis, name)
-        colptr = self._empty_file(base + ".colptr", indtype, self.format_axis_length(columns_axis) + 1)
-        return colptr, self._empty_file(base + ".rowval", indtype, nnz), self._empty_file(base + ".nzval", dtype, nnz)
+        property = self._start_empty(self._matrix(rows_axis, columns_axis, name))
+        colptr = self._empty_file(property, ".colptr", indtype, self.format_axis_length(columns_axis) + 1)
+        return colptr, self._empty_file(property, ".rowval", indtype, nnz), self._empty_file(property, ".nzval",
+                                                                                               dtype, nnz)
 
     def format_filled_empty_sparse_matrix(self, rows_axis: str, columns_axis: str, name: str,
                                           filled: SparseMatrixCSC) -> None:
         index = julia_name(filled.colptr.dtype)
-        self._finish_empty(f"matrices/{rows_axis}/{columns_axis}/{name}", _sparse_json([
+        self._finish_empty(self._matrix(rows_axis, columns_axis, name), _sparse_json([
             ("colptr", index, filled.shape[1] + 1), ("rowval", index, filled.nnz),
             ("nzval", julia_name(filled.dtype), filled.nnz)]))
 
+    def format_relayout_matrix(self, rows_axis: str, columns_axis: str, name: str, matrix: StoredMatrix) -> None:
+        try:
+            super().format_relayout_matrix(rows_axis, columns_axis, name, matrix)
+        except BaseException:
+            # The other layout was to be replaced by the transpose of this one (the caller deleted it "for set",
+            # which FilesDaf defers to the commit): the old one must not stay, as it no longer matches.
+            self.format_discard_empty()
+            if self.format_has_matrix(columns_axis, rows_axis, name):
+                self.format_delete_matrix(columns_axis, rows_axis, name, for_set=False)
+            raise
+
     def format_discard_empty(self) -> None:
-        for temporary, _ in self._pending:
-            if os.path.exists(temporary):
-                os.remove(temporary)
-        self._pending = []
+        pending, self._pending = self._pending, {}
+        for build in pending.values():
+            self._discard(build)
 
+    def _discard(self, build: _Pending) -> None:
+        with self._doing(f"discarding {build.property.what}"), self._folder(build.property.folder) as folder:
+            if folder is not None:
+                for _, temporary in build.files:
+                    _unlink(folder, temporary)
 
-def _names_with_suffix(folder: str, suffix: str) -> set[str]:
-    """Property names in a folder (tolerating a missing one, as git checkouts drop empty folders); temporary files of
-    unfinished writes start with ``.`` and are not properties."""
-    if not os.path.isdir(folder):
-        return set()
-    return {name[:-len(suffix)] for name in os.listdir(folder) if name.endswith(suffix) and not name.startswith(".")}
+    # Writing.
+
+    def _store(self, property: _Property, files: list[tuple[str, bytes | np.ndarray]], descriptor: str,
+               temporaries: list[tuple[str, str]] | None = None) -> None:
+        """Write a property: its data files and descriptor as temporaries (so a full disk fails before anything
+        changes), then commit them (:meth:`_commit`). ``temporaries`` are data files already written (builders)."""
+        lock = self._require_writable(property.what)
+        self._require_short(property)
+        temporaries = list(temporaries or [])
+        with lock.mutex, self._doing(f"writing {property.what}"), self._folder(property.folder,
+                                                                               create=True) as folder:
+            assert folder is not None
+            try:
+                for suffix, data in files:
+                    temporaries.append((suffix, _write_new(folder, property.name + suffix, data)))
+                text = _utf8(descriptor + "\n", property.what)
+                temporaries.append((".json", _write_new(folder, property.name + ".json", text)))
+                existed = self._commit(folder, property, temporaries)
+            except BaseException:
+                for _, temporary in temporaries:
+                    _unlink(folder, temporary)
+                raise
+            self._update_metadata(property.key, descriptor, rebuild=existed)
+
+    def _commit(self, folder: int, property: _Property, temporaries: list[tuple[str, str]]) -> bool:
+        """Replace a property by its new files (the descriptor last of ``temporaries``): the old data files are moved
+        aside as backups, its descriptor last; the new files renamed in, the descriptor last (the commit); then the
+        backups dropped, the descriptor's last. Returns whether the property existed. If this fails before the
+        commit, the old property is put back (and a crash is repaired by the next writable open the same way)."""
+        moved: list[str] = []
+        renamed: list[str] = []
+        committed = False
+        try:
+            for suffix in (*property.suffixes[1:], property.suffixes[0]):
+                if _lstat(folder, property.name + suffix) is not None:
+                    _replace(folder, property.name + suffix, _backup(property.name + suffix))
+                    moved.append(suffix)
+            for suffix, temporary in temporaries:
+                _replace(folder, temporary, property.name + suffix)
+                renamed.append(suffix)
+            committed = True
+        finally:
+            if not committed:  # put the old property back (what is left undone, the next writable open does)
+                for suffix in renamed:
+                    with suppress(OSError):
+                        _unlink(folder, property.name + suffix)
+                for suffix in moved:
+                    with suppress(OSError):
+                        _replace(folder, _backup(property.name + suffix), property.name + suffix)
+        for suffix in moved:  # a leftover backup is harmless: readers ignore it, the next writable open drops it
+            with suppress(OSError):
+                _unlink(folder, _backup(property.name + suffix))
+        return property.suffixes[0] in moved
+
+    def _delete(self, property: _Property, *, for_set: bool) -> None:
+        lock = self._require_writable(property.what)
+        if for_set:
+            return  # the set that follows replaces the property atomically (see _commit)
+        with lock.mutex, self._doing(f"deleting {property.what}"), self._folder(property.folder) as folder:
+            if folder is not None:
+                for suffix in property.suffixes:  # the descriptor first: the property stops existing
+                    _unlink(folder, property.name + suffix)
+                self._update_metadata(None, None, rebuild=True)
+
+    def _start_empty(self, property: _Property) -> _Property:
+        self._require_writable(property.what)
+        self._require_short(property)
+        stale = self._pending.pop(property.key, None)
+        if stale is not None:
+            self._discard(stale)
+        self._pending[property.key] = _Pending(property)
+        return property
+
+    def _empty_file(self, property: _Property, suffix: str, dtype: np.dtype, count: int) -> np.ndarray:
+        """A writable map of a new temporary file of ``count`` zeros, renamed in when the builder is filled. The
+        space is allocated first (``posix_fallocate``), so a full disk is an error here, not a crash (SIGBUS) when
+        the map is written."""
+        build = self._pending[property.key]
+        nbytes = count * dtype.itemsize
+        with self._doing(f"allocating {property.what}"), self._folder(property.folder, create=True) as folder:
+            assert folder is not None
+            temporary, fd = _create_new(folder, property.name + suffix)
+            try:
+                if nbytes:
+                    os.posix_fallocate(fd, 0, nbytes)
+                    region = map_file(fd, os.path.join(self.path, *property.folder, temporary), 0, nbytes,
+                                      writable=True)
+            except BaseException:
+                _unlink(folder, temporary)
+                raise
+            finally:
+                os.close(fd)
+            build.files.append((suffix, temporary))
+        if count == 0:
+            return np.zeros(0, dtype=dtype)
+        return np.frombuffer(region, dtype=dtype, count=count)
+
+    def _finish_empty(self, property: _Property, descriptor: str) -> None:
+        build = self._pending.pop(property.key)
+        self._store(property, [], descriptor, temporaries=build.files)
+
+    # metadata.json: an index for Julia (pydaf never reads it), rewritten atomically after each change.
+
+    def _update_metadata(self, key: str | None, descriptor: str | None, *, rebuild: bool) -> None:
+        """After a change: append the entry of a new property (as Julia does), or rebuild the whole index (after a
+        delete or an overwrite, whose entry then goes last, as Julia's delete-then-set gives). If the index can't
+        be written (disk full), it is removed rather than left stale: Julia and pydaf rebuild a missing one."""
+        try:
+            current = None if rebuild else self._read_root_file("metadata.json")
+            if current is None or not current.startswith(b"{") or not current.endswith(b"}"):
+                entries = self._metadata_entries()
+                current = _utf8("{" + ",".join(f"{json.dumps(name, ensure_ascii=False)}:{text}"
+                                               for name, text, _ in entries if name != key) + "}", "metadata.json")
+            if key is not None and descriptor is not None:
+                entry = _utf8(f"{json.dumps(key, ensure_ascii=False)}:{descriptor}}}", "metadata.json")
+                current = current[:-1] + (b"," if len(current) > 2 else b"") + entry
+            self._write_root_file("metadata.json", current)
+        except (OSError, DafError):
+            with suppress(OSError):
+                _unlink(self._root, "metadata.json")
+
+    def _read_root_file(self, name: str) -> bytes | None:
+        try:
+            fd, status = _open_file(self._root, name)
+        except OSError:
+            return None
+        try:
+            return _read_fd(fd, status.st_size, 1 << 30, name)
+        finally:
+            os.close(fd)
+
+    def _metadata_entries(self) -> list[tuple[str, str, Any]]:
+        """Every property's index key, descriptor text (verbatim) and parsed descriptor, in Julia's rebuild order:
+        axes, scalars, vectors by axis, matrices by rows and columns axes. Unparseable descriptors are left out (they
+        raise when their property is read). Only for the writer, which leaves no backups behind."""
+        axes = sorted(self.format_axes_set())
+        entries: list[tuple[str, str, Any]] = []
+        for axis in axes:
+            length = self.format_axis_length(axis)
+            entries.append((f"axes/{axis}", f'{{"format":"axis","n_entries":{length}}}',
+                            {"format": "axis", "n_entries": length}))
+        folders = [("scalars",), *(("vectors", axis) for axis in axes),
+                   *(("matrices", rows, columns) for rows in axes for columns in axes)]
+        for parts in folders:
+            with self._folder(parts) as folder:
+                if folder is None:
+                    continue
+                for file in sorted(os.listdir(folder)):
+                    if not file.endswith(".json") or file.startswith(".") or not _is_text(file) or file == ".json":
+                        continue
+                    try:
+                        fd, status = _open_file(folder, file)
+                        try:
+                            text = _read_fd(fd, status.st_size, _MAX_JSON_BYTES, file).decode("utf-8").rstrip("\n")
+                        finally:
+                            os.close(fd)
+                        parsed = json.loads(text)
+                    except (OSError, ValueError, RecursionError, DafError):
+                        continue
+                    if isinstance(parsed, dict):
+                        entries.append(("/".join((*parts, file[:-len(".json")])), text, parsed))
+        return entries
+
+    def _ensure_metadata(self) -> None:
+        """At a writable open: make ``metadata.json`` match the descriptors (a crash can leave it stale)."""
+        try:
+            entries = self._metadata_entries()
+        except (DafError, OSError):  # a linked folder: there is no valid index of such a directory
+            with suppress(OSError):
+                _unlink(self._root, "metadata.json")
+            return
+        current = self._read_root_file("metadata.json")
+        try:
+            index = json.loads(current) if current is not None else None
+            if isinstance(index, dict) and index == {name: parsed for name, _, parsed in entries}:
+                return
+        except (ValueError, RecursionError):
+            pass
+        self._update_metadata(None, None, rebuild=True)
 
 
 class FilesDaf(PersistentDaf):

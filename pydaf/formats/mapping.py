@@ -219,3 +219,30 @@ def populate_pages(array: np.ndarray) -> None:
     first = start // page * page
     last = -(-(start + array.nbytes) // page) * page
     _libc.madvise(first, last - first, _MADV_POPULATE_WRITE)
+
+
+def map_file(fd: int, path: str, offset: int, nbytes: int, *, writable: bool) -> np.ndarray:
+    """:func:`map_region` of a file already opened as ``fd`` (by a caller that must not reopen it by path: a path may
+    lead elsewhere by then); ``path`` only names it in errors. The map is read-only unless ``writable`` (which needs
+    ``fd`` opened for writing); ``fd`` may be closed afterwards. Registered by the file's identity.
+
+    Example:
+        >>> import tempfile
+        >>> with tempfile.TemporaryFile() as handle:
+        ...     _ = handle.write(b"hello"); handle.flush()
+        ...     bytes(map_file(handle.fileno(), "hello.txt", 1, 3, writable=False))
+        b'ell'
+    """
+    start = offset - offset % mmap.ALLOCATIONGRANULARITY
+    status = os.fstat(fd)
+    if offset < 0 or nbytes < 0 or offset + nbytes > status.st_size:
+        raise DafFormatError(f"truncated file: {path}\n(data at offset {offset} of {nbytes} bytes ends past the "
+                             f"end of the file, at {status.st_size} bytes)")
+    region = mmap.mmap(fd, offset + nbytes - start, access=mmap.ACCESS_WRITE if writable else mmap.ACCESS_READ,
+                       offset=start)
+    whole = np.frombuffer(region, dtype=np.uint8)
+    entry = _Map(weakref.ref(whole), whole.__array_interface__["data"][0], len(region), start, writable)
+    key = (status.st_dev, status.st_ino)
+    with _maps_lock:
+        _maps[key] = [live for live in _maps.get(key, []) if live.array() is not None] + [entry]  # type: ignore[index]
+    return whole[offset - start:]
