@@ -204,9 +204,13 @@ class WriteChainFormat(ReadOnlyChainFormat, FormatWriter):
         with self._writing():
             self.last.set_scalar(name, value, overwrite=True)
 
+    # A delete "for set" is left to the last member's own overwriting set or builder, which keeps the old value
+    # until the new one is complete (a failed build then loses nothing).
+
     def format_delete_scalar(self, name: str, *, for_set: bool) -> None:
-        if not for_set:
-            self._refuse_delete(f"scalar: {name}", lambda member: member.has_scalar(name))
+        if for_set:
+            return
+        self._refuse_delete(f"scalar: {name}", lambda member: member.has_scalar(name))
         with self._writing():
             self.last.delete_scalar(name, must_exist=False)
 
@@ -225,9 +229,9 @@ class WriteChainFormat(ReadOnlyChainFormat, FormatWriter):
             self.last.set_vector(axis, name, vector, overwrite=True)
 
     def format_delete_vector(self, axis: str, name: str, *, for_set: bool) -> None:
-        if not for_set:
-            self._refuse_delete(f"vector: {name}\nof the axis: {axis}",
-                                lambda member: self._has_vector(member, axis, name))
+        if for_set:
+            return
+        self._refuse_delete(f"vector: {name}\nof the axis: {axis}", lambda member: self._has_vector(member, axis, name))
         if self._has_vector(self.last, axis, name):
             with self._writing(VectorKey(axis, name)):
                 self.last.delete_vector(axis, name)
@@ -275,9 +279,10 @@ class WriteChainFormat(ReadOnlyChainFormat, FormatWriter):
             self.last.set_matrix(rows_axis, columns_axis, name, matrix, overwrite=True, relayout=False)
 
     def format_delete_matrix(self, rows_axis: str, columns_axis: str, name: str, *, for_set: bool) -> None:
-        if not for_set:
-            self._refuse_delete(f"matrix: {name}\nfor the rows axis: {rows_axis}\nand the columns axis: {columns_axis}",
-                                lambda member: self._has_matrix(member, rows_axis, columns_axis, name))
+        if for_set:
+            return
+        self._refuse_delete(f"matrix: {name}\nfor the rows axis: {rows_axis}\nand the columns axis: {columns_axis}",
+                            lambda member: self._has_matrix(member, rows_axis, columns_axis, name))
         if self._has_matrix(self.last, rows_axis, columns_axis, name):
             with self._writing(MatrixKey(rows_axis, columns_axis, name).either_layout()):
                 self.last.delete_matrix(rows_axis, columns_axis, name, relayout=False)
@@ -304,10 +309,12 @@ class WriteChainFormat(ReadOnlyChainFormat, FormatWriter):
                                           filled: SparseMatrixCSC) -> None:
         self._close_builder(("matrix", rows_axis, columns_axis, name))
 
-    def format_discard_empty(self) -> None:
-        # A failed fill: the member's builders remove what they started (the innermost first).
+    def format_discard_empty(self) -> bool:
+        # A failed fill: the member's builders remove what they started (the innermost first), and its writer keeps
+        # or deletes the old value as its storage allows, so the chain has nothing left to delete.
         for key in reversed(list(self._builders)):
             self._close_builder(key, DafValueError, DafValueError("the filling of an empty property failed"), None)
+        return True
 
 
 def base_daf_path(path: str, base: str) -> str:

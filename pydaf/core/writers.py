@@ -321,9 +321,9 @@ class DafWriter(DafReader):
             try:
                 yield
             except BaseException:
-                self._format.format_discard_empty()
+                kept_old = self._format.format_discard_empty()
                 self._invalidate(VectorKey(axis, name))
-                if self._reads.format_has_vector(axis, name):
+                if not kept_old and self._reads.format_has_vector(axis, name):
                     self._format.format_delete_vector(axis, name, for_set=False)
                 raise
 
@@ -514,9 +514,9 @@ class DafWriter(DafReader):
             try:
                 yield
             except BaseException:
-                self._format.format_discard_empty()
+                kept_old = self._format.format_discard_empty()
                 self._invalidate(MatrixKey(rows_axis, columns_axis, name))
-                if self._reads.format_has_matrix(rows_axis, columns_axis, name):
+                if not kept_old and self._reads.format_has_matrix(rows_axis, columns_axis, name):
                     self._format.format_delete_matrix(rows_axis, columns_axis, name, for_set=False)
                 raise
 

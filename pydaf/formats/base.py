@@ -296,8 +296,9 @@ class FormatWriter(FormatReader):
         """A writable buffer of the axis length and ``dtype``, zero-filled (or fresh space that reads as zeros),
         that becomes the vector: the caller fills it in place, then calls
         :meth:`format_filled_empty_dense_vector`; if the filling fails it calls :meth:`format_discard_empty`, then
-        deletes the vector if :meth:`format_has_vector` says it exists. The vector may exist from this call on
-        (MemoryDaf and H5df create it here) or only once filled (FilesDaf); the write lock is held throughout.
+        (unless that kept the old value) deletes the vector if :meth:`format_has_vector` says it exists. The vector
+        may exist from this call on (MemoryDaf creates it here) or only once filled (H5df, FilesDaf); the write lock
+        is held throughout.
 
         This trusts that the write lock is held, that the axis exists, that ``name`` is valid and not ``name`` or
         ``index``, that the vector does not exist, and that ``dtype`` is a numeric storage type.
@@ -378,9 +379,12 @@ class FormatWriter(FormatReader):
                                           filled: SparseMatrixCSC) -> None:
         """Called once the buffers of :meth:`format_get_empty_sparse_matrix` are filled (nothing by default)."""
 
-    def format_discard_empty(self) -> None:
-        """Clean up after an ``empty_*`` builder whose filling failed, before its property was made to exist
-        (nothing by default: backends that create the property up front have it deleted instead)."""
+    def format_discard_empty(self) -> bool:
+        """Clean up after ``empty_*`` builders whose filling failed. Returns whether the storage itself removed what
+        they started *and* kept the value each property had before (an overwriting builder's ``for_set`` delete
+        undone), so the caller leaves the property as it is; ``False`` (the default, for storage that creates the
+        property up front) has the caller delete the partial property instead."""
+        return False
 
     def format_relayout_matrix(self, rows_axis: str, columns_axis: str, name: str, matrix: StoredMatrix) -> None:
         """Store the transpose of ``matrix`` (stored under ``(rows_axis, columns_axis)``) under

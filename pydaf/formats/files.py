@@ -1238,10 +1238,13 @@ class FilesFormat(FormatWriter):
                 self.format_delete_matrix(columns_axis, rows_axis, name, for_set=False)
             raise
 
-    def format_discard_empty(self) -> None:
+    def format_discard_empty(self) -> bool:
+        # The builders' data are temporaries until their commit, and a for_set delete is deferred to that commit:
+        # dropping the temporaries leaves any old value as it was.
         pending, self._pending = self._pending, {}
         for build in pending.values():
             self._discard(build)
+        return True
 
     def _discard(self, build: _Pending) -> None:
         with self._doing(f"discarding {build.property.what}"), self._folder(build.property.folder) as folder:

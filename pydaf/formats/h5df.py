@@ -939,12 +939,15 @@ class H5dfFormat(FormatWriter):
     def format_filled_empty_sparse_vector(self, axis: str, name: str, filled: SparseVector) -> None:
         self._filled(f"vector: {name}\nof the axis: {axis}")
 
-    def format_discard_empty(self) -> None:
-        with self._writing("data set (discarding a builder)"):
-            for group, name in self._building:
-                if _link_type(group, _NEW + name) is not None:
-                    _delete(group, _NEW + name)
-            self._building.clear()
+    def format_discard_empty(self) -> bool:
+        # Drop the failed builders' staged data and put back what they were to replace (renamed aside by the
+        # for_set delete): a failed overwrite keeps the old value.
+        with self._open_file.writing:
+            problem = self._roll_back(())
+        if problem is not None:
+            raise DafStorageError(f"can't undo a failed write\nin the H5df file: {self.path}\n({problem}; reopen "
+                                  "the file to repair it)")
+        return True
 
     # Matrices.
 

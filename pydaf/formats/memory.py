@@ -20,6 +20,12 @@ class MemoryFormat(FormatWriter):
         self.axes: dict[str, np.ndarray] = {}
         self.vectors: dict[str, dict[str, StoredVector]] = {}
         self.matrices: dict[tuple[str, str], dict[str, StoredMatrix]] = {}
+        # An overwriting builder's property exists from its first call (its buffer is the stored array), so its
+        # for_set delete keeps the old value aside until the build ends, and a failed build puts it back.
+        self._replaced_vectors: dict[tuple[str, str], StoredVector] = {}
+        self._replaced_matrices: dict[tuple[str, str, str], StoredMatrix] = {}
+        self._building_vectors: list[tuple[str, str]] = []
+        self._building_matrices: list[tuple[str, str, str]] = []
 
     def format_stores_references(self) -> bool:
         return True
@@ -80,19 +86,24 @@ class MemoryFormat(FormatWriter):
         if not isinstance(vector, np.ndarray | SparseVector):
             vector = np.full(self.format_axis_length(axis), vector, dtype=scalar_dtype(vector))
         self.vectors[axis][name] = vector
+        self._replaced_vectors.pop((axis, name), None)
 
     def format_delete_vector(self, axis: str, name: str, *, for_set: bool) -> None:
-        del self.vectors[axis][name]
+        old = self.vectors[axis].pop(name)
+        if for_set:
+            self._replaced_vectors[(axis, name)] = old
 
     def format_get_empty_dense_vector(self, axis: str, name: str, dtype: np.dtype) -> np.ndarray:
         vector = np.zeros(self.format_axis_length(axis), dtype=dtype)
         self.vectors[axis][name] = vector
+        self._building_vectors.append((axis, name))
         return vector
 
     def format_get_empty_sparse_vector(self, axis: str, name: str, dtype: np.dtype, nnz: int,
                                        indtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
         nzind, nzval = np.zeros(nnz, dtype=indtype), np.zeros(nnz, dtype=dtype)
         self.vectors[axis][name] = SparseVector(self.format_axis_length(axis), nzind, nzval)
+        self._building_vectors.append((axis, name))
         return nzind, nzval
 
     def format_has_matrix(self, rows_axis: str, columns_axis: str, name: str) -> bool:
@@ -111,15 +122,55 @@ class MemoryFormat(FormatWriter):
             shape = (self.format_axis_length(rows_axis), self.format_axis_length(columns_axis))
             matrix = np.full(shape, matrix, dtype=scalar_dtype(matrix), order="F")
         self.matrices[(rows_axis, columns_axis)][name] = matrix
+        self._replaced_matrices.pop((rows_axis, columns_axis, name), None)
 
     def format_delete_matrix(self, rows_axis: str, columns_axis: str, name: str, *, for_set: bool) -> None:
-        del self.matrices[(rows_axis, columns_axis)][name]
+        old = self.matrices[(rows_axis, columns_axis)].pop(name)
+        if for_set:
+            self._replaced_matrices[(rows_axis, columns_axis, name)] = old
+
+    def _built_vector(self, axis: str, name: str) -> None:
+        self._replaced_vectors.pop((axis, name), None)
+        self._building_vectors.remove((axis, name))
+
+    def _built_matrix(self, rows_axis: str, columns_axis: str, name: str) -> None:
+        self._replaced_matrices.pop((rows_axis, columns_axis, name), None)
+        self._building_matrices.remove((rows_axis, columns_axis, name))
+
+    def format_filled_empty_dense_vector(self, axis: str, name: str, filled: np.ndarray) -> None:
+        self._built_vector(axis, name)
+
+    def format_filled_empty_sparse_vector(self, axis: str, name: str, filled: SparseVector) -> None:
+        self._built_vector(axis, name)
+
+    def format_filled_empty_dense_matrix(self, rows_axis: str, columns_axis: str, name: str,
+                                         filled: np.ndarray) -> None:
+        self._built_matrix(rows_axis, columns_axis, name)
+
+    def format_filled_empty_sparse_matrix(self, rows_axis: str, columns_axis: str, name: str,
+                                          filled: SparseMatrixCSC) -> None:
+        self._built_matrix(rows_axis, columns_axis, name)
+
+    def format_discard_empty(self) -> bool:
+        for axis, name in self._building_vectors:
+            self.vectors[axis].pop(name, None)
+            if (axis, name) in self._replaced_vectors:
+                self.vectors[axis][name] = self._replaced_vectors.pop((axis, name))
+        for rows_axis, columns_axis, name in self._building_matrices:
+            self.matrices[(rows_axis, columns_axis)].pop(name, None)
+            if (rows_axis, columns_axis, name) in self._replaced_matrices:
+                self.matrices[(rows_axis, columns_axis)][name] = self._replaced_matrices.pop(
+                    (rows_axis, columns_axis, name))
+        self._building_vectors.clear()
+        self._building_matrices.clear()
+        return True
 
     def format_get_empty_dense_matrix(self, rows_axis: str, columns_axis: str, name: str,
                                       dtype: np.dtype) -> np.ndarray:
         shape = (self.format_axis_length(rows_axis), self.format_axis_length(columns_axis))
         matrix = np.zeros(shape, dtype=dtype, order="F")
         self.matrices[(rows_axis, columns_axis)][name] = matrix
+        self._building_matrices.append((rows_axis, columns_axis, name))
         return matrix
 
     def format_get_empty_sparse_matrix(self, rows_axis: str, columns_axis: str, name: str, dtype: np.dtype,
@@ -128,6 +179,7 @@ class MemoryFormat(FormatWriter):
         colptr, rowval, nzval = np.zeros(shape[1] + 1, dtype=indtype), np.zeros(nnz, dtype=indtype), np.zeros(
             nnz, dtype=dtype)
         self.matrices[(rows_axis, columns_axis)][name] = SparseMatrixCSC(shape, colptr, rowval, nzval)
+        self._building_matrices.append((rows_axis, columns_axis, name))
         return colptr, rowval, nzval
 
 

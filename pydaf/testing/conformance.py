@@ -635,6 +635,33 @@ class DafConformance:
             pass
         assert self.reopen(daf).get_vector("cell", "keep").tolist() == [1, 2, 3, 4]
 
+    def test_failed_overwriting_builders_keep_the_old_values(self, daf):
+        """Nothing stored is lost by a failed call: an overwriting builder that fails leaves the old value."""
+        self.cells(daf).set_vector("cell", "age", [1, 2, 3, 4])
+        daf.set_matrix("cell", "gene", "m", sample_values(np.float32, (4, 3), seed=5), relayout=False)
+        daf.set_matrix("gene", "cell", "s", sp.csc_matrix(sample_values(np.int16, (3, 4), seed=6)), relayout=False)
+        before = (daf.get_vector("cell", "age").copy(), daf.get_matrix("cell", "gene", "m").copy(),
+                  daf.get_matrix("gene", "cell", "s").toarray())
+        with pytest.raises(RuntimeError, match="boom"), daf.empty_dense_vector(
+                "cell", "age", "Int64", overwrite=True) as buffer:
+            buffer[:] = 9
+            raise RuntimeError("boom")
+        with pytest.raises(RuntimeError, match="boom"), daf.empty_dense_matrix(
+                "cell", "gene", "m", "Float32", overwrite=True) as buffer:
+            buffer[:, :] = 9
+            raise RuntimeError("boom")
+        with pytest.raises(pydaf.DafValueError, match="invalid colptr"), daf.empty_sparse_matrix(
+                "gene", "cell", "s", "Int16", 2, overwrite=True) as (colptr, _rowval, _nzval):
+            colptr[:] = [1, 3, 3, 3, 2]
+        self._assert_values(daf, before)
+        self._assert_values(self.reopen(daf), before)
+
+    @staticmethod
+    def _assert_values(daf: pydaf.DafReader, expected: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
+        np.testing.assert_array_equal(daf.get_vector("cell", "age"), expected[0])
+        np.testing.assert_array_equal(daf.get_matrix("cell", "gene", "m"), expected[1])
+        np.testing.assert_array_equal(daf.get_matrix("gene", "cell", "s").toarray(), expected[2])
+
     # Caching, description, wrappers.
 
     def test_empty_cache(self, daf):
