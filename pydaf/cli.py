@@ -1,4 +1,5 @@
-"""The ``pydaf`` command: ``demo``, ``query PATH QUERY``, ``describe PATH``, ``repack SRC DST``, ``convert SRC DST``.
+"""The ``pydaf`` command: ``demo``, ``query PATH QUERY``, ``describe PATH``, ``repack SRC DST``, ``convert SRC DST``,
+``manifest PATH``.
 
 Every command opens its paths through the format registry (:mod:`pydaf.formats.registry`), so each works on every
 registered format; ``convert`` also reads and writes AnnData ``.h5ad`` files. Each sub-command's parser names the
@@ -20,6 +21,7 @@ from .demo import build_demo
 from .errors import DafError, DafFormatError, DafValueError
 from .formats.registry import FormatEntry, guess_format, registered_formats
 from .interop.anndata import daf_as_h5ad, h5ad_as_daf
+from .manifest import daf_manifest, manifest_json
 from .open import open_daf
 
 
@@ -103,6 +105,35 @@ def describe(path: str, *, deep: bool) -> None:
           cell: 2 entries
     """
     print(open_daf(path, "r").description(deep=deep), end="")
+
+
+def manifest(path: str, output: str | None) -> None:
+    """Write the manifest of the data set at ``path`` (:mod:`pydaf.manifest`: every property, its type, layouts and a
+    hash of its values, as Julia's ``julia/verify.jl`` checks them) to ``output``, or print it.
+
+    Example:
+        >>> import os, tempfile, pydaf
+        >>> path = os.path.join(tempfile.mkdtemp(), "x.daf")
+        >>> _ = pydaf.FilesDaf(path, "w").set_scalar("version", 1)
+        >>> manifest(path, None)  # doctest: +ELLIPSIS
+        {
+         "axes": {},
+        ...
+         "scalars": {
+          "version": {
+           "eltype": "Int64",
+           "hash": "...",
+           "value": 1
+          }
+         },
+        ...
+    """
+    text = manifest_json(daf_manifest(open_daf(path, "r")))
+    if output is None:
+        print(text, end="")
+    else:
+        with open(output, "w", encoding="utf-8") as file:
+            file.write(text)
 
 
 def repack(source: str, destination: str, *, progress: bool) -> None:
@@ -193,6 +224,12 @@ def _parser() -> argparse.ArgumentParser:
     query_parser.add_argument("path", help=f"an {paths}")
     query_parser.add_argument("query", help='a Daf query, e.g. "@ cell [ age > 60 ] : donor"')
     query_parser.set_defaults(func=lambda arguments: query(arguments.path, arguments.query))
+
+    manifest_parser = commands.add_parser(
+        "manifest", help="write the manifest of a data set: its properties and a hash of each (see julia/verify.jl)")
+    manifest_parser.add_argument("path", help=f"an {paths}")
+    manifest_parser.add_argument("--output", help="the JSON file to write (default: print it)")
+    manifest_parser.set_defaults(func=lambda arguments: manifest(arguments.path, arguments.output))
 
     repack_parser = commands.add_parser("repack", help="rewrite an H5df data set compactly into a new file")
     repack_parser.add_argument("source")
