@@ -75,89 +75,49 @@ function add_string_axis!(daf::DafWriter, axis::AbstractString, entries::Any)::N
     return nothing
 end
 
-function set_dense_vector!(daf::DafWriter, axis::AbstractString, name::AbstractString, vector::Vector)::Nothing
-    set_vector!(daf, axis, name, vector)
-    return nothing
+# The values of vectors and matrices (their numbers wrapped by wrap_buffer), which Python then stores with
+# `set_vector!` or `set_matrix!(...; relayout = false)`.
+
+function string_matrix(values::Any, n_rows::Integer, n_columns::Integer)::Matrix{String}
+    return reshape(julia_strings(values), Int(n_rows), Int(n_columns))
 end
 
-function set_sparse_vector!(
-    daf::DafWriter,
-    axis::AbstractString,
-    name::AbstractString,
-    n_elements::Integer,
-    nzind::Vector,
+function sparse_vector(n_elements::Integer, nzind::Vector, nzval::Vector)::SparseVector
+    return SparseVector(Int(n_elements), nzind, nzval)
+end
+
+function sparse_matrix(
+    n_rows::Integer,
+    n_columns::Integer,
+    colptr::Vector,
+    rowval::Vector,
     nzval::Vector,
-)::Nothing
-    set_vector!(daf, axis, name, SparseVector(Int(n_elements), nzind, nzval))
-    return nothing
+)::SparseMatrixCSC
+    return SparseMatrixCSC(Int(n_rows), Int(n_columns), colptr, rowval, nzval)
 end
 
-function set_string_vector!(daf::DafWriter, axis::AbstractString, name::AbstractString, values::Any)::Nothing
-    set_vector!(daf, axis, name, julia_strings(values))
-    return nothing
-end
+# A vector or matrix filled with one value, whose type a Python number would lose on the way.
 
 function set_filled_vector!(
     daf::DafWriter,
     axis::AbstractString,
     name::AbstractString,
     value::Any,
-    type_name::AbstractString,
+    type::AbstractString,
 )::Nothing
-    set_vector!(daf, axis, name, typed_scalar(value, type_name))
-    return nothing
-end
-
-function set_dense_matrix!(
-    daf::DafWriter,
-    rows_axis::AbstractString,
-    columns_axis::AbstractString,
-    name::AbstractString,
-    matrix::Matrix,
-)::Nothing
-    set_matrix!(daf, rows_axis, columns_axis, name, matrix; relayout = false)
-    return nothing
-end
-
-function set_sparse_matrix!(
-    daf::DafWriter,
-    rows_axis::AbstractString,
-    columns_axis::AbstractString,
-    name::AbstractString,
-    n_rows::Integer,
-    n_columns::Integer,
-    colptr::Vector,
-    rowval::Vector,
-    nzval::Vector,
-)::Nothing
-    matrix = SparseMatrixCSC(Int(n_rows), Int(n_columns), colptr, rowval, nzval)
-    set_matrix!(daf, rows_axis, columns_axis, name, matrix; relayout = false)
-    return nothing
-end
-
-function set_string_matrix!(
-    daf::DafWriter,
-    rows_axis::AbstractString,
-    columns_axis::AbstractString,
-    name::AbstractString,
-    n_rows::Integer,
-    n_columns::Integer,
-    values::Any,
-)::Nothing
-    matrix = reshape(julia_strings(values), Int(n_rows), Int(n_columns))
-    set_matrix!(daf, rows_axis, columns_axis, name, matrix; relayout = false)
+    set_vector!(daf, axis, name, typed_scalar(value, type))
     return nothing
 end
 
 function set_filled_matrix!(
     daf::DafWriter,
-    rows_axis::AbstractString,
-    columns_axis::AbstractString,
+    rows::AbstractString,
+    columns::AbstractString,
     name::AbstractString,
     value::Any,
-    type_name::AbstractString,
+    type::AbstractString,
 )::Nothing
-    set_matrix!(daf, rows_axis, columns_axis, name, typed_scalar(value, type_name); relayout = false)
+    set_matrix!(daf, rows, columns, name, typed_scalar(value, type); relayout = false)
     return nothing
 end
 
@@ -325,8 +285,8 @@ end
 """
     data_addresses(array)::Tuple
 
-The addresses of the numbers of an array as stored: `(values,)`, `(nzind, nzval)` or `(colptr, rowval, nzval)`, for
-checking that both languages see the same memory.
+The addresses of the numbers of an array (e.g. what `get_vector` returns) as stored: `(values,)`, `(nzind, nzval)` or
+`(colptr, rowval, nzval)`, for checking that both languages see the same memory.
 """
 function data_addresses(array::AbstractArray)::Tuple
     array = unwrapped(array)
@@ -341,17 +301,4 @@ function data_addresses(array::AbstractArray)::Tuple
     else
         return (UInt(pointer(array)),)
     end
-end
-
-function vector_addresses(daf::DafReader, axis::AbstractString, name::AbstractString)::Tuple
-    return data_addresses(get_vector(daf, axis, name))
-end
-
-function matrix_addresses(
-    daf::DafReader,
-    rows_axis::AbstractString,
-    columns_axis::AbstractString,
-    name::AbstractString,
-)::Tuple
-    return data_addresses(get_matrix(daf, rows_axis, columns_axis, name; relayout = false))
 end

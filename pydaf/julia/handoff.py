@@ -68,24 +68,23 @@ def _set_scalar(bridge: Any, julia_daf: Any, name: str, value: StorageScalar) ->
 
 
 def _set_array(bridge: Any, julia_daf: Any, plan: JuliaArrayPlan) -> None:
-    """Store one planned vector or matrix in a Julia data set (in one layout only)."""
+    """Store one planned vector or matrix in a Julia data set (in this layout only)."""
     arrays = [buffer.array for buffer in plan.buffers]
     if plan.form is ArrayForm.STRINGS:
         values = list(arrays[0].reshape(-1, order="F"))
-        if len(plan.axes) == 1:
-            bridge.set_string_vector_b(julia_daf, plan.axes[0], plan.name, values)
-        else:
-            bridge.set_string_matrix_b(julia_daf, *plan.axes, plan.name, *plan.shape, values)
-        return
-    wrapped = [_wrap(bridge, array) for array in arrays]
-    if plan.form is ArrayForm.DENSE and len(plan.axes) == 1:
-        bridge.set_dense_vector_b(julia_daf, plan.axes[0], plan.name, wrapped[0])
-    elif plan.form is ArrayForm.DENSE:
-        bridge.set_dense_matrix_b(julia_daf, *plan.axes, plan.name, wrapped[0])
-    elif len(plan.axes) == 1:
-        bridge.set_sparse_vector_b(julia_daf, plan.axes[0], plan.name, plan.shape[0], *wrapped)
+        value = bridge.julia_strings(values) if len(plan.axes) == 1 else bridge.string_matrix(values, *plan.shape)
     else:
-        bridge.set_sparse_matrix_b(julia_daf, *plan.axes, plan.name, *plan.shape, *wrapped)
+        wrapped = [_wrap(bridge, array) for array in arrays]
+        if plan.form is ArrayForm.DENSE:
+            value = wrapped[0]
+        elif len(plan.axes) == 1:
+            value = bridge.sparse_vector(plan.shape[0], *wrapped)
+        else:
+            value = bridge.sparse_matrix(*plan.shape, *wrapped)
+    if len(plan.axes) == 1:
+        bridge.set_vector_b(julia_daf, plan.axes[0], plan.name, value)
+    else:
+        bridge.set_matrix_b(julia_daf, *plan.axes, plan.name, value, relayout=False)
 
 
 def _build_memory_daf(bridge: Any, plan: JuliaMemoryPlan) -> Any:

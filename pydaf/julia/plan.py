@@ -11,8 +11,9 @@ plan out; building one needs no Julia.
   ones included): dense numbers in column-major order, sparse data as its 1-based ``colptr``/``rowval``/``nzval``
   (or ``nzind``/``nzval``), from which Julia builds its ``SparseMatrixCSC`` (``SparseVector``) as they are. Only
   strings (axis entries, string properties) are copied, and numbers in a form Julia can't take as it is: a buffer
-  that is not contiguous column-major, or sparse indices whose type differs between ``colptr`` and ``rowval`` or can't
-  count to the axis length (Julia's ``SparseMatrixCSC{Tv, Ti}`` needs one index type ``Ti`` that holds both sizes).
+  that is not contiguous column-major (or not aligned, or not native-endian), or sparse indices whose type differs
+  between ``colptr`` and ``rowval`` or can't count to the axis length (Julia's ``SparseMatrixCSC{Tv, Ti}`` needs one
+  index type ``Ti`` that holds both sizes).
 """
 
 from __future__ import annotations
@@ -165,6 +166,8 @@ def _buffer(stored: np.ndarray, dtype: np.dtype | None = None) -> JuliaBuffer:
     """The memory Julia wraps: ``stored`` itself when it is column-major contiguous, native and of ``dtype``."""
     target = np.dtype(stored.dtype if dtype is None else dtype).newbyteorder("=")
     array = np.asarray(stored, dtype=target, order="F")
+    if not array.flags.aligned:  # Julia's arrays are aligned (its loads may assume so)
+        array = array.copy(order="F")
     same = (array.__array_interface__["data"][0] == stored.__array_interface__["data"][0]
             and array.nbytes == stored.nbytes and array.dtype == stored.dtype)
     return JuliaBuffer(array, copied=not same)
