@@ -17,6 +17,7 @@ output) is missing.
 
 from __future__ import annotations
 
+import gc
 import json
 import math
 import os
@@ -357,6 +358,12 @@ def test_a_writable_h5df_is_not_handed_over_by_path(tmp_path):
         "(HDF5's file lock excludes Julia's HDF5 library)\n(reopen it read-only, or use to_julia(..., "
         "in_memory=True))\nin the daf data: open!")
     assert isinstance(julia_plan(daf, in_memory=True), JuliaMemoryPlan)
+    sharing = pydaf.H5df(tmp_path / "open.h5df", "r")  # read-only, but sharing the writer's read-write HDF5 file
+    with pytest.raises(pydaf.DafLockedError, match="while this process has it open for writing"):
+        julia_plan(sharing)
+    del daf, sharing, error  # (the error's traceback holds the data set too)
+    gc.collect()
+    assert isinstance(julia_plan(pydaf.H5df(tmp_path / "open.h5df", "r")), JuliaOpenPlan)  # once all are closed
     assert isinstance(julia_plan(pydaf.FilesDaf(tmp_path / "open.daf", "w")), JuliaOpenPlan)  # no such lock
 
 

@@ -108,13 +108,21 @@ def julia_plan(daf: DafReader, *, in_memory: bool = False) -> JuliaOpenPlan | Ju
     constructor = STORED_FORMATS.get(daf.format.type_name)
     path = daf.complete_path()
     if not in_memory and constructor is not None and path is not None:
-        if constructor == "H5df" and daf.format.is_writable:
+        if constructor == "H5df" and _open_for_writing(daf):
             raise DafLockedError(
                 f"can't hand the H5df file: {path}\nto Julia while this process has it open for writing (HDF5's file "
                 f"lock excludes Julia's HDF5 library)\n(reopen it read-only, or use to_julia(..., in_memory=True))\n"
                 f"in the daf data: {daf.name}")
         return JuliaOpenPlan(constructor, path, daf.name)
     return _memory_plan(daf)
+
+
+def _open_for_writing(daf: DafReader) -> bool:
+    """Whether this process has the HDF5 file of an H5df open for writing: through this data set, or through another
+    handle whose HDF5 file it shares (pydaf opens each file once per process, so a read-only data set opened while
+    a writer was open shares the writer's read-write file)."""
+    file = getattr(daf.format, "file", None)
+    return daf.format.is_writable or getattr(file, "mode", "r") != "r"
 
 
 def _memory_plan(daf: DafReader) -> JuliaMemoryPlan:
