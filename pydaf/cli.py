@@ -21,7 +21,7 @@ from .demo import build_demo
 from .errors import DafError, DafFormatError, DafValueError
 from .formats.registry import FormatEntry, guess_format, registered_formats
 from .interop.anndata import daf_as_h5ad, h5ad_as_daf
-from .manifest import daf_manifest, manifest_json
+from .manifest import write_manifest
 from .open import open_daf
 
 
@@ -105,35 +105,6 @@ def describe(path: str, *, deep: bool) -> None:
           cell: 2 entries
     """
     print(open_daf(path, "r").description(deep=deep), end="")
-
-
-def manifest(path: str, output: str | None) -> None:
-    """Write the manifest of the data set at ``path`` (:mod:`pydaf.manifest`: every property, its type, layouts and a
-    hash of its values, as Julia's ``julia/verify.jl`` checks them) to ``output``, or print it.
-
-    Example:
-        >>> import os, tempfile, pydaf
-        >>> path = os.path.join(tempfile.mkdtemp(), "x.daf")
-        >>> _ = pydaf.FilesDaf(path, "w").set_scalar("version", 1)
-        >>> manifest(path, None)  # doctest: +ELLIPSIS
-        {
-         "axes": {},
-        ...
-         "scalars": {
-          "version": {
-           "eltype": "Int64",
-           "hash": "...",
-           "value": 1
-          }
-         },
-        ...
-    """
-    text = manifest_json(daf_manifest(open_daf(path, "r")))
-    if output is None:
-        print(text, end="")
-    else:
-        with open(output, "w", encoding="utf-8") as file:
-            file.write(text)
 
 
 def repack(source: str, destination: str, *, progress: bool) -> None:
@@ -229,7 +200,7 @@ def _parser() -> argparse.ArgumentParser:
         "manifest", help="write the manifest of a data set: its properties and a hash of each (see julia/verify.jl)")
     manifest_parser.add_argument("path", help=f"an {paths}")
     manifest_parser.add_argument("--output", help="the JSON file to write (default: print it)")
-    manifest_parser.set_defaults(func=lambda arguments: manifest(arguments.path, arguments.output))
+    manifest_parser.set_defaults(func=lambda arguments: write_manifest(arguments.path, arguments.output))
 
     repack_parser = commands.add_parser("repack", help="rewrite an H5df data set compactly into a new file")
     repack_parser.add_argument("source")

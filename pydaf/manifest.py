@@ -60,6 +60,7 @@ import numpy as np
 
 from .core.readers import DafReader
 from .errors import DafValueError
+from .open import open_daf
 from .sparse import SparseMatrixCSC, SparseVector
 from .storage_types import STRING_DTYPE, julia_name, scalar_dtype
 
@@ -244,6 +245,35 @@ def manifest_json(manifest: dict[str, Any]) -> str:
         }
     """
     return json.dumps(manifest, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def write_manifest(path: str, output: str | None = None) -> None:
+    """``pydaf manifest PATH [--output FILE]``: write the manifest of the data set at ``path`` (any registered format,
+    opened read-only) to the file ``output``, or print it. ``julia/verify.jl`` checks a data set against it.
+
+    Example:
+        >>> import os, tempfile, pydaf
+        >>> path = os.path.join(tempfile.mkdtemp(), "x.daf")
+        >>> _ = pydaf.FilesDaf(path, "w").set_scalar("version", 1)
+        >>> write_manifest(path)  # doctest: +ELLIPSIS
+        {
+         "axes": {},
+        ...
+         "scalars": {
+          "version": {
+           "eltype": "Int64",
+           "hash": "...",
+           "value": 1
+          }
+         },
+        ...
+    """
+    text = manifest_json(daf_manifest(open_daf(path, "r")))
+    if output is None:
+        print(text, end="")
+    else:
+        with open(output, "w", encoding="utf-8") as file:
+            file.write(text)
 
 
 #: The entries of a property compared by :func:`manifest_differences` (``storage``, how the store holds the values,

@@ -25,10 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from ..core.names import require_valid_name
 from ..core.readers import DafReader
 from ..core.writers import DafWriter
-from ..errors import DafNameError
 from ..formats.base import CacheGroup, FormatReader, FormatWriter, StoredMatrix, StoredVector
 from ..sparse import SparseMatrixCSC, SparseVector, read_only_array
 from ..storage_types import STRING_DTYPE, StorageScalar, julia_name, scalar_dtype, storage_dtype
@@ -148,15 +146,12 @@ def stored_value(form: tuple, what: str) -> tuple[StoredVector | StoredMatrix, C
     return SparseMatrixCSC((shape[0], shape[1]), *arrays), group
 
 
-def _storable(*names: str) -> bool:
-    """Whether pydaf could store these names: other names are not asked of Julia (a Julia format might resolve a
-    name such as ``../x`` to another place), they are simply not found."""
-    try:
-        for name in names:
-            require_valid_name(name, what="property", daf_name="")
-    except DafNameError:
-        return False
-    return True
+def _addressable(*names: str) -> bool:
+    """Whether each name can only address one property of the data set (a non-empty string other than ``.`` and
+    ``..``, without ``/``, ``\\`` or NUL): other names are not asked of Julia, whose file formats would resolve a name
+    such as ``../x`` to another place; they are simply not found."""
+    return all(isinstance(name, str) and name not in ("", ".", "..") and not any(character in name for character in
+                                                                                   "/\\\0") for name in names)
 
 
 def _scalar(value: Any, type_name: str) -> StorageScalar:
@@ -198,7 +193,7 @@ class JuliaReader(FormatReader):
         lines.append(f"{indent}julia: {self.julia('julia_type_name')}")
 
     def format_has_scalar(self, name: str) -> bool:
-        return _storable(name) and bool(self.julia("has_scalar", name))
+        return _addressable(name) and bool(self.julia("has_scalar", name))
 
     def format_scalars_set(self) -> set[str]:
         return set(self.julia("scalar_names"))
@@ -207,7 +202,7 @@ class JuliaReader(FormatReader):
         return _scalar(*self.julia("typed_scalar_of", name))
 
     def format_has_axis(self, axis: str, *, for_change: bool) -> bool:
-        return _storable(axis) and bool(self.julia("has_axis", axis))
+        return _addressable(axis) and bool(self.julia("has_axis", axis))
 
     def format_axes_set(self) -> set[str]:
         return set(self.julia("axis_names"))
@@ -222,7 +217,7 @@ class JuliaReader(FormatReader):
         return int(self.julia("axis_length", axis))
 
     def format_has_vector(self, axis: str, name: str) -> bool:
-        return name not in ("name", "index") and _storable(name) and bool(self.julia("has_vector", axis, name))
+        return name not in ("name", "index") and _addressable(name) and bool(self.julia("has_vector", axis, name))
 
     def format_vectors_set(self, axis: str) -> set[str]:
         return set(self.julia("vector_names", axis))
@@ -231,7 +226,7 @@ class JuliaReader(FormatReader):
         return stored_value(self.julia("stored_vector_form", axis, name), f"the vector: {name}")
 
     def format_has_matrix(self, rows_axis: str, columns_axis: str, name: str) -> bool:
-        return _storable(name) and bool(self.julia("has_matrix", rows_axis, columns_axis, name, relayout=False))
+        return _addressable(name) and bool(self.julia("has_matrix", rows_axis, columns_axis, name, relayout=False))
 
     def format_matrices_set(self, rows_axis: str, columns_axis: str) -> set[str]:
         return set(self.julia("stored_matrices_set", rows_axis, columns_axis))
