@@ -1,4 +1,5 @@
-"""The ``pydaf`` command: ``demo``, ``query PATH QUERY``, ``describe PATH``, ``repack SRC DST``, ``convert SRC DST``.
+"""The ``pydaf`` command: ``demo``, ``query PATH QUERY``, ``describe PATH``, ``repack SRC DST``, ``convert SRC DST``,
+``manifest PATH``.
 
 Every command opens its paths through the format registry (:mod:`pydaf.formats.registry`), so each works on every
 registered format; ``convert`` also reads and writes AnnData ``.h5ad`` files. Each sub-command's parser names the
@@ -20,6 +21,7 @@ from .demo import build_demo
 from .errors import DafError, DafFormatError
 from .formats.registry import guess_format, registered_formats
 from .interop.convert import convert as convert_paths
+from .manifest import write_manifest
 from .open import open_daf
 
 
@@ -168,6 +170,12 @@ def _parser() -> argparse.ArgumentParser:
     query_parser.add_argument("path", help=f"an {paths}")
     query_parser.add_argument("query", help='a Daf query, e.g. "@ cell [ age > 60 ] : donor"')
     query_parser.set_defaults(func=lambda arguments: query(arguments.path, arguments.query))
+
+    manifest_parser = commands.add_parser(
+        "manifest", help="write the manifest of a data set: its properties and a hash of each (see julia/verify.jl)")
+    manifest_parser.add_argument("path", help=f"an {paths}")
+    manifest_parser.add_argument("--output", help="the JSON file to write (default: print it)")
+    manifest_parser.set_defaults(func=lambda arguments: write_manifest(arguments.path, arguments.output))
 
     repack_parser = commands.add_parser("repack", help="rewrite an H5df data set compactly into a new file")
     repack_parser.add_argument("source")

@@ -1,0 +1,289 @@
+"""Finding Julia for the bridge, and starting it through ``juliacall`` without ever downloading anything.
+
+``juliacall``, left alone, asks ``juliapkg`` for a Julia, and ``juliapkg`` downloads and installs one (and rewrites
+the Julia project) when it finds none that suits it. pydaf never lets that happen: :func:`find_julia` looks for a
+Julia that is already there, in this order, and raises :class:`DafJuliaUnavailableError` when there is none:
+
+1. juliacall's own setting: ``-X juliacall-exe=…`` or ``PYTHON_JULIACALL_EXE`` (a path, or a name on ``PATH``);
+2. juliapkg's setting: ``-X juliapkg-exe=…`` or ``PYTHON_JULIAPKG_EXE``;
+3. the Julia juliapkg already chose or installed for its project (``<project>/pyjuliapkg/meta.json``, or
+   ``<project>/pyjuliapkg/install/bin/julia``; the project as juliapkg finds it: ``PYTHON_JULIAPKG_PROJECT``, else
+   ``<virtual env>/julia_env``, else ``<depot>/environments/pyjuliapkg``);
+4. ``julia`` on ``PATH``.
+
+It must be Julia 1.10 or later (what juliacall supports). The Julia project the bridge runs in is, in this order,
+``-X juliacall-project=…`` or ``PYTHON_JULIACALL_PROJECT``, ``PYDAF_JULIA_PROJECT``, or the repository's ``julia/``
+kit; it must be instantiated (``julia --project=julia -e 'using Pkg; Pkg.instantiate()'``) and hold
+DataAxesFormats, NamedArrays and PythonCall. Before importing juliacall, :func:`start_julia` sets
+(:func:`juliacall_environment`) ``PYTHON_JULIACALL_EXE`` and ``PYTHON_JULIACALL_PROJECT`` together (so juliacall
+bypasses juliapkg), and for older juliacall versions, which always ask juliapkg, ``PYTHON_JULIAPKG_EXE``,
+``PYTHON_JULIAPKG_PROJECT`` and ``PYTHON_JULIAPKG_OFFLINE=yes`` (so juliapkg uses that Julia and installs nothing).
+If juliacall was imported before pydaf asks, its Julia is used as it is.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .errors import DafJuliaUnavailableError
+
+#: The repository's Julia kit (``julia/``): its ``Project.toml`` pins DataAxesFormats 0.3.0.
+KIT = Path(__file__).resolve().parents[2] / "julia"
+
+#: The Julia code pydaf runs in Julia (included once into a module of its own).
+BRIDGE_SOURCE = Path(__file__).resolve().parent / "bridge.jl"
+
+#: The oldest Julia juliacall runs on.
+MINIMUM_VERSION = (1, 10)
+
+#: How long ``julia --version`` may take (a juliaup launcher may update itself on its first run).
+VERSION_TIMEOUT_SECONDS = 60
+
+_MANIFESTS = ("Manifest.toml", "JuliaManifest.toml")
+
+
+@dataclass(frozen=True)
+class JuliaSetup:
+    """The Julia the bridge would start: its executable, version and project, and where each came from.
+
+    Attributes:
+        executable: the absolute path of the ``julia`` executable (symbolic links resolved).
+        version: its version, e.g. ``(1, 11, 2)``.
+        source: the setting or search that found it (``PYTHON_JULIACALL_EXE``, ``PATH``, …).
+        project: the Julia project (directory) juliacall activates.
+        project_source: the setting that chose the project (``PYDAF_JULIA_PROJECT``, ``the pydaf kit``, …).
+    """
+
+    executable: str
+    version: tuple[int, int, int]
+    source: str
+    project: str
+    project_source: str
+
+
+def _option(environ: Mapping[str, str], xoptions: Mapping[str, Any], xkey: str, envkey: str) -> tuple[str, str] | None:
+    """A setting given as ``-X xkey=value`` (first) or in the environment, with how it was given."""
+    value = xoptions.get(xkey)
+    if isinstance(value, str) and value:
+        return value, f"-X {xkey}={value}"
+    value = environ.get(envkey)
+    if value:
+        return value, f"{envkey}={value}"
+    return None
+
+
+def _juliapkg_project(environ: Mapping[str, str], xoptions: Mapping[str, Any]) -> Path:
+    """The project juliapkg uses (as juliapkg's ``state.py`` decides it)."""
+    given = _option(environ, xoptions, "juliapkg-project", "PYTHON_JULIAPKG_PROJECT")
+    if given is not None:
+        return Path(given[0])
+    prefix = sys.prefix if sys.prefix != sys.base_prefix else environ.get("CONDA_PREFIX")
+    if prefix:
+        return Path(prefix) / "julia_env"
+    depot = (environ.get("JULIA_DEPOT_PATH") or "").split(os.pathsep)[0] or os.path.join(os.path.expanduser("~"),
+                                                                                        ".julia")
+    return Path(depot) / "environments" / "pyjuliapkg"
+
+
+def _juliapkg_executables(environ: Mapping[str, str], xoptions: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The Julia juliapkg already resolved (its ``meta.json``) or installed, if any (never asking juliapkg)."""
+    state = _juliapkg_project(environ, xoptions) / "pyjuliapkg"
+    found = []
+    try:
+        executable = json.loads((state / "meta.json").read_text(encoding="utf-8")).get("executable")
+    except (OSError, ValueError, AttributeError):
+        executable = None
+    if isinstance(executable, str) and executable:
+        found.append((executable, f"juliapkg's resolved Julia ({state / 'meta.json'})"))
+    found.append((str(state / "install" / "bin" / "julia"), "juliapkg's installed Julia"))
+    return found
+
+
+def _version(executable: str) -> tuple[int, int, int] | None:
+    """The version ``executable --version`` reports, if it is a Julia."""
+    try:
+        result = subprocess.run([executable, "--version"], capture_output=True, text=True,
+                                timeout=VERSION_TIMEOUT_SECONDS, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    match = re.match(r"julia version (\d+)\.(\d+)\.(\d+)", result.stdout.strip())
+    if result.returncode != 0 or match is None:
+        return None
+    return int(match[1]), int(match[2]), int(match[3])
+
+
+def _executable(environ: Mapping[str, str], xoptions: Mapping[str, Any]) -> tuple[str, tuple[int, int, int], str]:
+    path = environ.get("PATH", "")
+    for xkey, envkey in (("juliacall-exe", "PYTHON_JULIACALL_EXE"), ("juliapkg-exe", "PYTHON_JULIAPKG_EXE")):
+        given = _option(environ, xoptions, xkey, envkey)
+        if given is not None:
+            value, source = given
+            executable = shutil.which(value, path=path)  # (a path with a directory is checked as it is)
+            if executable is None:
+                raise DafJuliaUnavailableError(f"no Julia executable at: {source}\n(pydaf never downloads Julia; "
+                                               "fix or unset it, or put a Julia on PATH)")
+            return _checked(executable, source)
+    for executable, source in _juliapkg_executables(environ, xoptions):
+        if os.path.isfile(executable) and os.access(executable, os.X_OK):
+            return _checked(executable, source)
+    executable = shutil.which("julia", path=path)
+    if executable is not None:
+        return _checked(executable, "PATH")
+    raise DafJuliaUnavailableError(
+        "no Julia found: PYTHON_JULIACALL_EXE and PYTHON_JULIAPKG_EXE are not set, juliapkg has no Julia, and there "
+        f"is no julia on PATH: {path}\n(pydaf never lets juliacall download Julia: install Julia "
+        "(https://julialang.org/downloads) and put it on PATH, or set PYTHON_JULIACALL_EXE to it)")
+
+
+def _checked(executable: str, source: str) -> tuple[str, tuple[int, int, int], str]:
+    real = os.path.realpath(executable)
+    version = _version(real)
+    if version is None:
+        raise DafJuliaUnavailableError(f"not a Julia executable: {real}\nfound by: {source}\n(`{real} --version` "
+                                       "does not say \"julia version X.Y.Z\")")
+    if version[:2] < MINIMUM_VERSION:
+        raise DafJuliaUnavailableError(
+            f"Julia {'.'.join(map(str, version))} is too old: {real}\nfound by: {source}\n(juliacall needs Julia "
+            f"{'.'.join(map(str, MINIMUM_VERSION))} or later)")
+    return real, version, source
+
+
+def _is_kit(directory: Path) -> bool:
+    try:
+        return "DataAxesFormats" in (directory / "Project.toml").read_text(encoding="utf-8")
+    except OSError:
+        return False
+
+
+def _project(environ: Mapping[str, str], xoptions: Mapping[str, Any]) -> tuple[str, str]:
+    given = _option(environ, xoptions, "juliacall-project", "PYTHON_JULIACALL_PROJECT")
+    if given is None and environ.get("PYDAF_JULIA_PROJECT"):
+        given = environ["PYDAF_JULIA_PROJECT"], f"PYDAF_JULIA_PROJECT={environ['PYDAF_JULIA_PROJECT']}"
+    if given is None:
+        if not _is_kit(KIT):
+            raise DafJuliaUnavailableError(
+                f"no Julia project for the bridge: the pydaf kit is not at: {KIT}\n(set PYDAF_JULIA_PROJECT to a "
+                "Julia project holding DataAxesFormats, NamedArrays and PythonCall)")
+        given = str(KIT), "the pydaf kit"
+    project, source = os.path.abspath(given[0]), given[1]
+    if not os.path.isfile(os.path.join(project, "Project.toml")):
+        raise DafJuliaUnavailableError(f"not a Julia project (no Project.toml): {project}\nchosen by: {source}")
+    if not any(os.path.isfile(os.path.join(project, manifest)) for manifest in _MANIFESTS):
+        raise DafJuliaUnavailableError(
+            f"the Julia project is not instantiated (no Manifest.toml): {project}\nchosen by: {source}\n(run: julia "
+            f"--project={project} -e 'using Pkg; Pkg.instantiate()')")
+    return project, source
+
+
+def find_julia(environ: Mapping[str, str] | None = None, *,
+               xoptions: Mapping[str, Any] | None = None) -> JuliaSetup:
+    """The Julia (and project) the bridge would use, found as the module documentation says without downloading or
+    installing anything (it runs ``julia --version``, nothing else); :class:`DafJuliaUnavailableError` if there is
+    none. ``environ`` and ``xoptions`` default to this process's (``os.environ``, ``sys._xoptions``).
+
+    Example:
+        >>> try:
+        ...     setup = find_julia({"PATH": "/nonexistent", "PYTHON_JULIAPKG_PROJECT": "/nonexistent"}, xoptions={})
+        ... except DafJuliaUnavailableError as error:
+        ...     print(str(error).splitlines()[0].split(":")[0])
+        no Julia found
+    """
+    environ = os.environ if environ is None else environ
+    xoptions = sys._xoptions if xoptions is None else xoptions
+    executable, version, source = _executable(environ, xoptions)
+    project, project_source = _project(environ, xoptions)
+    return JuliaSetup(executable, version, source, project, project_source)
+
+
+def juliacall_environment(setup: JuliaSetup, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment variables :func:`start_julia` sets before importing juliacall, so that it starts
+    ``setup.executable`` in ``setup.project`` and neither juliacall nor juliapkg downloads or installs anything.
+
+    Example:
+        >>> setup = JuliaSetup("/opt/julia/bin/julia", (1, 11, 2), "PATH", "/work/julia", "the pydaf kit")
+        >>> environment = juliacall_environment(setup, {})
+        >>> environment["PYTHON_JULIACALL_EXE"], environment["PYTHON_JULIAPKG_OFFLINE"]
+        ('/opt/julia/bin/julia', 'yes')
+    """
+    environ = os.environ if environ is None else environ
+    return {
+        "PYTHON_JULIACALL_EXE": setup.executable,
+        "PYTHON_JULIACALL_PROJECT": setup.project,
+        "PYTHON_JULIAPKG_EXE": setup.executable,
+        "PYTHON_JULIAPKG_PROJECT": setup.project,
+        "PYTHON_JULIAPKG_OFFLINE": "yes",
+        # Julia's signal handling is needed to call multi-threaded Julia code from Python without crashing
+        # (PythonCall's FAQ); a user's own choice stands.
+        "PYTHON_JULIACALL_HANDLE_SIGNALS": environ.get("PYTHON_JULIACALL_HANDLE_SIGNALS", "yes"),
+    }
+
+
+def julia_unavailable_reason() -> str | None:
+    """Why the bridge can't start here (``None`` if it can, or already did): cheap, never starts Julia.
+
+    Example:
+        >>> reason = julia_unavailable_reason()
+        >>> reason is None or isinstance(reason, str)
+        True
+    """
+    if _started is not None or "juliacall" in sys.modules:
+        return None
+    try:
+        find_julia()
+        _require_juliacall()
+    except DafJuliaUnavailableError as error:
+        return str(error)
+    return None
+
+
+def _require_juliacall() -> None:
+    if importlib.util.find_spec("juliacall") is None:
+        raise DafJuliaUnavailableError("juliacall is not installed\n(pip install 'pydaf[julia]')")
+
+
+_started: Any = None
+_start_lock = threading.Lock()
+
+
+def start_julia() -> Any:
+    """Start Julia (once per process) and load pydaf's bridge into it: the Julia module holding ``bridge.jl``'s
+    functions. :class:`DafJuliaUnavailableError` if no Julia can be started (see the module documentation); Julia
+    is then never started by a later call either, until the problem is fixed.
+
+    Example:
+        >>> callable(start_julia)
+        True
+    """
+    global _started
+    with _start_lock:
+        if _started is None:
+            if "juliacall" not in sys.modules:
+                environment = juliacall_environment(find_julia())
+                _require_juliacall()
+                os.environ.update(environment)
+            try:
+                juliacall = importlib.import_module("juliacall")
+            except Exception as error:  # juliacall raises plain exceptions when Julia fails to start
+                raise DafJuliaUnavailableError(f"juliacall could not start Julia: {error}") from error
+            module = juliacall.newmodule("PydafBridge")
+            try:
+                juliacall.Base.include(module, str(BRIDGE_SOURCE))
+            except juliacall.JuliaError as error:
+                message = juliacall.Base.sprint(juliacall.Base.showerror, error.exception)
+                raise DafJuliaUnavailableError(
+                    f"Julia could not load pydaf's bridge ({BRIDGE_SOURCE}):\n{message}\n(the Julia project must hold "
+                    "DataAxesFormats, NamedArrays and PythonCall: see julia/README.md)") from None
+            _started = module
+        return _started
