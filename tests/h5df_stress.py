@@ -22,11 +22,6 @@ import pydaf
 N_CELLS, N_GENES, N_NAMES = 20_000, 40, 6
 
 
-def soak() -> float:
-    """The soak multiplier of long tests (env ``PYDAF_SOAK``, default 1)."""
-    return float(os.environ.get("PYDAF_SOAK", "1"))
-
-
 def create(path: str, n_cells: int = N_CELLS, n_genes: int = N_GENES) -> pydaf.DafWriter:
     """A fresh data set with the axes, and generation 0 of every vector and matrix."""
     daf = pydaf.H5df(path, "w")

@@ -2,21 +2,21 @@
 (so a crash is a failed test, not a dead test runner). Every value the writer stores is uniform (all entries equal to
 its version), so a reader can tell a consistent read (one version, all entries equal) from a torn or garbage one.
 
-The duration is ``PYDAF_SOAK`` (a multiplier, default 1) times 3 seconds per backend; ``PYDAF_SOAK=20`` gives the
-reliability issue's 60 s runs.
+The duration is 60 s per backend at ``PYDAF_SOAK=1`` (``tests/soak.py``), 6 s by default.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
 
 import pytest
 
-SECONDS = 3.0 * float(os.environ.get("PYDAF_SOAK", "1"))
+from .soak import soak
+
+SECONDS = soak(60, 6)
 
 _CHILD = textwrap.dedent('''
     import json, sys, threading, time

@@ -2,7 +2,7 @@
 modes that must not destroy, read-only opens that must not write, concurrent processes, kills at random moments, and
 full disks. Real processes, files, links and (where root may mount one) a real small tmpfs.
 
-Soak lengths scale with ``PYDAF_SOAK`` (a float, default 0.15): ``PYDAF_SOAK=1`` gives 100 kills, 30 s of concurrent
+Soak lengths scale with ``PYDAF_SOAK`` (``tests/soak.py``): ``PYDAF_SOAK=1`` gives 100 kills, 30 s of concurrent
 readers and 500 corruption examples.
 """
 
@@ -34,13 +34,9 @@ from hypothesis import strategies as st
 import pydaf
 from pydaf.queries.query import Axis, LookupScalar, LookupVector
 
-SOAK = float(os.environ.get("PYDAF_SOAK", "0.15"))
+from .soak import soak
+
 REPOSITORY = Path(__file__).resolve().parent.parent
-
-
-def soak(full: float, minimum: float) -> float:
-    """A soak length: ``full`` at ``PYDAF_SOAK=1``, never below ``minimum``."""
-    return max(minimum, full * SOAK)
 
 
 def tree(root: Path) -> dict[str, tuple[Any, ...]]:
@@ -752,7 +748,7 @@ def _mutate(data: bytes, mutation: tuple[Any, ...]) -> bytes:
     return mutation[1]
 
 
-@settings(max_examples=max(40, round(500 * SOAK)), deadline=None, derandomize=True,
+@settings(max_examples=round(soak(500, 40)), deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(index=st.integers(0, 10 ** 6), mutation=_MUTATIONS)
 def test_corruption_fuzz(tmp_path_factory, pristine, index, mutation):
@@ -924,7 +920,7 @@ def test_writers_killed_at_random_moments(tmp_path):
     generator = random.Random(7)
     state: dict[str, tuple[str, int]] = {}
     done = 0  # operations acknowledged
-    kills = max(5, round(100 * SOAK))
+    kills = round(soak(100, 10))
     interrupted = 0
     for _ in range(kills):
         child = python(KILLED_WRITER, path, str(done + 1), cwd=REPOSITORY)

@@ -22,8 +22,10 @@ import pydaf
 from tests import h5df_stress
 from tests.h5df_stress import initial_model, model_steps, read_model
 
+from .soak import soak
+
 STRESS = str(Path(h5df_stress.__file__))
-KILLS = max(3, round(12 * h5df_stress.soak()))
+KILLS = round(soak(100, 12))
 
 
 def child_env() -> dict[str, str]:

@@ -13,6 +13,7 @@ import pydaf
 from pydaf.interop import h5ad_as_daf
 
 from . import hostile_h5ad
+from .soak import soak
 
 anndata = pytest.importorskip("anndata")
 
@@ -128,7 +129,7 @@ def test_random_garbage_never_crashes_nor_raises_untyped_errors(tmp_path):
     """64 random bytes written at a random place of a valid h5ad: a DafError, or an import (of whatever values the
     damaged bytes now hold). ``PYDAF_SOAK`` scales the number of files (20 by default)."""
     paths = []
-    for seed in range(max(1, int(20 * float(os.environ.get("PYDAF_SOAK", "1"))))):
+    for seed in range(round(soak(200, 20))):
         path = str(tmp_path / f"garbage{seed}.h5ad")
         hostile_h5ad.write_base(path)
         generator = np.random.default_rng(seed)
