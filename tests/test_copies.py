@@ -8,6 +8,7 @@ import pytest
 import scipy.sparse as sp
 
 import pydaf
+from pydaf.testing import DafBackend, DafConformance
 
 from .benchmark_scripts import load_benchmark
 
@@ -87,3 +88,24 @@ def test_benchmark_script_end_to_end(tmp_path, capsys):
     lines = capsys.readouterr().out.splitlines()
     assert [line.split()[0] for line in lines[2:4]] == ["cp", "copy_all"] and lines[-1] == "equal: yes"
     assert sorted(path.name for path in tmp_path.iterdir()) == ["small.h5df"]
+
+
+class _CopiedIntoFiles(DafBackend):
+    """Data written to a MemoryDaf, read back from a FilesDaf that ``copy_all`` filled with it."""
+
+    name = "copied-into-files"
+
+    def new(self, directory, name: str) -> pydaf.DafWriter:
+        self._directory = directory
+        return pydaf.MemoryDaf(name=name)
+
+    def reopen(self, daf: pydaf.DafReader, mode: str = "r+") -> pydaf.DafReader:
+        copy = pydaf.FilesDaf(self._directory / f"copy{len(list(self._directory.iterdir()))}.daf", "w", name=daf.name)
+        pydaf.copy_all(copy, daf, relayout=False, progress=False)
+        return copy.read_only() if mode == "r" else copy
+
+
+class TestCopiedIntoFiles(DafConformance):
+    """Everything written to a data set reads back the same from a copy of it (stored layouts, types, sparsity)."""
+
+    backend = _CopiedIntoFiles()
