@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from .core.readers import DafReader
-from .formats import files, h5df  # noqa: F401 - importing a format module registers its format
+from .formats import files, h5df, zarr  # noqa: F401 - importing a format module registers its format
 from .formats.registry import guess_format
 
 

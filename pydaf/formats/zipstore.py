@@ -46,7 +46,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import DafFormatError, DafLockedError, DafStorageError
+from ..errors import DafFormatError, DafLockedError, DafModeError, DafStorageError
 from .mapping import FileKey, detach_region, file_key, map_region
 
 #: Entry data starts at a file offset that is a multiple of this (Julia's ``DAF_DATA_OFFSET_ALIGNMENT``).
@@ -73,6 +73,11 @@ _EXTERNAL_ATTRIBUTES = 0o100644 << 16
 _SENTINEL32, _SENTINEL16 = 0xFFFFFFFF, 0xFFFF
 _MAX_COMMENT = 0xFFFF
 _MAX_DEFLATE_RATIO = 1100  # zlib's best is ~1032:1; a larger declared size is a lie (a zip bomb)
+
+
+class DafAppendOnlyError(DafModeError):
+    """A delete or an overwrite of a property stored in an append-only ZIP archive (Julia's "the ZIP backend is
+    append-only")."""
 
 
 @dataclass(frozen=True)
@@ -343,6 +348,7 @@ class ZipStore:
         self._children: dict[str, set[str]] = {}
         self._data_offsets: dict[str, int] = {}
         self._end = 0  # where the central directory begins (and the next entry goes)
+        self._users = 0
         self._closer = weakref.finalize(self, _close_descriptor, fd, os.getpid())
         self._load(repair=writable)
 
@@ -418,6 +424,26 @@ class ZipStore:
             self._closer = weakref.finalize(self, _close_descriptor, fd, os.getpid())
             self._load(repair=True)
 
+    def release(self) -> None:
+        """Give up one opener's use of the store (each :func:`acquire_zip_store` counts one); the last one closes its
+        descriptor (releasing the writer lock) and forgets it, so the next open reads the archive anew. Arrays mapped
+        from it stay valid."""
+        with _stores_lock, self._mutex:
+            self._users -= 1
+            if self._users > 0:
+                return
+            key = os.fstat(self._fd).st_dev, os.fstat(self._fd).st_ino
+            known = _stores.get(key)
+            if known is not None and known() is self:
+                del _stores[key]
+            self._closer()
+            self._fd = -1
+
+    def _require_open(self) -> int:
+        if self._fd < 0:
+            raise DafStorageError(f"the ZIP archive: {self.path}\nwas closed")
+        return self._fd
+
     # Reading.
 
     def names(self) -> list[str]:
@@ -443,12 +469,13 @@ class ZipStore:
         if offset is not None:
             return offset
         entry = self._required(name)
+        fd = self._require_open()
         try:
-            header = _pread(self._fd, _LFH.size, entry.header_offset)
+            header = _pread(fd, _LFH.size, entry.header_offset)
         except _Corrupt as error:
             raise DafFormatError(f"the ZIP entry: {name}\nin the archive: {self.path}\nhas no local header") from error
         signature, _, flags, method, *_, name_length, extra_length = _LFH.unpack(header)
-        raw_name = _pread(self._fd, name_length, entry.header_offset + _LFH.size)
+        raw_name = _pread(fd, name_length, entry.header_offset + _LFH.size)
         if signature != _LFH_SIGNATURE or method != entry.method or raw_name != name.encode(
                 "utf-8" if flags & _UTF8_FLAG else "cp437", errors="replace"):
             raise DafFormatError(f"the local header of the ZIP entry: {name}\nin the archive: {self.path}\ndoes not "
@@ -483,7 +510,7 @@ class ZipStore:
         entry = self._required(name)
         offset = self.data_offset(name)
         try:
-            raw = _pread(self._fd, entry.compressed_size, offset)
+            raw = _pread(self._require_open(), entry.compressed_size, offset)
         except _Corrupt as error:
             raise DafFormatError(f"truncated ZIP entry: {name}\nin the archive: {self.path}") from error
         if entry.method == STORED:
@@ -527,7 +554,7 @@ class ZipStore:
             return None
         if count == 0:
             return np.empty(0, dtype=dtype)
-        region = map_region(_descriptor_path(self._fd, self.path), offset, expected, writable=False)
+        region = map_region(_descriptor_path(self._require_open(), self.path), offset, expected, writable=False)
         return region.view(dtype)
 
     # Writing.
@@ -538,6 +565,7 @@ class ZipStore:
         the store's lock (other threads wait) until the batch is committed or aborted."""
         if not self.writable:
             raise DafStorageError(f"the ZIP archive: {self.path}\nis open read-only")
+        self._require_open()
         self._mutex.acquire()
         if self._appending is not None:
             self._mutex.release()
@@ -767,6 +795,7 @@ def acquire_zip_store(path: str | os.PathLike, *, writable: bool, create: bool =
             _stores[key] = weakref.ref(store)
         elif writable:
             store._upgrade()
+        store._users += 1
         return store
 
 
@@ -822,4 +851,7 @@ def zip_entries(path: str | os.PathLike) -> Iterator[ZipEntry]:
         [('a', 1)]
     """
     store = acquire_zip_store(path, writable=False)
-    yield from store._entries.values()
+    try:
+        yield from list(store._entries.values())
+    finally:
+        store.release()
