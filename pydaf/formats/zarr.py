@@ -301,14 +301,19 @@ def _all_fill(values: np.ndarray) -> bool:
     return not np.ascontiguousarray(values).reshape(-1).view(np.uint8).any()
 
 
-def _check_gzip(data: bytes, expected: int, what: str) -> bytes:
-    if expected > max(len(data), 1) * _MAX_GZIP_RATIO:
+def _gunzip(data: bytes, expected: int | None, what: str) -> bytes:
+    """A gzip chunk's bytes (``expected`` of them, if known), refusing one that would inflate past what gzip can
+    compress into its size (a bomb) before inflating it."""
+    limit = max(len(data), 1) * _MAX_GZIP_RATIO
+    if expected is not None and expected > limit:
         raise DafFormatError(f"a gzip chunk of the {what}\nclaims {expected} bytes from {len(data)}")
     decompressor = zlib.decompressobj(31)
     try:
-        raw = decompressor.decompress(data, expected + 1)
+        raw = decompressor.decompress(data, (limit if expected is None else expected) + 1)
     except zlib.error as error:
         raise DafFormatError(f"a corrupt gzip chunk of the {what}\n({error})") from error
+    if decompressor.unconsumed_tail:
+        raise DafFormatError(f"a gzip chunk of the {what}\ninflates past {limit} bytes")
     return raw
 
 
@@ -328,31 +333,38 @@ class _DirectoryNodes:
         self.root = root
         self._real = os.path.realpath(root)
         self._counter = itertools.count()
-        self._lock_fd = -1
+        self._writers = 0
+        self._lock = _DirectoryLock()
+        weakref.finalize(self, self._lock.close)
         #: The root group's attributes, and (once opened writable) its consolidated metadata: node -> descriptor.
         self.attributes: dict[str, Any] = {}
         self.consolidated: dict[str, str] | None = None
-        self._closer = weakref.finalize(self, _close_lock, self, os.getpid())
 
-    def lock_for_writing(self) -> bool:
-        """Take this process's writer lock on the directory (an ``flock``, waited for up to ``LOCK_WAIT_SECONDS``);
-        returns whether it was newly taken (the first writable open in this process, which recovers)."""
-        if self._lock_fd >= 0:
-            return False
-        fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        deadline = time.monotonic() + LOCK_WAIT_SECONDS
-        while True:
+    def acquire_writer(self) -> bool:
+        """Count one more writable handle, taking this process's writer lock on the directory for the first (an
+        ``flock``, waited for up to ``LOCK_WAIT_SECONDS``); returns whether it was newly taken (the first writer of
+        this process, which recovers what a killed one left)."""
+        with _directories_lock:
+            self._writers += 1
+            if self._lock.fd >= 0:
+                return False
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except OSError as error:
-                if error.errno not in (errno.EAGAIN, errno.EACCES) or time.monotonic() >= deadline:
-                    os.close(fd)
-                    raise DafLockedError(f"can't write the ZarrDaf directory: {self.root}\nwhile another process "
-                                         "writes it (it is locked; retry once the writer has closed it)") from error
-                time.sleep(0.01)
-        self._lock_fd = fd
-        return True
+                self._lock.take(self.root)
+            except BaseException:
+                self._writers -= 1
+                raise
+            return True
+
+    def release_writer(self) -> None:
+        """Count one writable handle less; the last one releases the writer lock."""
+        with _directories_lock:
+            self._writers -= 1
+            if self._writers == 0:
+                self._lock.close()
+
+    def hidden(self, node: str, name: str, kind: str) -> str:
+        return os.path.join(self.path(node), f".{name}{_HIDDEN_MARK}{kind}")
+
 
     def path(self, key: str) -> str:
         return os.path.join(self.root, *key.split("/")) if key else self.root
@@ -411,9 +423,6 @@ class _DirectoryNodes:
             return set()
         return {name for name in names if _is_node_name(name) and os.path.isfile(os.path.join(folder, name,
                                                                                                 "zarr.json"))}
-
-    def hidden(self, node: str, name: str, kind: str) -> str:
-        return os.path.join(self.path(node), f".{name}{_HIDDEN_MARK}{kind}")
 
     def backup(self, node: str) -> str:
         parent, _, name = node.rpartition("/")
@@ -602,9 +611,33 @@ class _ZipWriter:
 _Writer = _DirectoryWriter | _ZipWriter
 
 
-def _close_lock(nodes: _DirectoryNodes, pid: int) -> None:
-    if nodes._lock_fd >= 0 and os.getpid() == pid:
-        os.close(nodes._lock_fd)  # (releases the flock)
+class _DirectoryLock:
+    """This process's writer lock on a directory: an ``flock`` on a descriptor of it, released when closed (or when
+    the lock is garbage; never in a forked child, whose descriptor is its parent's)."""
+
+    def __init__(self) -> None:
+        self.fd = -1
+        self._pid = os.getpid()
+
+    def take(self, root: str) -> None:
+        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        deadline = time.monotonic() + LOCK_WAIT_SECONDS
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError as error:
+                if error.errno not in (errno.EAGAIN, errno.EACCES) or time.monotonic() >= deadline:
+                    os.close(fd)
+                    raise DafLockedError(f"can't write the ZarrDaf directory: {root}\nwhile another process writes "
+                                         "it (it is locked; retry once the writer has closed it)") from error
+                time.sleep(0.01)
+        self.fd, self._pid = fd, os.getpid()
+
+    def close(self) -> None:
+        if self.fd >= 0 and os.getpid() == self._pid:
+            os.close(self.fd)
+        self.fd = -1
 
 
 _directories: dict[FileKey, weakref.ref[_DirectoryNodes]] = {}
@@ -681,8 +714,10 @@ class ZarrFormat(FormatWriter):
                 raise DafFormatError(f"no such directory: {path}")
             os.makedirs(path, exist_ok=True)
         nodes = _directory_nodes(path)
-        if self.is_writable and nodes.lock_for_writing():
-            nodes.recover()  # (only the first writer of this process: later ones may be in the middle of a write)
+        if self.is_writable:
+            if nodes.acquire_writer():
+                nodes.recover()  # (only the first writer of this process: later ones may be in the middle of a write)
+            self._release = weakref.finalize(self, nodes.release_writer)
         return nodes
 
     def _root_metadata(self) -> dict[str, Any] | None:
@@ -727,7 +762,7 @@ class ZarrFormat(FormatWriter):
             if isinstance(self._nodes, _ZipNodes):
                 if "consolidated_metadata" in metadata:
                     self._write_zip_root(attributes)
-            elif self._nodes.consolidated is None:
+            else:
                 self._nodes.attributes = attributes
                 self._load_consolidated(metadata)
 
@@ -893,11 +928,11 @@ class ZarrFormat(FormatWriter):
         count = math.prod(info.chunks)
         if info.dtype == STRING_DTYPE:
             if info.gzip:
-                data = _check_gzip(data, 1 << 62, f"{what}\nin the daf zarr group: {self.path}")
+                data = _gunzip(data, None, f"{what}\nin the daf zarr group: {self.path}")
             return decode_strings(data, count, f"{what}\nin the daf zarr group: {self.path}").reshape(info.chunks)
         expected = count * info.dtype.itemsize
         if info.gzip:
-            data = _check_gzip(data, expected, f"{what}\nin the daf zarr group: {self.path}")
+            data = _gunzip(data, expected, f"{what}\nin the daf zarr group: {self.path}")
         if len(data) != expected:
             raise DafFormatError(f"the chunk: {key}\nof the {what}\nin the daf zarr group: {self.path}\nhas "
                                  f"{len(data)} bytes instead of {expected}")
@@ -983,8 +1018,11 @@ class ZarrFormat(FormatWriter):
             return _states.setdefault((key, self.group or ""), state)
 
     def format_close(self) -> None:
-        if self._store is not None:
-            self._release()
+        """Release this handle's hold of the archive (or of the directory's writer lock); arrays already returned
+        stay valid."""
+        release = getattr(self, "_release", None)
+        if release is not None:
+            release()
 
     # Scalars.
 
@@ -1047,6 +1085,7 @@ class ZarrFormat(FormatWriter):
 
     def format_axis_vector(self, axis: str) -> tuple[np.ndarray, CacheGroup | None]:
         what = f"axis: {axis}"
+        self.format_axis_length(axis)  # (checks the declared length against the stored bytes first)
         info = self._axis_info(axis)
         if info.dtype != STRING_DTYPE:
             raise DafFormatError(f"the {what}\nin the daf zarr group: {self.path}\nis not a string array")
