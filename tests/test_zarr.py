@@ -803,3 +803,45 @@ def test_a_writer_killed_mid_append_loses_nothing_earlier(tmp_path, variant):
             root = json.loads(Path(path, "zarr.json").read_bytes())
             assert {key.rpartition("/")[2] for key in root["consolidated_metadata"]["metadata"]
                     if key.startswith("vectors/cell/") and key.count("/") == 2} == found
+
+
+@pytest.mark.parametrize(("component", "data_type", "message"), [
+    ("colptr", "float64", r"(?s)the colptr of the matrix: sp\n.*is not a vector of integers \(it is float64"),
+    ("nzval", "string", r"(?s)the nzval of the matrix: sp\n.*is not a vector of numbers \(it is String"),
+])
+def test_sparse_components_of_the_wrong_type_are_refused(tmp_path, component, data_type, message):
+    path = writable_copy(tmp_path)
+    node = path / "matrices/cell/gene/sp" / component
+    metadata = json.loads((node / "zarr.json").read_bytes())
+    metadata["data_type"] = data_type
+    if data_type == "string":
+        metadata["codecs"], metadata["fill_value"] = [{"name": "vlen-utf8", "configuration": {}}], ""
+    (node / "zarr.json").write_text(json.dumps(metadata))
+    with pytest.raises(pydaf.DafFormatError, match=message):
+        pydaf.ZarrDaf(path, "r").get_matrix("cell", "gene", "sp", relayout=False)
+
+
+def test_a_read_only_open_leaves_what_a_killed_writer_left(tmp_path):
+    """Only a writable open cleans up (and puts back a node renamed aside for an overwrite)."""
+    path = tmp_path / "left.daf.zarr"
+    pydaf.ZarrDaf(path, "w").add_axis("cell", ["A"]).set_vector("cell", "age", [1])
+    os.rename(path / "vectors/cell/age", path / "vectors/cell/.age.pydaf-backup")  # killed mid-overwrite
+    (path / "vectors/cell/.new.pydaf-tmp-1-1").mkdir()
+    before = files_of(path)
+    reader = pydaf.ZarrDaf(path, "r")
+    assert reader.vectors_set("cell") == set() and files_of(path) == before
+    reader.base.format.format_close()
+    writer = pydaf.ZarrDaf(path, "r+")
+    assert writer.get_vector("cell", "age").tolist() == [1]
+    assert sorted(os.listdir(path / "vectors/cell")) == ["age", "zarr.json"]
+
+
+def test_benchmark_script_end_to_end(tmp_path, capsys):
+    from .benchmark_scripts import load_benchmark
+
+    bench = load_benchmark("bench_zarr")
+    assert bench.main(["--dir", str(tmp_path), "--cells", "300", "--genes", "40", "--runs", "1"]) == 0
+    lines = capsys.readouterr().out.splitlines()  # (the speed targets are the real run's, not a test's)
+    assert [line.split()[0] for line in lines[-6:-2]] == ["zarr", "zarr_zip", "h5df", "files"]
+    assert all(line.split()[-2] == "yes" for line in lines[-6:-2]) and lines[-1] == "equal: yes"
+    assert os.listdir(tmp_path) == []

@@ -641,7 +641,8 @@ class _DirectoryLock:
 
 
 _directories: dict[FileKey, weakref.ref[_DirectoryNodes]] = {}
-_directories_lock = threading.Lock()
+# Reentrant: the garbage collector may run a handle's release (a finalizer) in a thread that holds it.
+_directories_lock = threading.RLock()
 
 
 def _directory_nodes(root: str) -> _DirectoryNodes:
@@ -665,7 +666,7 @@ os.register_at_fork(after_in_child=_forget_directories)
 
 # The state (lock, cache, version counters) of each data set open in this process, by (container identity, group).
 _states: weakref.WeakValueDictionary[tuple[FileKey, str], Any] = weakref.WeakValueDictionary()
-_states_lock = threading.Lock()
+_states_lock = threading.RLock()
 
 
 class ZarrFormat(FormatWriter):
@@ -697,7 +698,11 @@ class ZarrFormat(FormatWriter):
             self._nodes = _ZipNodes(self._store, group)
         else:
             self._nodes = self._open_directory(may_create, truncate)
-        self._open_root(may_create)
+        try:
+            self._open_root(may_create)
+        except BaseException:
+            self.format_close()  # (a failed open holds no archive and no writer lock)
+            raise
 
     # Opening.
 
@@ -961,8 +966,9 @@ class ZarrFormat(FormatWriter):
     def _component(self, node: str, name: str, what: str, *, index: bool) -> tuple[np.ndarray, CacheGroup]:
         info = self._array(f"{node}/{name}", f"{name} of the {what}")
         if len(info.shape) != 1 or info.dtype == STRING_DTYPE or (index and info.dtype.kind not in "iu"):
+            kind = "String" if info.dtype == STRING_DTYPE else info.dtype
             raise DafFormatError(f"the {name} of the {what}\nin the daf zarr group: {self.path}\nis not a vector of "
-                                 f"{'integers' if index else 'numbers'} (it is {info.dtype} {list(info.shape)})")
+                                 f"{'integers' if index else 'numbers'} (it is {kind} {list(info.shape)})")
         return self._read_values(f"{node}/{name}", info, f"{name} of the {what}")
 
     # Writing nodes.
@@ -1038,6 +1044,14 @@ class ZarrFormat(FormatWriter):
         if info.size != 1 or len(info.shape) > 1:
             raise DafFormatError(f"the Zarr shape: {list(info.shape)}\nof the {what}\nin the daf zarr group: "
                                  f"{self.path}\nis not [1]")
+        if info.flat and info.dtype != STRING_DTYPE:  # a few bytes: read, not mapped
+            data = self._nodes.read(f"scalars/{name}/{info.chunk_key((0,) * len(info.shape))}", _MAX_METADATA_BYTES)
+            if data is None:
+                return info.dtype.type(info.fill)
+            if len(data) != info.dtype.itemsize:
+                raise DafFormatError(f"the chunk of the {what}\nin the daf zarr group: {self.path}\nhas {len(data)} "
+                                     f"bytes instead of {info.dtype.itemsize}")
+            return np.frombuffer(data, dtype=info.dtype)[0]
         values, _ = self._read_dense(f"scalars/{name}", info, what)
         value = values[0]
         return str(value) if info.dtype == STRING_DTYPE else info.dtype.type(value)

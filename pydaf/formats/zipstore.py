@@ -428,9 +428,9 @@ class ZipStore:
         """Give up one opener's use of the store (each :func:`acquire_zip_store` counts one); the last one closes its
         descriptor (releasing the writer lock) and forgets it, so the next open reads the archive anew. Arrays mapped
         from it stay valid."""
-        with _stores_lock, self._mutex:
+        with _stores_lock:  # (not the store's mutex: a batch in flight belongs to a user that has not released)
             self._users -= 1
-            if self._users > 0:
+            if self._users > 0 or self._fd < 0:
                 return
             key = os.fstat(self._fd).st_dev, os.fstat(self._fd).st_ino
             known = _stores.get(key)
@@ -747,7 +747,8 @@ def _close_descriptor(fd: int, pid: int) -> None:
 
 
 _stores: dict[FileKey, weakref.ref[ZipStore]] = {}
-_stores_lock = threading.Lock()
+# Reentrant: the garbage collector may run an opener's release (a finalizer) in a thread that holds it.
+_stores_lock = threading.RLock()
 
 
 def _always(_: str) -> bool:
@@ -789,13 +790,21 @@ def acquire_zip_store(path: str | os.PathLike, *, writable: bool, create: bool =
             raise DafFormatError(f"no such file: {path}")
         known = _stores.get(key)
         store = known() if known is not None else None
+        if store is not None:
+            store._users += 1  # (first: a release run by the garbage collector from here on can't close it)
+            if store._fd < 0:  # (closed by such a release just before)
+                store = None
         if store is None:
             fd = _open_archive(path, writable)
             store = ZipStore(path, fd, writable=writable, is_commit=is_commit)
+            store._users += 1
             _stores[key] = weakref.ref(store)
         elif writable:
-            store._upgrade()
-        store._users += 1
+            try:
+                store._upgrade()
+            except BaseException:
+                store.release()
+                raise
         return store
 
 
