@@ -43,7 +43,8 @@ import threading
 import time
 import weakref
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -683,7 +684,7 @@ class ZarrFormat(FormatWriter):
         self.group = group
         self.path = self.container if group is None else f"{self.container}#/{group}"
         self._axis_lengths: dict[str, int] = {}
-        self._building: _Writer | None = None
+        self._building: tuple[str, _Writer] | None = None  # an empty_* builder's node and writer, until filled
         self._store: ZipStore | None = None
         self._nodes: _DirectoryNodes | _ZipNodes
         if is_zip:
@@ -784,16 +785,9 @@ class ZarrFormat(FormatWriter):
         """Make the group a Daf data set: the four groups, then the root's ``daf`` attribute (what makes it one)."""
         attributes = {**attributes, "daf": [MAJOR_VERSION, MINOR_VERSION]}
         if isinstance(self._nodes, _ZipNodes):
-            writer = self._nodes.begin("")
-            try:
-                for group in ("scalars", "axes", "vectors", "matrices"):
-                    if not self._nodes.has_node(group):
-                        writer.add(f"{group}/zarr.json", _GROUP_FILE)
-                writer.add("zarr.json", self._zip_root_bytes(attributes))
-            except BaseException:
-                writer.abort()
-                raise
-            writer.commit()
+            groups = [group for group in ("scalars", "axes", "vectors", "matrices") if not self._nodes.has_node(group)]
+            self._write_node("", [*((f"{group}/zarr.json", _GROUP_FILE) for group in groups),
+                                  ("zarr.json", self._zip_root_bytes(attributes))], [])
             return
         for group in ("scalars", "axes", "vectors", "matrices"):
             self._nodes.make_group(group)
@@ -808,13 +802,7 @@ class ZarrFormat(FormatWriter):
 
     def _write_zip_root(self, attributes: dict[str, Any]) -> None:
         """Drop a stale ``consolidated_metadata`` (from zipping a directory) by appending a root without it."""
-        writer = self._nodes.begin("")
-        try:
-            writer.add("zarr.json", self._zip_root_bytes(attributes))
-        except BaseException:
-            writer.abort()
-            raise
-        writer.commit()
+        self._write_node("", [("zarr.json", self._zip_root_bytes(attributes))], [])
 
     # Consolidated metadata (directories).
 
@@ -973,27 +961,32 @@ class ZarrFormat(FormatWriter):
 
     # Writing nodes.
 
-    def _begin(self, node: str) -> _Writer:
+    @contextmanager
+    def _writing(self, node: str, writer: _Writer | None = None) -> Iterator[_Writer]:
+        """A writer of a node's files (or a builder's, started earlier): aborted if the block fails, an ``OSError``
+        (a full disk, ...) becoming a :class:`~pydaf.DafStorageError` naming the node."""
         try:
-            return self._nodes.begin(node)
+            writer = writer if writer is not None else self._nodes.begin(node)
         except OSError as error:
             raise DafStorageError(f"can't write the node: {node}\nof the daf zarr group: {self.path}\n({error})"
                                   ) from error
-
-    def _write_node(self, node: str, files: list[tuple[str, bytes | np.ndarray]],
-                    entries: list[tuple[str, str]]) -> None:
-        """Write a node's files (chunks first, its zarr.json last) atomically, then index them."""
-        writer = self._begin(node)
         try:
-            for key, data in files:
-                writer.add(key, data)
-            writer.commit()
+            yield writer
         except BaseException as error:
             writer.abort()
             if isinstance(error, OSError):
                 raise DafStorageError(f"can't write the node: {node}\nof the daf zarr group: {self.path}\n({error})"
                                       ) from error
             raise
+
+    def _write_node(self, node: str, files: list[tuple[str, bytes | np.ndarray]],
+                    entries: list[tuple[str, str]], writer: _Writer | None = None) -> None:
+        """Write a node's files (chunks first, its zarr.json last: in a ZIP archive, what commits it) atomically,
+        then index them."""
+        with self._writing(node, writer) as started:
+            for key, data in files:
+                started.add(key, data)
+            started.commit()
         self._consolidate(entries)
 
     def _delete_node(self, node: str, what: str, *, for_set: bool) -> None:
@@ -1207,40 +1200,20 @@ class ZarrFormat(FormatWriter):
     # Builders (the chunks are written in place; the zarr.json files, which make the property exist, when filled).
 
     def _start_building(self, node: str, chunks: list[tuple[str, np.dtype, int]]) -> list[np.ndarray]:
-        writer = self._begin(node)
-        buffers: list[np.ndarray] = []
-        try:
-            for key, dtype, count in chunks:
-                if count == 0:
-                    buffers.append(np.zeros(0, dtype=dtype))
-                else:
-                    buffers.append(writer.reserve(key, count * dtype.itemsize).view(dtype))
-        except BaseException as error:
-            writer.abort()
-            if isinstance(error, OSError):
-                raise DafStorageError(f"can't write the node: {node}\nof the daf zarr group: {self.path}\n({error})"
-                                      ) from error
-            raise
-        self._building = writer
+        with self._writing(node) as writer:
+            buffers = [writer.reserve(key, count * dtype.itemsize).view(dtype) if count else np.zeros(0, dtype=dtype)
+                       for key, dtype, count in chunks]
+        self._building = (node, writer)
         return buffers
 
     def _finish_building(self, files: list[tuple[str, bytes]], entries: list[tuple[str, str]]) -> None:
-        writer, self._building = self._building, None
-        assert writer is not None, "filled an empty_* builder that was not started"
-        try:
-            for key, data in files:
-                writer.add(key, data)
-            writer.commit()
-        except BaseException as error:
-            writer.abort()
-            if isinstance(error, OSError):
-                raise DafStorageError(f"can't write the daf zarr group: {self.path}\n({error})") from error
-            raise
-        self._consolidate(entries)
+        assert self._building is not None, "filled an empty_* builder that was not started"
+        (node, writer), self._building = self._building, None
+        self._write_node(node, files, entries, writer)
 
     def format_discard_empty(self) -> None:
-        writer, self._building = self._building, None
-        if writer is not None and writer.abort() and self._nodes.consolidated is not None:
+        building, self._building = self._building, None
+        if building is not None and building[1].abort() and self._nodes.consolidated is not None:
             self._nodes.consolidated = self._walk_entries()  # (a node renamed aside for this overwrite is back)
             self._write_root()
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import mmap
 import threading
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import ClassVar
@@ -714,68 +715,43 @@ class DafConformance:
     def test_threads_read_while_one_writes(self, daf):
         self.require("rewrites")
         self.cells(daf).set_matrix("cell", "gene", "m", np.zeros((4, 3)))
-        errors: list[BaseException] = []
-        stop = threading.Event()
 
         def read() -> None:
-            try:
-                while not stop.is_set():
-                    matrix = daf.get_matrix("cell", "gene", "m")
-                    # Every read sees one whole version: all entries equal.
-                    assert (matrix == matrix[0, 0]).all(), matrix
-                    daf.get_vector("cell", "v", default=None)
-                    daf.description()
-            except BaseException as error:  # pragma: no cover - reported below
-                errors.append(error)
+            matrix = daf.get_matrix("cell", "gene", "m")
+            assert (matrix == matrix[0, 0]).all(), matrix  # every read sees one whole version: all entries equal
+            daf.get_vector("cell", "v", default=None)
+            daf.description()
 
-        readers = [threading.Thread(target=read) for _ in range(4)]
-        for thread in readers:
-            thread.start()
-        try:
+        def write() -> None:
             for version in range(1, 60):
                 daf.set_matrix("cell", "gene", "m", np.full((4, 3), float(version)), overwrite=True)
                 daf.set_vector("cell", "v", version, overwrite=True)
                 with daf.empty_dense_vector("cell", "w", "Int32", overwrite=True) as buffer:
                     buffer[:] = version
-        finally:
-            stop.set()
-            for thread in readers:
-                thread.join()
-        assert not errors, errors[0]
+
+        _with_readers(read, write)
         assert (daf.get_matrix("cell", "gene", "m") == 59).all()
         assert daf.vector_version_counter("cell", "v") == 59
 
     def test_threads_read_while_one_appends(self, daf):
         """Readers see every property whole while a writer adds new ones (what an append-only store allows)."""
         self.cells(daf)
-        errors: list[BaseException] = []
-        stop = threading.Event()
 
         def read() -> None:
-            try:
-                while not stop.is_set():
-                    for name in daf.vectors_set("cell"):
-                        vector = daf.get_vector("cell", name)
-                        assert (vector == int(name[1:])).all(), (name, vector)
-                    daf.description()
-            except BaseException as error:  # pragma: no cover - reported below
-                errors.append(error)
+            for name in daf.vectors_set("cell"):
+                vector = daf.get_vector("cell", name)
+                assert (vector == int(name[1:])).all(), (name, vector)
+            daf.description()
 
-        readers = [threading.Thread(target=read) for _ in range(4)]
-        for thread in readers:
-            thread.start()
-        try:
+        def write() -> None:
             for version in range(1, 40):
                 if version % 2:
                     daf.set_vector("cell", f"v{version}", version)
                 else:
                     with daf.empty_dense_vector("cell", f"v{version}", "Int32") as buffer:
                         buffer[:] = version
-        finally:
-            stop.set()
-            for thread in readers:
-                thread.join()
-        assert not errors, errors[0]
+
+        _with_readers(read, write)
         assert len(self.reopen(daf).vectors_set("cell")) == 39
 
     def test_append_only_storage_refuses_rewrites(self, daf):
@@ -966,6 +942,30 @@ class DafConformance:
         reader = pydaf.open_daf(path, "r")
         assert isinstance(reader, pydaf.DafReadOnly) and type(reader.base) is type(writer)
         assert reader.get_vector("cell", "age").tolist() == [1, 2]
+
+
+def _with_readers(read: Callable[[], None], write: Callable[[], None], threads: int = 4) -> None:
+    """Run ``write`` while ``threads`` threads call ``read`` over and over; re-raise the first failure of a reader."""
+    errors: list[BaseException] = []
+    stop = threading.Event()
+
+    def reader() -> None:
+        try:
+            while not stop.is_set():
+                read()
+        except BaseException as error:  # pragma: no cover - reported below
+            errors.append(error)
+
+    readers = [threading.Thread(target=reader) for _ in range(threads)]
+    for thread in readers:
+        thread.start()
+    try:
+        write()
+    finally:
+        stop.set()
+        for thread in readers:
+            thread.join()
+    assert not errors, errors[0]
 
 
 def is_file_map(array: object) -> bool:
