@@ -847,3 +847,49 @@ def test_benchmark_script_end_to_end(tmp_path, capsys):
     assert [line.split()[0] for line in lines[-6:-2]] == ["zarr", "zarr_zip", "h5df", "files"]
     assert all(line.split()[-2] == "yes" for line in lines[-6:-2]) and lines[-1] == "equal: yes"
     assert os.listdir(tmp_path) == []
+
+
+_KILLED_REWRITER = """
+import sys, numpy as np, pydaf
+path = sys.argv[1]
+daf = pydaf.ZarrDaf(path, "w+")
+if not daf.has_axis("cell"):
+    daf.add_axis("cell", [f"c{index}" for index in range(100000)])
+rng = np.random.default_rng(int(sys.argv[2]))
+while True:
+    name, value = f"v{rng.integers(4)}", int(rng.integers(1, 1000))
+    kind = rng.integers(4)
+    if kind == 0:
+        daf.set_vector("cell", name, np.full(100000, value, dtype=np.int32), overwrite=True)
+    elif kind == 1:
+        with daf.empty_dense_vector("cell", name, "Int32", overwrite=True) as buffer:
+            buffer[:] = value
+    elif kind == 2:
+        daf.set_vector("cell", name, pydaf.SparseVector(100000, np.arange(1, 100001, dtype=np.int64),
+                                                        np.full(100000, value, dtype=np.int32)), overwrite=True)
+    else:
+        daf.delete_vector("cell", name, must_exist=False)
+"""
+
+
+def test_a_directory_writer_killed_mid_overwrite_keeps_whole_properties(tmp_path):
+    """SIGKILL a process overwriting and deleting vectors of a directory: each vector is always one whole value (old
+    or new), and a writable open leaves no temporaries or backups and consolidated metadata matching the tree."""
+    path = variant_path(tmp_path, "directory")
+    rng = np.random.default_rng(7)
+    for round_ in range(max(2, int(6 * SOAK))):
+        child = subprocess.Popen([sys.executable, "-c", _KILLED_REWRITER, path, str(round_)],
+                                 env={**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)})
+        time.sleep(rng.uniform(0.5, 1.5))
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+        reader = pydaf.ZarrDaf(path, "r")
+        for name in reader.vectors_set("cell") if reader.has_axis("cell") else ():
+            values = reader.get_vector("cell", name)
+            assert values.shape == (100000,) and (values == values[0]).all() and values[0] > 0, name
+        writer = pydaf.ZarrDaf(path, "r+")
+        assert not [name for name in files_of(path) if ".pydaf-" in name]
+        root = json.loads(Path(path, "zarr.json").read_bytes())
+        assert {key.rpartition("/")[2] for key in root["consolidated_metadata"]["metadata"]
+                if key.startswith("vectors/cell/") and key.count("/") == 2} == writer.vectors_set("cell")
+        writer.format.format_close()
