@@ -24,9 +24,9 @@ checks it against the tree and rewrites it if it differs.
 
 Nothing read is trusted: each ``zarr.json`` is checked (node type, data type, shape against the axes, chunk grid,
 codecs) and each chunk's size against its declared shape before anything is allocated or mapped; names that are not
-node names are never looked up, and a file reached through a link out of the directory is refused. Packed (sharded,
-compressed) arrays are refused with a :class:`~pydaf.DafFormatError` naming the property; foreign (zarr-python)
-arrays split into several uncompressed or gzip-compressed chunks are read into memory.
+node names are never looked up, and a file reached through a link out of the directory is refused. Packed (sharded)
+arrays, and codecs other than gzip, are refused with a :class:`~pydaf.DafFormatError` naming the property; foreign
+(zarr-python) arrays split into several chunks, gzip-compressed or big-endian are read into memory.
 """
 
 from __future__ import annotations
@@ -222,8 +222,10 @@ class _Array:
         return self.chunks == self.shape and not (self.gzip or self.big_endian)
 
     def chunk_key(self, index: tuple[int, ...]) -> str:
-        coordinates = self.separator.join(str(coordinate) for coordinate in index) or "0"
-        return coordinates if self.v2_keys else f"c{self.separator}{coordinates}"
+        coordinates = self.separator.join(str(coordinate) for coordinate in index)
+        if self.v2_keys:
+            return coordinates or "0"
+        return f"c{self.separator}{coordinates}" if coordinates else "c"
 
 
 def _fill_value(value: Any, dtype: np.dtype, what: str) -> Any:
@@ -234,7 +236,7 @@ def _fill_value(value: Any, dtype: np.dtype, what: str) -> Any:
     try:
         if isinstance(value, str) and value in ("NaN", "Infinity", "-Infinity") and dtype.kind == "f":
             return dtype.type(float(value.replace("inity", "")))
-        if isinstance(value, bool) or (isinstance(value, int | float) and not isinstance(value, bool)):
+        if isinstance(value, bool | int | float):
             converted = dtype.type(value)
             if converted != value and not (isinstance(value, float) and math.isnan(value)):
                 raise ValueError(value)
@@ -340,6 +342,8 @@ class _DirectoryNodes:
         #: The root group's attributes, and (once opened writable) its consolidated metadata: node -> descriptor.
         self.attributes: dict[str, Any] = {}
         self.consolidated: dict[str, str] | None = None
+        #: The length of each axis read so far (shared: a handle's axis change is seen by the others).
+        self.axis_lengths: dict[str, int] = {}
 
     def acquire_writer(self) -> bool:
         """Count one more writable handle, taking this process's writer lock on the directory for the first (an
@@ -362,10 +366,6 @@ class _DirectoryNodes:
             self._writers -= 1
             if self._writers == 0:
                 self._lock.close()
-
-    def hidden(self, node: str, name: str, kind: str) -> str:
-        return os.path.join(self.path(node), f".{name}{_HIDDEN_MARK}{kind}")
-
 
     def path(self, key: str) -> str:
         return os.path.join(self.root, *key.split("/")) if key else self.root
@@ -424,6 +424,10 @@ class _DirectoryNodes:
             return set()
         return {name for name in names if _is_node_name(name) and os.path.isfile(os.path.join(folder, name,
                                                                                                 "zarr.json"))}
+
+    def hidden(self, node: str, name: str, kind: str) -> str:
+        """The path of a hidden ``kind`` (a temporary, a backup, ...) of the child ``name`` of ``node``."""
+        return os.path.join(self.path(node), f".{name}{_HIDDEN_MARK}{kind}")
 
     def backup(self, node: str) -> str:
         parent, _, name = node.rpartition("/")
@@ -548,6 +552,7 @@ class _ZipNodes:
     def __init__(self, store: ZipStore, group: str | None) -> None:
         self.store = store
         self.prefix = f"{group}/" if group else ""
+        self.axis_lengths: dict[str, int] = {}  # (an archive's axes never change)
 
     def _name(self, key: str) -> str:
         return self.prefix + key
@@ -683,9 +688,7 @@ class ZarrFormat(FormatWriter):
         self.container = os.path.abspath(container)
         self.group = group
         self.path = self.container if group is None else f"{self.container}#/{group}"
-        self._axis_lengths: dict[str, int] = {}
         self._building: tuple[str, _Writer] | None = None  # an empty_* builder's node and writer, until filled
-        self._store: ZipStore | None = None
         self._nodes: _DirectoryNodes | _ZipNodes
         if is_zip:
             if truncate and group is not None:
@@ -693,10 +696,10 @@ class ZarrFormat(FormatWriter):
                                    f"append-only: {self.path}")
             if not may_create and not os.path.exists(self.container):
                 raise DafFormatError(f"no such file: {self.container}")
-            self._store = acquire_zip_store(self.container, writable=writable, create=may_create,
-                                            truncate=truncate and group is None, is_commit=_is_metadata_key)
-            self._release = weakref.finalize(self, self._store.release)
-            self._nodes = _ZipNodes(self._store, group)
+            store = acquire_zip_store(self.container, writable=writable, create=may_create,
+                                      truncate=truncate and group is None, is_commit=_is_metadata_key)
+            self._release = weakref.finalize(self, store.release)
+            self._nodes = _ZipNodes(store, group)
         else:
             self._nodes = self._open_directory(may_create, truncate)
         try:
@@ -712,9 +715,14 @@ class ZarrFormat(FormatWriter):
         if os.path.lexists(path) and not os.path.isdir(path):
             raise DafFormatError(f"not a directory: {path}")
         if truncate and os.path.isdir(path):
-            doomed = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}{_HIDDEN_MARK}old-{os.getpid()}")
-            os.rename(path, doomed)  # gone at once; files still mapped stay valid (they are unlinked, not cut)
-            shutil.rmtree(doomed)
+            lock = _DirectoryLock()
+            lock.take(path)  # (not while another process writes it)
+            try:
+                if os.path.isfile(os.path.join(path, "zarr.json")):
+                    os.remove(os.path.join(path, "zarr.json"))  # no longer a data set, even if the rest is half gone
+                shutil.rmtree(path)  # (files still mapped stay valid: they are unlinked, never cut)
+            finally:
+                lock.close()
         if not os.path.isdir(path):
             if not may_create:
                 raise DafFormatError(f"no such directory: {path}")
@@ -900,19 +908,25 @@ class ZarrFormat(FormatWriter):
             if mapped is not None:
                 return mapped
             return np.full(size, info.fill, dtype=info.dtype), CacheGroup.MemoryData
-        grid = [-(-size_ // chunk) for size_, chunk in zip(info.shape, info.chunks, strict=True)]
-        if math.prod(grid) > _MAX_CHUNKS:
-            raise DafFormatError(f"the {what}\nin the daf zarr group: {self.path}\nis split into {math.prod(grid)} "
-                                 "chunks (too many)")
+        keys = self._chunk_keys(node, info, what)
         values = np.full(info.shape, info.fill, dtype=info.dtype)
-        for index in itertools.product(*(range(count) for count in grid)):
-            chunk = self._read_chunk(f"{node}/{info.chunk_key(index)}", info, what)
+        grid = [-(-extent // length) for extent, length in zip(info.shape, info.chunks, strict=True)]
+        for index, key in zip(itertools.product(*(range(count) for count in grid)), keys, strict=True):
+            chunk = self._read_chunk(key, info, what)
             if chunk is None:
                 continue
             target = tuple(slice(coordinate * length, min((coordinate + 1) * length, extent))
                            for coordinate, length, extent in zip(index, info.chunks, info.shape, strict=True))
             values[target] = chunk[tuple(slice(0, part.stop - part.start) for part in target)]
         return values.reshape(-1), CacheGroup.MemoryData
+
+    def _chunk_keys(self, node: str, info: _Array, what: str) -> list[str]:
+        """The keys of an array's chunks, in the C order of its chunk grid (no more than ``_MAX_CHUNKS``)."""
+        grid = [-(-extent // length) for extent, length in zip(info.shape, info.chunks, strict=True)]
+        if math.prod(grid) > _MAX_CHUNKS:
+            raise DafFormatError(f"the {what}\nin the daf zarr group: {self.path}\nis split into {math.prod(grid)} "
+                                 "chunks (too many)")
+        return [f"{node}/{info.chunk_key(index)}" for index in itertools.product(*(range(count) for count in grid))]
 
     def _read_chunk(self, key: str, info: _Array, what: str) -> np.ndarray | None:
         data = self._nodes.read(key)
@@ -951,12 +965,23 @@ class ZarrFormat(FormatWriter):
             raise DafFormatError(f"the Zarr shape: {list(info.shape)}\nof the {what}\nin the daf zarr group: "
                                  f"{self.path}\nis not the expected: {list(shape)}")
 
-    def _component(self, node: str, name: str, what: str, *, index: bool) -> tuple[np.ndarray, CacheGroup]:
+    def _component(self, node: str, name: str, what: str, *, index: bool, length: int | None = None,
+                   at_most: int | None = None) -> tuple[np.ndarray, CacheGroup]:
+        """A component of sparse data: a vector of integers (``index``) or numbers, of ``length`` elements or at most
+        ``at_most``, checked before it is read; an index component must be stored (1-based indices are never 0, the
+        fill value), so its size is bounded by its stored bytes."""
         info = self._array(f"{node}/{name}", f"{name} of the {what}")
         if len(info.shape) != 1 or info.dtype == STRING_DTYPE or (index and info.dtype.kind not in "iu"):
             kind = "String" if info.dtype == STRING_DTYPE else info.dtype
             raise DafFormatError(f"the {name} of the {what}\nin the daf zarr group: {self.path}\nis not a vector of "
                                  f"{'integers' if index else 'numbers'} (it is {kind} {list(info.shape)})")
+        count = info.shape[0]
+        if (length is not None and count != length) or (at_most is not None and count > at_most) or (
+                index and count and any(self._nodes.size(key) is None
+                                        for key in self._chunk_keys(f"{node}/{name}", info, what))):
+            expected = length if length is not None else f"at most {at_most}" if at_most is not None else "stored"
+            raise DafFormatError(f"the {name} of the sparse {what}\nin the daf zarr group: {self.path}\nhas "
+                                 f"{count} entries (expected: {expected}) or is not all stored")
         return self._read_values(f"{node}/{name}", info, f"{name} of the {what}")
 
     # Writing nodes.
@@ -1106,18 +1131,18 @@ class ZarrFormat(FormatWriter):
         return info
 
     def format_axis_length(self, axis: str) -> int:
-        length = self._axis_lengths.get(axis)
+        length = self._nodes.axis_lengths.get(axis)
         if length is None:
             info = self._axis_info(axis)
             length = info.shape[0]
-            if length and info.flat:
-                # The entries must be stored (all-"" entries are not distinct), in at least 4 bytes each: so a
-                # hostile shape can't make readers allocate more than the chunk's size says.
-                data_size = self._nodes.size(f"axes/{axis}/{info.chunk_key((0,))}")
-                if data_size is None or data_size < 4 + 4 * length:
+            # Every chunk must be stored (entries are distinct, so not all ""), with at least 4 bytes per entry: a
+            # hostile shape can't make readers allocate more than the stored bytes say.
+            for key in self._chunk_keys(f"axes/{axis}", info, f"axis: {axis}"):
+                data_size = self._nodes.size(key)
+                if data_size is None or data_size < 4 + 4 * math.prod(info.chunks):
                     raise DafFormatError(f"the axis: {axis}\nin the daf zarr group: {self.path}\ndeclares {length} "
-                                         f"entries but stores {data_size or 0} bytes of them")
-            self._axis_lengths[axis] = length
+                                         f"entries but stores {data_size or 0} bytes of them in: {key}")
+            self._nodes.axis_lengths[axis] = length
         return length
 
     def format_add_axis(self, axis: str, entries: np.ndarray) -> None:
@@ -1125,7 +1150,7 @@ class ZarrFormat(FormatWriter):
         groups = [f"vectors/{axis}", f"matrices/{axis}", f"matrices/{axis}/{axis}",
                   *(f"matrices/{axis}/{other}" for other in others), *(f"matrices/{other}/{axis}" for other in others)]
         files, metadata = self._array_files(entries, (entries.shape[0],))
-        self._axis_lengths.pop(axis, None)
+        self._nodes.axis_lengths.pop(axis, None)
         if isinstance(self._nodes, _ZipNodes):
             # One batch: the groups, then the axis (its zarr.json last: what makes it exist).
             self._write_node("", [*((f"{group}/zarr.json", _GROUP_FILE) for group in groups),
@@ -1144,7 +1169,7 @@ class ZarrFormat(FormatWriter):
 
     def format_delete_axis(self, axis: str) -> None:
         self._delete_node(f"axes/{axis}", f"axis: {axis}", for_set=False)  # the axis is gone first
-        self._axis_lengths.pop(axis, None)
+        self._nodes.axis_lengths.pop(axis, None)
         assert isinstance(self._nodes, _DirectoryNodes)
         dependents = [f"vectors/{axis}", f"matrices/{axis}",
                       *(f"matrices/{other}/{axis}" for other in self._nodes.children("matrices"))]
@@ -1168,21 +1193,14 @@ class ZarrFormat(FormatWriter):
             info = self._array(node, what, metadata)
             self._require_shape(info, (length,), what)
             return self._read_dense(node, info, what)
-        nzind, nzind_group = self._component(node, "nzind", what, index=True)
+        nzind, nzind_group = self._component(node, "nzind", what, index=True, at_most=length)
         nzval, nzval_group = self._nzval(node, what, nzind.shape[0])
-        if nzind.shape[0] > length:
-            raise DafFormatError(f"the sparse {what}\nin the daf zarr group: {self.path}\nstores {nzind.shape[0]} "
-                                 f"entries, more than the axis length: {length}")
         return SparseVector(length, nzind, nzval), weakest_cache_group(nzind_group, nzval_group)
 
     def _nzval(self, node: str, what: str, nnz: int) -> tuple[np.ndarray, CacheGroup]:
         if not self._nodes.has_node(f"{node}/nzval"):
             return np.ones(nnz, dtype=np.bool_), CacheGroup.MemoryData  # Julia omits an all-true Bool nzval
-        nzval, group = self._component(node, "nzval", what, index=False)
-        if nzval.shape[0] != nnz:
-            raise DafFormatError(f"the nzval of the sparse {what}\nin the daf zarr group: {self.path}\nhas "
-                                 f"{nzval.shape[0]} entries instead of {nnz}")
-        return nzval, group
+        return self._component(node, "nzval", what, index=False, length=nnz)
 
     def format_set_vector(self, axis: str, name: str, vector: StoredVector | StorageScalar) -> None:
         node = f"vectors/{axis}/{name}"
@@ -1258,10 +1276,10 @@ class ZarrFormat(FormatWriter):
             self._require_shape(info, (shape[1], shape[0]), what)  # Zarr's shape is Julia's reversed
             values, group = self._read_dense(node, info, what)
             return values.reshape(shape, order="F"), group
-        colptr, colptr_group = self._component(node, "colptr", what, index=True)
-        rowval, rowval_group = self._component(node, "rowval", what, index=True)
+        colptr, colptr_group = self._component(node, "colptr", what, index=True, length=shape[1] + 1)
+        rowval, rowval_group = self._component(node, "rowval", what, index=True, at_most=shape[0] * shape[1])
         nzval, nzval_group = self._nzval(node, what, rowval.shape[0])
-        if colptr.shape[0] != shape[1] + 1 or int(colptr[0]) != 1 or int(colptr[-1]) != rowval.shape[0] + 1:
+        if int(colptr[0]) != 1 or int(colptr[-1]) != rowval.shape[0] + 1:
             raise DafFormatError(f"the colptr and rowval of the sparse {what}\nin the daf zarr group: {self.path}\n"
                                  f"are not a 1-based CSC of {shape[0]} x {shape[1]} ({colptr.shape[0]} colptr from "
                                  f"{colptr[0] if colptr.size else '-'} to {colptr[-1] if colptr.size else '-'}, "
