@@ -362,8 +362,9 @@ class ZipStore:
             data_offsets: dict[str, int] = {}
         except _Corrupt as error:
             walked = self._committed(_walk(self._fd, size))
-            if not walked and size:
-                raise DafFormatError(f"not a ZIP archive (or a corrupt one): {self.path}\n({error})") from error
+            if not walked and size:  # (nothing was ever committed: not an archive, or one whose creation was killed)
+                raise DafFormatError(f"not a ZIP archive (or a corrupt one): {self.path}\n({error}; nothing in it "
+                                     "can be recovered: mode w replaces it)") from error
             entries = [item.entry for item in walked]
             records = [_central_record(entry) for entry in entries]
             cd_offset = walked[-1].data_offset + walked[-1].entry.compressed_size if walked else 0
