@@ -40,7 +40,7 @@ import threading
 import time
 import weakref
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -587,17 +587,17 @@ class ZipStore:
             os.ftruncate(self._fd, size)
         return size
 
-    def _finish_append(self, batch: ZipAppend, entries: list[ZipEntry], data_offsets: dict[str, int]) -> None:
-        records = dict(self._records)
+    def _finish_append(self, batch: ZipAppend, entries: list[ZipEntry], data_offsets: dict[str, int],
+                       removed: set[str]) -> None:
+        records = {name: record for name, record in self._records.items() if name not in removed}
+        by_name = {name: entry for name, entry in self._entries.items() if name not in removed}
         for entry in entries:
             records.pop(entry.name, None)
             records[entry.name] = _central_record(entry)
-        self._write_directory(records, batch.position, os.fstat(self._fd).st_size)
-        self._end = batch.position
-        by_name = {**self._entries}
-        for entry in entries:
             by_name.pop(entry.name, None)
             by_name[entry.name] = entry
+        self._write_directory(records, batch.position, os.fstat(self._fd).st_size)
+        self._end = batch.position
         self._install(list(by_name.values()), [records[name] for name in by_name], data_offsets)
 
     def _release(self) -> None:
@@ -619,6 +619,7 @@ class ZipAppend:
         self._entries: list[ZipEntry] = []
         self._data_offsets: dict[str, int] = {}
         self._reserved: list[tuple[int, int, int, np.ndarray]] = []  # (entry index, header offset, data offset, map)
+        self._removed: set[str] = set()
         self._done = False
 
     def __enter__(self) -> ZipAppend:
@@ -685,6 +686,12 @@ class ZipAppend:
         self.position = data_offset + nbytes
         return region
 
+    def remove(self, name: str) -> None:
+        """Drop an entry from the central directory at :meth:`commit` (its bytes stay in the file, unreachable: Julia's
+        ``remove_entries_from_central_directory!``, e.g. for a stale sidecar); a missing name is ignored."""
+        self._check_name(name, replace=True)
+        self._removed.add(name)
+
     def _failed(self, name: str, error: OSError) -> DafStorageError:
         self.abort()
         return DafStorageError(f"can't append the ZIP entry: {name}\nto the archive: {self._store.path}\n({error})")
@@ -701,7 +708,7 @@ class ZipAppend:
                 self._entries[index] = ZipEntry(entry.name, entry.header_offset, entry.size, entry.compressed_size,
                                                 crc32, STORED)
                 _pwrite(store._fd, struct.pack("<I", crc32), header_offset + 14)
-            store._finish_append(self, self._entries, self._data_offsets)
+            store._finish_append(self, self._entries, self._data_offsets, self._removed)
         except BaseException as error:
             self.abort()
             if isinstance(error, OSError):
@@ -846,22 +853,3 @@ def _create_empty(path: str, *, replace: bool) -> None:
         if os.path.exists(temporary):
             os.remove(temporary)
         raise
-
-
-def zip_entries(path: str | os.PathLike) -> Iterator[ZipEntry]:
-    """The entries of an archive's central directory (recovered as :class:`ZipStore` does if a writer was killed),
-    read without keeping the archive open.
-
-    Example:
-        >>> import os, tempfile
-        >>> path = os.path.join(tempfile.mkdtemp(), "x.zip")
-        >>> with acquire_zip_store(path, writable=True, create=True).append() as batch:
-        ...     batch.add("a", b"1")
-        >>> [(entry.name, entry.size) for entry in zip_entries(path)]
-        [('a', 1)]
-    """
-    store = acquire_zip_store(path, writable=False)
-    try:
-        yield from list(store._entries.values())
-    finally:
-        store.release()
