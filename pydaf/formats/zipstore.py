@@ -609,7 +609,23 @@ class ZipAppend:
     """A batch of entries appended to a :class:`ZipStore` (:meth:`ZipStore.append`): :meth:`add` whole entries,
     :meth:`reserve` entries to fill in place, then :meth:`commit` (or :meth:`abort`). As a context manager, commits
     on success and aborts on an exception. Entries are written in the order given; put the entry that makes the
-    batch's content exist (its *commit entry*) last."""
+    batch's content exist (its *commit entry*) last.
+
+    Example:
+        >>> import os, tempfile, numpy as np
+        >>> store = acquire_zip_store(os.path.join(tempfile.mkdtemp(), "x.zip"), writable=True, create=True)
+        >>> batch = store.append()
+        >>> buffer = batch.reserve("values", 16).view(np.int64)  # a map of the entry's bytes in the file
+        >>> buffer[:] = [7, 8]
+        >>> batch.commit()
+        >>> store.map_array("values", np.dtype(np.int64), 2).tolist()
+        [7, 8]
+        >>> batch = store.append()
+        >>> batch.add("dropped", b"never committed")
+        >>> batch.abort()
+        >>> store.names()
+        ['values']
+    """
 
     def __init__(self, store: ZipStore) -> None:
         self._store = store
