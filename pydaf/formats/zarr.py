@@ -344,6 +344,8 @@ class _DirectoryNodes:
         self.consolidated: dict[str, str] | None = None
         #: The length of each axis read so far (shared: a handle's axis change is seen by the others).
         self.axis_lengths: dict[str, int] = {}
+        #: Serialises changes of the consolidated metadata (a handle may open while another thread writes).
+        self.mutex = threading.RLock()
 
     def acquire_writer(self) -> bool:
         """Count one more writable handle, taking this process's writer lock on the directory for the first (an
@@ -546,8 +548,6 @@ class _DirectoryWriter:
 
 class _ZipNodes:
     """The nodes of a data set in a ZIP archive (under ``group/`` for a group of a multi-daf archive)."""
-
-    consolidated = None  # the central directory is the index
 
     def __init__(self, store: ZipStore, group: str | None) -> None:
         self.store = store
@@ -816,6 +816,11 @@ class ZarrFormat(FormatWriter):
 
     def _load_consolidated(self, metadata: dict[str, Any]) -> None:
         """Keep the on-disk consolidated metadata (and its order) if it describes the tree exactly; else rebuild it."""
+        assert isinstance(self._nodes, _DirectoryNodes)
+        with self._nodes.mutex:
+            self._reload_consolidated(metadata)
+
+    def _reload_consolidated(self, metadata: dict[str, Any]) -> None:
         walked = self._walk_entries()
         consolidated = metadata.get("consolidated_metadata")
         stored = consolidated.get("metadata") if isinstance(consolidated, dict) else None
@@ -856,22 +861,23 @@ class ZarrFormat(FormatWriter):
 
     def _consolidate(self, entries: list[tuple[str, str]]) -> None:
         """Append nodes to the consolidated metadata (byte surgery in Julia: the new entries go last)."""
-        consolidated = self._nodes.consolidated
-        if consolidated is None:
+        if not isinstance(self._nodes, _DirectoryNodes) or self._nodes.consolidated is None:
             return
-        for key, text in entries:
-            consolidated.pop(key, None)
-            consolidated[key] = text
-        self._write_root()
+        with self._nodes.mutex:
+            for key, text in entries:
+                self._nodes.consolidated.pop(key, None)
+                self._nodes.consolidated[key] = text
+            self._write_root()
 
     def _unconsolidate(self, nodes: list[str]) -> None:
         """Drop nodes (and what is under them) from the consolidated metadata, rebuilt in walk order as Julia does."""
         if not isinstance(self._nodes, _DirectoryNodes) or self._nodes.consolidated is None:
             return
-        kept = {key: text for key, text in self._nodes.consolidated.items()
-                if not any(key == node or key.startswith(node + "/") for node in nodes)}
-        self._nodes.consolidated = _walk_order(kept)
-        self._write_root()
+        with self._nodes.mutex:
+            kept = {key: text for key, text in self._nodes.consolidated.items()
+                    if not any(key == node or key.startswith(node + "/") for node in nodes)}
+            self._nodes.consolidated = _walk_order(kept)
+            self._write_root()
 
     # Reading nodes.
 
@@ -1231,9 +1237,11 @@ class ZarrFormat(FormatWriter):
 
     def format_discard_empty(self) -> None:
         building, self._building = self._building, None
-        if building is not None and building[1].abort() and self._nodes.consolidated is not None:
-            self._nodes.consolidated = self._walk_entries()  # (a node renamed aside for this overwrite is back)
-            self._write_root()
+        if building is not None and building[1].abort() and isinstance(self._nodes, _DirectoryNodes) and \
+                self._nodes.consolidated is not None:
+            with self._nodes.mutex:
+                self._nodes.consolidated = self._walk_entries()  # (a node renamed aside for this overwrite is back)
+                self._write_root()
 
     def format_get_empty_dense_vector(self, axis: str, name: str, dtype: np.dtype) -> np.ndarray:
         (buffer,) = self._start_building(f"vectors/{axis}/{name}", [("c/0", dtype, self.format_axis_length(axis))])
