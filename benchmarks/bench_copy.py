@@ -146,8 +146,8 @@ def main(argv: list[str] | None = None) -> int:
     for output in outputs.values():
         _remove(output)
     best_cp = min(seconds for seconds, _ in results["cp"])
-    print(f"data: {arguments.cells:,} cells x {arguments.genes:,} genes Float32, both layouts: {data_bytes / GB:.2f} GB;"
-          f" {arguments.repeats} interleaved runs")
+    print(f"data: {arguments.cells:,} cells x {arguments.genes:,} genes Float32, both layouts:"
+          f" {data_bytes / GB:.2f} GB; {arguments.repeats} interleaved runs")
     print(f"{'operation':<10} {'best s':>8} {'median s':>9} {'speed vs cp':>12} {'peak RSS MB':>12} {'RSS / data':>11}")
     for mode, runs in results.items():
         times = [seconds for seconds, _ in runs]

@@ -1,7 +1,7 @@
 """pydaf: a native Python implementation of Daf (DataAxesFormats.jl 0.3.0).
 
 A Daf data set holds scalars, named axes, per-axis vectors and per-axis-pair matrices; its files are byte-compatible
-with Julia's. Open one with :class:`MemoryDaf` or :class:`H5df`.
+with Julia's. Open one with :class:`MemoryDaf`, :class:`H5df`, :class:`FilesDaf` or :class:`ZarrDaf`.
 
 Example:
     >>> import pydaf
@@ -48,6 +48,8 @@ from .formats.base import CacheGroup
 from .formats.files import FilesDaf
 from .formats.h5df import H5df, repack
 from .formats.memory import MemoryDaf
+from .formats.zarr import ZarrDaf
+from .formats.zipstore import DafAppendOnlyError
 from .keys import ALL_AXES, ALL_MATRICES, ALL_SCALARS, ALL_VECTORS, pairs_as_dict
 from .open import open_daf
 from .sparse import SparseMatrixCSC, SparseVector, copy_array, is_read_only_array, read_only_array
@@ -65,6 +67,7 @@ __all__ = [
     "VIEW_ALL_SCALARS",
     "VIEW_ALL_VECTORS",
     "CacheGroup",
+    "DafAppendOnlyError",
     "DafError",
     "DafExistsError",
     "DafFormatError",
@@ -89,6 +92,7 @@ __all__ = [
     "SparseMatrixCSC",
     "SparseVector",
     "Undef",
+    "ZarrDaf",
     "brief",
     "chain_reader",
     "chain_writer",

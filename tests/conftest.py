@@ -9,9 +9,11 @@ suite on each backend. A backend added here is run by all of them.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 import os
+import zipfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -133,16 +135,92 @@ class FilesBackend(DafBackend):
 
     def snapshot(self, daf: pydaf.DafReader) -> Mapping[str, Any]:
         """Every directory and file (hidden ones included), ``.json`` files parsed (their key order is free)."""
-        root = daf.complete_path()
-        items: dict[str, Any] = {}
-        for folder, folders, files in os.walk(root):
-            relative = os.path.relpath(folder, root)
-            items.update({os.path.join(relative, name): "directory" for name in folders})
-            for name in files:
-                with open(os.path.join(folder, name), "rb") as handle:
-                    content = handle.read()
-                items[os.path.join(relative, name)] = json.loads(content) if name.endswith(".json") else content
+        return _files_snapshot(daf.complete_path())
+
+
+def _files_snapshot(root: str) -> dict[str, Any]:
+    """Every directory and file under ``root`` (hidden ones included), ``.json`` files parsed (key order is free)."""
+    items: dict[str, Any] = {}
+    for folder, folders, files in os.walk(root):
+        relative = os.path.relpath(folder, root)
+        items.update({os.path.join(relative, name): "directory" for name in folders})
+        for name in files:
+            with open(os.path.join(folder, name), "rb") as handle:
+                content = handle.read()
+            items[os.path.join(relative, name)] = json.loads(content) if name.endswith(".json") else content
+    return items
+
+
+class ZarrBackend(DafBackend):
+    """A ZarrDaf directory (``x.daf.zarr``)."""
+
+    name = "zarr"
+    persistent = True
+    maps_files = True
+
+    def path(self, directory: Path) -> str:
+        return _new_path(directory, ".daf.zarr")
+
+    def new(self, directory: Path, name: str) -> pydaf.DafWriter:
+        return pydaf.ZarrDaf(self.path(directory), "w", name=name)
+
+    def reopen(self, daf: pydaf.DafReader, mode: str = "r+") -> pydaf.DafReader:
+        """Open the directory (or archive) again, after releasing this handle's hold of it."""
+        daf.format.format_close()
+        return pydaf.ZarrDaf(daf.complete_path(), mode, name=daf.name)
+
+    def snapshot(self, daf: pydaf.DafReader) -> Mapping[str, Any]:
+        """Every directory and file (hidden ones included), ``zarr.json`` files parsed."""
+        return _files_snapshot(daf.complete_path())
+
+
+class ZarrZipBackend(ZarrBackend):
+    """A ZarrDaf ZIP archive (``x.daf.zarr.zip``): append-only."""
+
+    name = "zarr_zip"
+    rewrites = False
+
+    def path(self, directory: Path) -> str:
+        return _new_path(directory, ".daf.zarr.zip")
+
+    def snapshot(self, daf: pydaf.DafReader) -> Mapping[str, Any]:
+        """Every entry of the archive as Python's ``zipfile`` reads it (CRC-checked, ``zarr.json`` parsed), the
+        archive's own bytes (a digest), and any file beside it that is not another archive (a leftover)."""
+        archive = daf.complete_path().split("#/")[0]
+        with zipfile.ZipFile(archive) as opened:
+            assert opened.testzip() is None
+            items: dict[str, Any] = {
+                info.filename: json.loads(opened.read(info)) if info.filename.endswith("zarr.json")
+                else opened.read(info) for info in opened.infolist()}
+        with open(archive, "rb") as handle:
+            items["<archive>"] = hashlib.sha256(handle.read()).hexdigest()
+        folder = os.path.dirname(archive)
+        items["<beside>"] = sorted(name for name in os.listdir(folder) if not name.endswith(".zip"))
         return items
+
+
+class ZarrZipGroupBackend(ZarrZipBackend):
+    """A data set in a group of a ``.dafs.zarr.zip`` archive that holds another data set, which must stay intact."""
+
+    name = "zarr_zip_group"
+
+    def path(self, directory: Path) -> None:
+        """None: mode ``w`` is refused for a group of an archive (append-only); ``test_zarr.py`` opens these paths."""
+        return None
+
+    def new(self, directory: Path, name: str) -> pydaf.DafWriter:
+        path = f"{_new_path(directory, '.dafs.zarr.zip')}#/nested/group"
+        other = pydaf.ZarrDaf(path.replace("#/nested/group", "#/other"), "w+")
+        other.set_scalar("other", 1)
+        other.format.format_close()
+        return pydaf.ZarrDaf(path, "w+", name=name)
+
+    def reopen(self, daf: pydaf.DafReader, mode: str = "r+") -> pydaf.DafReader:
+        reopened = super().reopen(daf, mode)
+        other = pydaf.ZarrDaf(str(reopened.complete_path()).replace("#/nested/group", "#/other"), "r")
+        assert other.get_scalar("other") == 1
+        other.base.format.format_close()
+        return reopened
 
 
 class ChainBackend(DafBackend):
@@ -151,7 +229,7 @@ class ChainBackend(DafBackend):
     def __init__(self, top: DafBackend) -> None:
         self.top = top
         self.name = "chain" if isinstance(top, MemoryBackend) else f"chain_over_{top.name}"
-        self.persistent, self.maps_files = top.persistent, top.maps_files
+        self.persistent, self.maps_files, self.rewrites = top.persistent, top.maps_files, top.rewrites
 
     def new(self, directory: Path, name: str) -> pydaf.DafWriter:
         return pydaf.chain_writer([pydaf.MemoryDaf(name="base!"), self.top.new(directory, "top!")], name=name)
@@ -170,10 +248,11 @@ class ChainBackend(DafBackend):
 
 
 MEMORY, H5DF, H5DF_GROUP, FILES = MemoryBackend(), H5dfBackend(), H5dfGroupBackend(), FilesBackend()
+ZARR, ZARR_ZIP, ZARR_ZIP_GROUP = ZarrBackend(), ZarrZipBackend(), ZarrZipGroupBackend()
 CHAIN = ChainBackend(MEMORY)
 
 #: Every backend the tests run on.
-BACKENDS: list[DafBackend] = [MEMORY, H5DF, H5DF_GROUP, FILES, CHAIN]
+BACKENDS: list[DafBackend] = [MEMORY, H5DF, H5DF_GROUP, FILES, ZARR, ZARR_ZIP, ZARR_ZIP_GROUP, CHAIN]
 
 
 @pytest.fixture(params=BACKENDS, ids=str)

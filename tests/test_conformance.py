@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydaf.testing import DafConformance
 
-from .conftest import BACKENDS, CHAIN, FILES, H5DF, H5DF_GROUP, MEMORY, ChainBackend
+from .conftest import BACKENDS, CHAIN, FILES, H5DF, H5DF_GROUP, MEMORY, ZARR, ZARR_ZIP, ZARR_ZIP_GROUP, ChainBackend
 
 
 class TestMemoryDaf(DafConformance):
@@ -21,6 +21,18 @@ class TestH5dfGroup(DafConformance):
 
 class TestFilesDaf(DafConformance):
     backend = FILES
+
+
+class TestZarrDaf(DafConformance):
+    backend = ZARR
+
+
+class TestZarrDafZip(DafConformance):
+    backend = ZARR_ZIP
+
+
+class TestZarrDafZipGroup(DafConformance):
+    backend = ZARR_ZIP_GROUP
 
 
 class TestWriteChain(DafConformance):

@@ -14,8 +14,8 @@ from pydaf.formats.registry import FormatEntry, guess_format, register_format, r
 
 
 def test_built_in_formats_are_asked_with_the_fallback_last():
-    assert [entry.name for entry in registered_formats()] == ["H5df", "FilesDaf"]
-    assert [entry.fallback for entry in registered_formats()] == [False, True]
+    assert [entry.name for entry in registered_formats()] == ["H5df", "ZarrDaf", "FilesDaf"]
+    assert [entry.fallback for entry in registered_formats()] == [False, False, True]
 
 
 @pytest.mark.parametrize(("name", "expected"), [
@@ -68,6 +68,8 @@ def test_paths_no_format_recognises_list_the_known_formats(tmp_path, kind):
         path.symlink_to(tmp_path / "nowhere")
     expected = (f"no known Daf format can open the path: {path}\nthe known formats are:\n"
                 "- H5df: an HDF5 file (x.h5df), or a group in one (x.h5dfs#/group)\n"
+                "- ZarrDaf: a Zarr v3 directory (x.daf.zarr), a ZIP of one (x.daf.zarr.zip), or a group in a ZIP "
+                "(x.dafs.zarr.zip#/group)\n"
                 "- FilesDaf: a directory holding daf.json (or a new path, which becomes one)")
     for mode in ("r", "w"):
         with pytest.raises(pydaf.DafFormatError) as raised:
@@ -88,7 +90,7 @@ def test_formats_registered_from_outside_are_asked_before_the_fallback(tmp_path)
                         open=open_memory)
     assert register_format(entry) is entry
     try:
-        assert [known.name for known in registered_formats()] == ["H5df", "Memo", "FilesDaf"]
+        assert [known.name for known in registered_formats()] == ["H5df", "ZarrDaf", "Memo", "FilesDaf"]
         daf = pydaf.open_daf(tmp_path / "x.memo", "w", name="memo!")
         assert isinstance(daf, pydaf.MemoryDaf) and daf.name == "memo!"
         assert opened == [(str(tmp_path / "x.memo"), "w")]
@@ -102,13 +104,13 @@ def test_formats_registered_from_outside_are_asked_before_the_fallback(tmp_path)
             guess_format(__file__)
     finally:
         unregister_format("Memo")
-    assert [known.name for known in registered_formats()] == ["H5df", "FilesDaf"]
+    assert [known.name for known in registered_formats()] == ["H5df", "ZarrDaf", "FilesDaf"]
 
 
-@pytest.mark.parametrize("facade", [pydaf.H5df, pydaf.FilesDaf])
+@pytest.mark.parametrize("facade", [pydaf.H5df, pydaf.FilesDaf, pydaf.ZarrDaf])
 def test_constructors_construct_and_mode_r_is_read_only(tmp_path, facade):
     assert "__new__" not in vars(facade)
-    path = tmp_path / ("x.h5df" if facade is pydaf.H5df else "x.daf")
+    path = tmp_path / {pydaf.H5df: "x.h5df", pydaf.FilesDaf: "x.daf", pydaf.ZarrDaf: "x.daf.zarr"}[facade]
     writer = facade(path, "w", name="x!")
     assert type(writer) is facade and writer.name == "x!"
     writer.add_axis("cell", ["A", "B"]).set_vector("cell", "age", [1, 2])

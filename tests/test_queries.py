@@ -128,7 +128,9 @@ def test_masks_lookups_and_counts(daf):
     assert counts.to_numpy().tolist() == [[1, 1], [0, 1], [0, 0]] and counts.to_numpy().dtype == np.uint8
 
 
-def test_cached_results_follow_changes(daf):
+def test_cached_results_follow_changes(daf, backend):
+    if not backend.rewrites:
+        pytest.skip(f"the test overwrites, which the backend: {backend} refuses")
     first = daf.get_query("@ cell : age >> Sum")
     assert first == 100
     daf.set_vector("gene", "is_marker", [True, False, True])  # unrelated: the cached result stays valid

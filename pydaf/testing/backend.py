@@ -25,6 +25,8 @@ class DafBackend:
         maps_files: stored numbers come back as read-only memory maps of files (zero-copy).
         overwrite_keeps_returned_arrays: arrays returned before an overwrite keep their values after it (an
             overwrite never writes into storage that was handed out).
+        rewrites: stored properties can be deleted and overwritten (an append-only store, such as a ZIP archive,
+            refuses both with :class:`~pydaf.DafAppendOnlyError`).
 
     Example:
         >>> import pydaf
@@ -42,6 +44,7 @@ class DafBackend:
     persistent: bool = False
     maps_files: bool = False
     overwrite_keeps_returned_arrays: bool = True
+    rewrites: bool = True
 
     def __str__(self) -> str:
         return self.name

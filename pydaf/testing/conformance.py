@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import mmap
 import threading
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import ClassVar
@@ -123,6 +124,7 @@ class DafConformance:
             daf.get_scalar("missing")
 
     def test_scalar_overwrite_and_delete(self, daf):
+        self.require("rewrites")
         daf.set_scalar("version", 1)
         with pytest.raises(pydaf.DafExistsError, match="existing scalar: version"):
             daf.set_scalar("version", 2)
@@ -214,6 +216,7 @@ class DafConformance:
         assert daf.scalars_set() == set() and daf.vectors_set("cell") == set()
 
     def test_delete_axis_deletes_dependents(self, daf):
+        self.require("rewrites")
         self.cells(daf).add_axis("donor", ["d1", "d2"])
         daf.set_vector("cell", "age", [1, 2, 3, 4]).set_vector("donor", "sex", ["m", "f"])
         daf.set_matrix("cell", "gene", "UMIs", np.ones((4, 3), np.int32))
@@ -229,6 +232,7 @@ class DafConformance:
         assert daf.matrices_set("cell", "gene") == set() and daf.matrices_set("cell", "cell") == set()
 
     def test_add_axis_overwrite_deletes_dependents(self, daf):
+        self.require("rewrites")
         self.cells(daf).set_vector("cell", "age", [1, 2, 3, 4])
         daf.set_matrix("cell", "gene", "UMIs", np.ones((4, 3), np.int32))
         daf.add_axis("cell", ["P", "Q"], overwrite=True)
@@ -350,6 +354,7 @@ class DafConformance:
         assert self.reopen(daf).get_vector("cell", "age").tolist() == [1, 2, 3, 4]
 
     def test_vector_overwrite_delete_and_counters(self, daf):
+        self.require("rewrites")
         self.cells(daf)
         assert daf.vector_version_counter("cell", "age") == 0
         daf.set_vector("cell", "age", [1, 2, 3, 4])
@@ -508,8 +513,9 @@ class DafConformance:
         daf = self.reopen(daf)
         np.testing.assert_array_equal(daf.get_matrix("cell", "cell", "edges"), values)
         assert daf.matrices_set("cell", "cell") == {"edges"}
-        daf.delete_matrix("cell", "cell", "edges")
-        assert not daf.has_matrix("cell", "cell", "edges")
+        if self.backend.rewrites:
+            daf.delete_matrix("cell", "cell", "edges")
+            assert not daf.has_matrix("cell", "cell", "edges")
 
     def test_matrix_errors_keep_data(self, daf):
         self.cells(daf)
@@ -550,6 +556,7 @@ class DafConformance:
             daf.get_matrix("cell", "gene", "m")
 
     def test_matrix_overwrite_delete_and_counters(self, daf):
+        self.require("rewrites")
         self.cells(daf)
         daf.set_matrix("cell", "gene", "m", np.ones((4, 3)))
         assert daf.matrix_version_counter("gene", "cell", "m") == 1
@@ -712,6 +719,7 @@ class DafConformance:
         )
 
     def test_read_only_wrapper(self, daf):
+        self.require("rewrites")
         self.cells(daf).set_vector("cell", "age", [1, 2, 3, 4])
         view = daf.read_only()
         assert isinstance(view, pydaf.DafReadOnly) and not hasattr(view, "set_vector")
@@ -732,37 +740,75 @@ class DafConformance:
                 array[0] = 0
 
     def test_threads_read_while_one_writes(self, daf):
+        self.require("rewrites")
         self.cells(daf).set_matrix("cell", "gene", "m", np.zeros((4, 3)))
-        errors: list[BaseException] = []
-        stop = threading.Event()
 
         def read() -> None:
-            try:
-                while not stop.is_set():
-                    matrix = daf.get_matrix("cell", "gene", "m")
-                    # Every read sees one whole version: all entries equal.
-                    assert (matrix == matrix[0, 0]).all(), matrix
-                    daf.get_vector("cell", "v", default=None)
-                    daf.description()
-            except BaseException as error:  # pragma: no cover - reported below
-                errors.append(error)
+            matrix = daf.get_matrix("cell", "gene", "m")
+            assert (matrix == matrix[0, 0]).all(), matrix  # every read sees one whole version: all entries equal
+            daf.get_vector("cell", "v", default=None)
+            daf.description()
 
-        readers = [threading.Thread(target=read) for _ in range(4)]
-        for thread in readers:
-            thread.start()
-        try:
+        def write() -> None:
             for version in range(1, 60):
                 daf.set_matrix("cell", "gene", "m", np.full((4, 3), float(version)), overwrite=True)
                 daf.set_vector("cell", "v", version, overwrite=True)
                 with daf.empty_dense_vector("cell", "w", "Int32", overwrite=True) as buffer:
                     buffer[:] = version
-        finally:
-            stop.set()
-            for thread in readers:
-                thread.join()
-        assert not errors, errors[0]
+
+        _with_readers(read, write)
         assert (daf.get_matrix("cell", "gene", "m") == 59).all()
         assert daf.vector_version_counter("cell", "v") == 59
+
+    def test_threads_read_while_one_appends(self, daf):
+        """Readers see every property whole while a writer adds new ones (what an append-only store allows)."""
+        self.cells(daf)
+
+        def read() -> None:
+            for name in daf.vectors_set("cell"):
+                vector = daf.get_vector("cell", name)
+                assert (vector == int(name[1:])).all(), (name, vector)
+            daf.description()
+
+        def write() -> None:
+            for version in range(1, 40):
+                if version % 2:
+                    daf.set_vector("cell", f"v{version}", version)
+                else:
+                    with daf.empty_dense_vector("cell", f"v{version}", "Int32") as buffer:
+                        buffer[:] = version
+
+        _with_readers(read, write)
+        assert len(self.reopen(daf).vectors_set("cell")) == 39
+
+    def test_append_only_storage_refuses_rewrites(self, daf):
+        """An append-only store refuses every delete and overwrite before changing anything."""
+        if self.backend.rewrites:
+            pytest.skip(f"the backend: {self.backend.name} can delete and overwrite")
+        self.cells(daf).set_scalar("organism", "human").set_vector("cell", "age", [1, 2, 3, 4])
+        daf.set_matrix("cell", "gene", "m", np.ones((4, 3)))
+        before = self.snapshot(daf) if self.backend.has_snapshot else None
+        refused = [
+            partial(daf.set_scalar, "organism", "mouse", overwrite=True),
+            partial(daf.delete_scalar, "organism"),
+            partial(daf.add_axis, "cell", ["Q"], overwrite=True),
+            partial(daf.delete_axis, "gene"),
+            partial(daf.set_vector, "cell", "age", [4, 3, 2, 1], overwrite=True),
+            partial(daf.delete_vector, "cell", "age"),
+            partial(daf.set_matrix, "cell", "gene", "m", np.zeros((4, 3)), overwrite=True),
+            partial(daf.delete_matrix, "gene", "cell", "m", relayout=False),
+        ]
+        for write in refused:
+            with pytest.raises(pydaf.DafAppendOnlyError, match="append-only"):
+                write()
+            if before is not None:
+                assert self.snapshot(daf) == before, write
+        with pytest.raises(pydaf.DafAppendOnlyError), daf.empty_dense_vector("cell", "age", "Int8", overwrite=True):
+            pytest.fail("an overwriting builder must be refused before it starts")
+        daf = self.reopen(daf)
+        assert daf.get_scalar("organism") == "human" and daf.get_vector("cell", "age").tolist() == [1, 2, 3, 4]
+        assert daf.axis_vector("cell").tolist() == ["A", "B", "C", "D"]
+        assert (daf.get_matrix("gene", "cell", "m") == 1).all()
 
     # Storage, seen through the backdoor (format_* behaviour the public API cannot show).
 
@@ -783,6 +829,7 @@ class DafConformance:
 
     def test_snapshot_sees_every_kind_of_write(self, daf):
         """The backdoor is real: each write shows in the storage, so the tests below can fail."""
+        self.require("rewrites")
         self.cells(daf)
         seen = [self.snapshot(daf)]
         for write in [partial(daf.set_scalar, "organism", "human"), partial(daf.add_axis, "donor", ["d1"]),
@@ -845,6 +892,7 @@ class DafConformance:
 
     def test_deletes_leave_no_trace_in_storage(self, daf):
         """``format_delete_*`` with ``for_set=False`` removes everything the property had stored."""
+        self.require("rewrites")
         self.cells(daf)
         before = self.snapshot(daf)
         self.rich(daf)
@@ -863,6 +911,7 @@ class DafConformance:
     def test_overwrites_store_only_the_new_value(self, daf, tmp_path):
         """An overwrite (``format_delete_*`` with ``for_set=True``, then a set) leaves the storage exactly as if only
         the new value had ever been written: nothing of the old value, no backups, no temporaries."""
+        self.require("rewrites")
         overwritten, fresh = self.cells(daf), self.cells(self.backend.new(tmp_path, "fresh!"))
         self.rich(overwritten)
         sparse = SparseVector(4, np.array([1, 3]), np.array([7, 9], np.int16))
@@ -920,6 +969,30 @@ class DafConformance:
         reader = pydaf.open_daf(path, "r")
         assert isinstance(reader, pydaf.DafReadOnly) and type(reader.base) is type(writer)
         assert reader.get_vector("cell", "age").tolist() == [1, 2]
+
+
+def _with_readers(read: Callable[[], None], write: Callable[[], None], threads: int = 4) -> None:
+    """Run ``write`` while ``threads`` threads call ``read`` over and over; re-raise the first failure of a reader."""
+    errors: list[BaseException] = []
+    stop = threading.Event()
+
+    def reader() -> None:
+        try:
+            while not stop.is_set():
+                read()
+        except BaseException as error:  # pragma: no cover - reported below
+            errors.append(error)
+
+    readers = [threading.Thread(target=reader) for _ in range(threads)]
+    for thread in readers:
+        thread.start()
+    try:
+        write()
+    finally:
+        stop.set()
+        for thread in readers:
+            thread.join()
+    assert not errors, errors[0]
 
 
 def is_file_map(array: object) -> bool:

@@ -1,0 +1,1437 @@
+"""ZarrDaf: a Daf data set as a Zarr v3 hierarchy (FORMATS.md §5), byte-compatible with Julia's ``ZarrDaf``: a
+directory (``x.daf.zarr``), a ZIP archive holding one data set at its root (``x.daf.zarr.zip``) or several in groups
+(``x.dafs.zarr.zip#/group``).
+
+Layout under the data set's root group (whose ``zarr.json`` carries the attribute ``daf: [1, 0]``): groups
+``scalars``, ``axes``, ``vectors/<axis>`` and ``matrices/<rows>/<columns>`` (every pair, square ones included); a
+scalar is a ``[1]``-shaped array, an axis a string array, a dense vector or matrix an array (a matrix's Zarr shape is
+``[columns, rows]``: its bytes are column-major for ``(rows, columns)``), a sparse one a group of ``nzind``/``nzval``
+or ``colptr``/``rowval``/``nzval`` arrays (1-based; ``nzval`` omitted for all-true Bool data written by ``set_*``).
+Every array is one uncompressed chunk (``c/0`` or ``c/0/0``), which is memory-mapped when read; a chunk whose every
+element is the fill value (zero, ``false``, ``""``) is not written, as Zarr.jl does. The ``zarr.json`` files are
+written with Julia's bytes (keys sorted, no spaces). A directory's root ``zarr.json`` also holds the inline
+consolidated metadata of every node, appended to on each write and rebuilt on each delete, as Julia does; a ZIP
+archive has none (its central directory is the index).
+
+Writes are atomic per property. In a directory, a property's node is written under a hidden temporary name and
+renamed into place; an overwrite first renames the old node aside (dropped once the new one is in place, restored by
+the next writable open if a crash came in between); a delete renames the node away before removing it. In a ZIP
+archive (append-only: deletes and overwrites raise :class:`~pydaf.formats.zipstore.DafAppendOnlyError`), a property's
+entries are appended with its ``zarr.json`` last and then the central directory (:mod:`pydaf.formats.zipstore`), so
+a killed write leaves every earlier property readable. Reading never writes: a read-only open of a directory whose
+consolidated metadata is missing or stale leaves it so (Julia rebuilds it even in mode ``r``); a writable open
+checks it against the tree and rewrites it if it differs.
+
+Nothing read is trusted: each ``zarr.json`` is checked (node type, data type, shape against the axes, chunk grid,
+codecs) and each chunk's size against its declared shape before anything is allocated or mapped; names that are not
+node names are never looked up, and a file reached through a link out of the directory is refused. Packed (sharded)
+arrays, and codecs other than gzip, are refused with a :class:`~pydaf.DafFormatError` naming the property; foreign
+(zarr-python) arrays split into several chunks, gzip-compressed or big-endian are read into memory.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import itertools
+import json
+import math
+import os
+import shutil
+import struct
+import threading
+import time
+import weakref
+import zlib
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import DafFormatError, DafLockedError, DafModeError, DafStorageError
+from ..sparse import SparseMatrixCSC, SparseVector
+from ..storage_types import STRING_DTYPE, StorageScalar, scalar_dtype
+from .base import CacheGroup, FormatWriter, StoredMatrix, StoredVector, parse_mode, weakest_cache_group
+from .mapping import FileKey, file_key, map_region
+from .registry import FormatEntry, PersistentDaf, register_format
+from .zipstore import LOCK_WAIT_SECONDS, DafAppendOnlyError, ZipAppend, ZipStore, acquire_zip_store
+
+MAJOR_VERSION = 1
+MINOR_VERSION = 0
+
+_DATA_TYPES: dict[str, np.dtype] = {name: np.dtype(name) for name in (
+    "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float32", "float64")}
+_DATA_TYPE_NAMES: dict[np.dtype, str] = {dtype: name for name, dtype in _DATA_TYPES.items()}
+
+#: A group's ``zarr.json`` as Zarr.jl writes it, and its entry in the consolidated metadata as DAF.jl writes it.
+_GROUP_FILE = b'{"node_type":"group","zarr_format":3}'
+_GROUP_ENTRY = '{"zarr_format":3,"node_type":"group"}'
+
+#: The order of the root groups in the consolidated metadata of a new data set (verified in Julia's fixture), and of
+#: the arrays of a sparse property (verified for matrices; Julia walks a dictionary, whose order for the two vector
+#: components is not verified).
+_ROOT_GROUPS = ("axes", "matrices", "vectors", "scalars")
+_COMPONENT_ORDER = ("nzval", "colptr", "rowval", "nzind")
+
+_MAX_METADATA_BYTES = 1 << 28  # a zarr.json larger than this is not metadata (the root of a million nodes is ~500 MB)
+_MAX_CHUNKS = 1 << 20  # chunks of one foreign array (pydaf and Julia write one)
+_MAX_GZIP_RATIO = 1100
+
+_HIDDEN_MARK = ".pydaf-"
+
+_V2_HINT = ("Zarr v2 store at: {path}\nDataAxesFormats requires a Zarr v3 store.\nConvert via `python -m zarr "
+            "v2_to_v3 <path>` (zarr-python 3.1.2+),\nthen reopen.")
+
+
+def split_zarr_path(path: str | os.PathLike) -> tuple[str, str | None, bool]:
+    """Julia's ``parse_zarr_path``: ``(container, group, is_zip)`` for ``x.daf.zarr`` (a directory),
+    ``x.daf.zarr.zip`` (a ZIP archive with the data set at its root) and ``x.dafs.zarr.zip#/group`` (a group of a ZIP
+    archive); anything else is a :class:`~pydaf.DafFormatError`.
+
+    Example:
+        >>> split_zarr_path("cells.daf.zarr"), split_zarr_path("all.dafs.zarr.zip#/cells/raw")
+        (('cells.daf.zarr', None, False), ('all.dafs.zarr.zip', 'cells/raw', True))
+    """
+    text = os.fspath(path)
+    if ".dafs.zarr.zip#/" in text:
+        container, group = text.split(".dafs.zarr.zip#/", 1)
+        if not group:
+            raise DafFormatError(f"empty group name after '#/' in ZarrDaf path: {text}")
+        if not all(_is_node_name(part) for part in group.split("/")):
+            raise DafFormatError(f"invalid group name: {group!r}\nin ZarrDaf path: {text}\n(each part must be a valid "
+                                 "Daf name)")
+        return container + ".dafs.zarr.zip", group, True
+    if ".daf.zarr.zip#" in text:
+        raise DafFormatError(f"can't address a sub-daf in a singular ZarrDaf path; use .dafs.zarr.zip#/<group>: {text}")
+    if text.endswith(".daf.zarr.zip"):
+        return text, None, True
+    if text.endswith(".dafs.zarr.zip"):
+        raise DafFormatError(f"missing '#/<group>' in plural ZarrDaf path: {text}")
+    if text.rstrip("/").endswith(".daf.zarr"):
+        return text.rstrip("/"), None, False
+    raise DafFormatError(f"can't parse as ZarrDaf path: {text}\nexpected one of: <stem>.daf.zarr, <stem>.daf.zarr.zip, "
+                         "<stem>.dafs.zarr.zip#/<group>")
+
+
+def _is_node_name(name: object) -> bool:
+    """Whether a name can be one node of the hierarchy (the core's rule for Daf names)."""
+    return isinstance(name, str) and bool(name) and not name.startswith(".") and not any(
+        character in name for character in ("/", "\\", "\0", "\n"))
+
+
+def _is_metadata_key(name: str) -> bool:
+    """Whether a ZIP entry is a node's ``zarr.json``: the entry that ends each appended batch."""
+    return name == "zarr.json" or name.endswith("/zarr.json")
+
+
+def _parent(node: str) -> str:
+    return node.rpartition("/")[0]
+
+
+def array_metadata(dtype: np.dtype, shape: tuple[int, ...]) -> str:
+    """The ``zarr.json`` of a flat (one chunk, uncompressed) array as Zarr.jl writes it, for the Zarr (C-order) shape;
+    a zero-length dimension gets a chunk length of 1 (Zarr requires chunks of at least 1).
+
+    Example:
+        >>> array_metadata(np.dtype(np.int32), (1,))[:52]
+        '{"chunk_grid":{"configuration":{"chunk_shape":[1]},"'
+    """
+    if dtype == STRING_DTYPE:
+        data_type, codecs, fill = "string", '[{"configuration":{},"name":"vlen-utf8"}]', '""'
+    else:
+        data_type, codecs = _DATA_TYPE_NAMES[dtype], '[{"configuration":{"endian":"little"},"name":"bytes"}]'
+        fill = "false" if dtype == np.bool_ else "0.0" if dtype.kind == "f" else "0"
+    chunks = ",".join(str(max(size, 1)) for size in shape)
+    dimensions = ",".join(str(size) for size in shape)
+    return (f'{{"chunk_grid":{{"configuration":{{"chunk_shape":[{chunks}]}},"name":"regular"}},'
+            '"chunk_key_encoding":{"configuration":{"separator":"/"},"name":"default"},'
+            f'"codecs":{codecs},"data_type":"{data_type}","fill_value":{fill},"node_type":"array",'
+            f'"shape":[{dimensions}],"zarr_format":3}}')
+
+
+def encode_strings(values: Iterable[str]) -> bytes:
+    """The ``vlen-utf8`` encoding of strings: a little-endian ``u32`` count, then each string's ``u32`` byte length
+    and UTF-8 bytes.
+
+    Example:
+        >>> encode_strings(["hello"]).hex()
+        '010000000500000068656c6c6f'
+    """
+    encoded = [value.encode("utf-8") for value in values]
+    lengths = struct.pack(f"<{len(encoded)}I", *map(len, encoded))
+    parts = [struct.pack("<I", len(encoded))]
+    for index, value in enumerate(encoded):
+        parts.append(lengths[4 * index:4 * index + 4])
+        parts.append(value)
+    return b"".join(parts)
+
+
+def decode_strings(data: bytes, count: int, what: str) -> np.ndarray:
+    """The ``count`` strings of a ``vlen-utf8`` chunk, as an ``object`` array; a malformed chunk (wrong count, lengths
+    running past its end, trailing bytes, invalid UTF-8) is a :class:`~pydaf.DafFormatError` naming ``what``.
+
+    Example:
+        >>> decode_strings(encode_strings(["a", "ünï"]), 2, "example").tolist()
+        ['a', 'ünï']
+    """
+    size = len(data)
+    if size < 4 or struct.unpack_from("<I", data)[0] != count or 4 + 4 * count > size:
+        raise DafFormatError(f"the vlen-utf8 chunk of the {what}\ndoes not hold {count} strings in its {size} bytes")
+    values: list[str] = []
+    unpack = struct.Struct("<I").unpack_from
+    position = 4
+    try:
+        for _ in range(count):
+            (length,) = unpack(data, position)
+            end = position + 4 + length
+            if end > size:
+                raise DafFormatError(f"the vlen-utf8 chunk of the {what}\nhas a string running past its end")
+            values.append(data[position + 4:end].decode("utf-8"))
+            position = end
+    except UnicodeDecodeError as error:
+        raise DafFormatError(f"the vlen-utf8 chunk of the {what}\nholds invalid UTF-8 ({error})") from error
+    if position != size:
+        raise DafFormatError(f"the vlen-utf8 chunk of the {what}\nhas {size - position} bytes past its last string")
+    result = np.empty(count, dtype=object)
+    result[:] = values
+    return result
+
+
+@dataclass(frozen=True)
+class _Array:
+    """What pydaf needs of an array's ``zarr.json``, checked."""
+
+    dtype: np.dtype  # native-endian numbers, or STRING_DTYPE
+    shape: tuple[int, ...]  # the Zarr (C-order) shape
+    chunks: tuple[int, ...]
+    separator: str
+    v2_keys: bool
+    big_endian: bool
+    gzip: bool
+    fill: Any
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def flat(self) -> bool:
+        """One uncompressed little-endian chunk covering the array exactly: mappable."""
+        return self.chunks == self.shape and not (self.gzip or self.big_endian)
+
+    def chunk_key(self, index: tuple[int, ...]) -> str:
+        coordinates = self.separator.join(str(coordinate) for coordinate in index)
+        if self.v2_keys:
+            return coordinates or "0"
+        return f"c{self.separator}{coordinates}" if coordinates else "c"
+
+
+def _fill_value(value: Any, dtype: np.dtype, what: str) -> Any:
+    if dtype == STRING_DTYPE:
+        if not isinstance(value, str):
+            raise DafFormatError(f"invalid fill_value: {value!r}\nfor the string {what}")
+        return value
+    try:
+        if isinstance(value, str) and value in ("NaN", "Infinity", "-Infinity") and dtype.kind == "f":
+            return dtype.type(float(value.replace("inity", "")))
+        if isinstance(value, bool | int | float):
+            converted = dtype.type(value)
+            if converted != value and not (isinstance(value, float) and math.isnan(value)):
+                raise ValueError(value)
+            return converted
+    except (ValueError, OverflowError, TypeError):
+        pass
+    raise DafFormatError(f"invalid fill_value: {value!r}\nfor the {dtype} {what}")
+
+
+def _parse_array(metadata: dict[str, Any], what: str) -> _Array:
+    """Check an array's ``zarr.json`` and extract what reading it needs (a :class:`~pydaf.DafFormatError` naming
+    ``what`` for anything pydaf can't read exactly)."""
+
+    def fail(problem: str) -> DafFormatError:
+        return DafFormatError(f"{problem}\nin the zarr.json of the {what}")
+
+    data_type = metadata.get("data_type")
+    if data_type == "string":
+        dtype = STRING_DTYPE
+    elif isinstance(data_type, str) and data_type in _DATA_TYPES:
+        dtype = _DATA_TYPES[data_type]
+    else:
+        raise fail(f"unsupported data_type: {data_type!r}")
+    shape = metadata.get("shape")
+    if not isinstance(shape, list) or len(shape) > 2 or not all(
+            isinstance(size, int) and not isinstance(size, bool) and size >= 0 for size in shape):
+        raise fail(f"invalid shape: {shape!r}")
+    grid = metadata.get("chunk_grid")
+    chunks = grid.get("configuration", {}).get("chunk_shape") if isinstance(grid, dict) else None
+    if not isinstance(grid, dict) or grid.get("name") != "regular" or not isinstance(chunks, list) or \
+            len(chunks) != len(shape) or not all(isinstance(size, int) and not isinstance(size, bool) and size >= 1
+                                                 for size in chunks):
+        raise fail(f"unsupported chunk_grid: {grid!r}")
+    encoding = metadata.get("chunk_key_encoding", {"name": "default"})
+    name = encoding.get("name") if isinstance(encoding, dict) else None
+    separator = (encoding.get("configuration") or {}).get("separator", "/" if name == "default" else ".") \
+        if isinstance(encoding, dict) else None
+    if name not in ("default", "v2") or separator not in ("/", "."):
+        raise fail(f"unsupported chunk_key_encoding: {encoding!r}")
+    if metadata.get("storage_transformers"):
+        raise fail("unsupported storage_transformers")
+    codecs = metadata.get("codecs")
+    if not isinstance(codecs, list) or not codecs or not all(isinstance(codec, dict) for codec in codecs):
+        raise fail(f"invalid codecs: {codecs!r}")
+    names = [codec.get("name") for codec in codecs]
+    if "sharding_indexed" in names:
+        raise DafFormatError(f"reading packed (sharded) Zarr arrays is not supported yet\nfor the {what}\n(write it "
+                             "unpacked, or convert it with zarr-python to one uncompressed chunk)")
+    expected = "vlen-utf8" if dtype == STRING_DTYPE else "bytes"
+    if names[0] != expected or len(names) > 2 or (len(names) == 2 and names[1] != "gzip"):
+        raise fail(f"unsupported codecs: {names} (pydaf reads [{expected}] and [{expected}, gzip])")
+    endian = (codecs[0].get("configuration") or {}).get("endian", "little")
+    if endian not in ("little", "big"):
+        raise fail(f"invalid endian: {endian!r}")
+    return _Array(dtype, tuple(shape), tuple(chunks), separator, name == "v2", endian == "big" and dtype.itemsize > 1
+                  if dtype != STRING_DTYPE else False, len(names) == 2,
+                  _fill_value(metadata.get("fill_value"), dtype, what))
+
+
+def _all_fill(values: np.ndarray) -> bool:
+    """Whether every element equals Zarr.jl's fill value (``isequal(zero(T), x)``: bitwise zero for numbers, so
+    ``-0.0`` is kept; ``""`` for strings): such a chunk is not written."""
+    if values.dtype == STRING_DTYPE:
+        return not any(values.flat)
+    return not np.ascontiguousarray(values).reshape(-1).view(np.uint8).any()
+
+
+def _gunzip(data: bytes, expected: int | None, what: str) -> bytes:
+    """A gzip chunk's bytes (``expected`` of them, if known), refusing one that would inflate past what gzip can
+    compress into its size (a bomb) before inflating it."""
+    limit = max(len(data), 1) * _MAX_GZIP_RATIO
+    if expected is not None and expected > limit:
+        raise DafFormatError(f"a gzip chunk of the {what}\nclaims {expected} bytes from {len(data)}")
+    decompressor = zlib.decompressobj(31)
+    try:
+        raw = decompressor.decompress(data, (limit if expected is None else expected) + 1)
+    except zlib.error as error:
+        raise DafFormatError(f"a corrupt gzip chunk of the {what}\n({error})") from error
+    if decompressor.unconsumed_tail:
+        raise DafFormatError(f"a gzip chunk of the {what}\ninflates past {limit} bytes")
+    return raw
+
+
+class DafZarrVersionError(DafFormatError):
+    """A Zarr v2 store (DAF.jl reads only Zarr v3), with the hint to convert it."""
+
+
+# Where the nodes live: a directory tree or the entries of a ZIP archive.
+
+
+class _DirectoryNodes:
+    """The nodes of a data set in a directory, addressed by ``/``-separated keys relative to its root; one per
+    directory per process (:func:`_directory_nodes`), shared by its handles with the consolidated metadata kept for
+    writing and this process's writer lock."""
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+        self._real = os.path.realpath(root)
+        self._counter = itertools.count()
+        self._writers = 0
+        self._lock = _DirectoryLock()
+        weakref.finalize(self, self._lock.close)
+        #: The root group's attributes, and (once opened writable) its consolidated metadata: node -> descriptor.
+        self.attributes: dict[str, Any] = {}
+        self.consolidated: dict[str, str] | None = None
+        #: The length of each axis read so far (shared: a handle's axis change is seen by the others).
+        self.axis_lengths: dict[str, int] = {}
+        #: Serialises changes of the consolidated metadata (a handle may open while another thread writes).
+        self.mutex = threading.RLock()
+
+    def acquire_writer(self) -> bool:
+        """Count one more writable handle, taking this process's writer lock on the directory for the first (an
+        ``flock``, waited for up to ``LOCK_WAIT_SECONDS``); returns whether it was newly taken (the first writer of
+        this process, which recovers what a killed one left)."""
+        with _directories_lock:
+            self._writers += 1
+            if self._lock.fd >= 0:
+                return False
+            try:
+                self._lock.take(self.root)
+            except BaseException:
+                self._writers -= 1
+                raise
+            return True
+
+    def release_writer(self) -> None:
+        """Count one writable handle less; the last one releases the writer lock."""
+        with _directories_lock:
+            self._writers -= 1
+            if self._writers == 0:
+                self._lock.close()
+
+    def path(self, key: str) -> str:
+        return os.path.join(self.root, *key.split("/")) if key else self.root
+
+    def _confined(self, key: str) -> str:
+        """The path of a key, refusing one that a link makes resolve out of the directory."""
+        path = self.path(key)
+        real = os.path.realpath(path)
+        if real != self._real and not real.startswith(self._real + os.sep):
+            raise DafFormatError(f"the file: {key}\nin the ZarrDaf directory: {self.root}\nis a link out of the "
+                                 f"directory (to: {real})")
+        return path
+
+    def read(self, key: str, limit: int | None = None) -> bytes | None:
+        path = self._confined(key)
+        try:
+            with open(path, "rb") as handle:
+                size = os.fstat(handle.fileno()).st_size
+                if limit is not None and size > limit:
+                    raise DafFormatError(f"the file: {key}\nin the ZarrDaf directory: {self.root}\nhas {size} bytes "
+                                         "(too large for metadata)")
+                return handle.read()
+        except FileNotFoundError:
+            return None
+        except (IsADirectoryError, NotADirectoryError) as error:
+            raise DafFormatError(f"not a file: {key}\nin the ZarrDaf directory: {self.root}") from error
+
+    def map(self, key: str, dtype: np.dtype, count: int) -> tuple[np.ndarray, CacheGroup] | None:
+        """A read-only map of a chunk file of ``count`` elements, or ``None`` if it is missing; a file of another
+        size is a :class:`~pydaf.DafFormatError`, before anything is mapped."""
+        path = self._confined(key)
+        try:
+            size = os.stat(path).st_size
+        except FileNotFoundError:
+            return None
+        expected = count * dtype.itemsize
+        if not os.path.isfile(path) or size != expected:
+            raise DafFormatError(f"the chunk: {key}\nin the ZarrDaf directory: {self.root}\nhas {size} bytes instead "
+                                 f"of {expected} ({count} x {dtype})")
+        return map_region(path, 0, expected, writable=False).view(dtype), CacheGroup.MappedData
+
+    def size(self, key: str) -> int | None:
+        try:
+            return os.stat(self._confined(key)).st_size
+        except FileNotFoundError:
+            return None
+
+    def has_node(self, node: str) -> bool:
+        return os.path.isfile(self.path(f"{node}/zarr.json" if node else "zarr.json"))
+
+    def children(self, node: str) -> set[str]:
+        folder = self.path(node)
+        try:
+            names = os.listdir(folder)
+        except (FileNotFoundError, NotADirectoryError):
+            return set()
+        return {name for name in names if _is_node_name(name) and os.path.isfile(os.path.join(folder, name,
+                                                                                                "zarr.json"))}
+
+    def hidden(self, node: str, name: str, kind: str) -> str:
+        """The path of a hidden ``kind`` (a temporary, a backup, ...) of the child ``name`` of ``node``."""
+        return os.path.join(self.path(node), f".{name}{_HIDDEN_MARK}{kind}")
+
+    def backup(self, node: str) -> str:
+        parent, _, name = node.rpartition("/")
+        return self.hidden(parent, name, "backup")
+
+    def begin(self, node: str) -> _DirectoryWriter:
+        return _DirectoryWriter(self, node)
+
+    def make_group(self, node: str) -> None:
+        """Create a group (and its zarr.json) if it does not exist yet."""
+        folder = self.path(node)
+        os.makedirs(folder, exist_ok=True)
+        if not os.path.isfile(os.path.join(folder, "zarr.json")):
+            self.write_file(f"{node}/zarr.json", _GROUP_FILE)
+
+    def write_file(self, key: str, data: bytes) -> None:
+        """Write one file atomically (a temporary, renamed into place)."""
+        path = self.path(key)
+        folder, name = os.path.split(path)
+        temporary = os.path.join(folder, f".{name}{_HIDDEN_MARK}tmp-{os.getpid()}-{next(self._counter)}")
+        try:
+            with open(temporary, "wb") as handle:
+                handle.write(data)
+            os.replace(temporary, path)
+        except BaseException:
+            if os.path.exists(temporary):
+                os.remove(temporary)
+            raise
+
+    def delete(self, node: str, *, for_set: bool) -> None:
+        """Remove a node; before an overwrite (``for_set``), rename it aside until its replacement is in place."""
+        path = self.path(node)
+        if for_set:
+            backup = self.backup(node)
+            if os.path.lexists(backup):
+                shutil.rmtree(backup)
+            os.rename(path, backup)
+        else:
+            self.remove_tree(node)
+
+    def remove_tree(self, node: str) -> bool:
+        """Remove a node and everything under it (renamed away first, so it disappears at once); returns whether
+        there was one."""
+        path = self.path(node)
+        if not os.path.lexists(path):
+            return False
+        parent, _, name = node.rpartition("/")
+        doomed = self.hidden(parent, name, f"deleted-{os.getpid()}-{next(self._counter)}")
+        os.rename(path, doomed)
+        if os.path.isdir(doomed) and not os.path.islink(doomed):
+            shutil.rmtree(doomed)
+        else:
+            os.remove(doomed)
+        return True
+
+    def recover(self) -> None:
+        """Finish what a killed writer left: drop temporaries and half-deleted nodes; put back a node renamed aside
+        for an overwrite whose new value never got into place (else drop it)."""
+        for folder, folders, files in os.walk(self.root):
+            for name in [*folders, *files]:
+                if not name.startswith(".") or _HIDDEN_MARK not in name:
+                    continue
+                path = os.path.join(folder, name)
+                original, _, kind = name[1:].partition(_HIDDEN_MARK)
+                if kind == "backup" and not os.path.lexists(os.path.join(folder, original)):
+                    os.rename(path, os.path.join(folder, original))
+                elif os.path.isdir(path) and not os.path.islink(path):
+                    shutil.rmtree(path)
+                else:
+                    os.remove(path)
+            folders[:] = [name for name in folders if not name.startswith(".")]
+
+
+class _DirectoryWriter:
+    """One node's files, written under a hidden temporary directory and renamed into place by :meth:`commit`."""
+
+    def __init__(self, nodes: _DirectoryNodes, node: str) -> None:
+        self._nodes = nodes
+        self._node = node
+        parent, _, name = node.rpartition("/")
+        os.makedirs(nodes.path(parent), exist_ok=True)
+        self._temporary = nodes.hidden(parent, name, f"tmp-{os.getpid()}-{next(nodes._counter)}")
+        os.mkdir(self._temporary)
+
+    def _file(self, key: str) -> str:
+        path = os.path.join(self._temporary, *key.split("/"))
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        return path
+
+    def add(self, key: str, data: bytes | np.ndarray) -> None:
+        with open(self._file(key), "wb") as handle:
+            handle.write(data if isinstance(data, bytes) else memoryview(np.ascontiguousarray(data).reshape(-1)))
+
+    def reserve(self, key: str, nbytes: int) -> np.ndarray:
+        path = self._file(key)
+        with open(path, "wb") as handle:
+            if nbytes:
+                os.posix_fallocate(handle.fileno(), 0, nbytes)  # a full disk fails here, not as SIGBUS in a map
+        return map_region(path, 0, nbytes, writable=True) if nbytes else np.zeros(0, dtype=np.uint8)
+
+    def commit(self) -> None:
+        os.rename(self._temporary, self._nodes.path(self._node))
+        backup = self._nodes.backup(self._node)
+        if os.path.lexists(backup):
+            shutil.rmtree(backup)
+
+    def abort(self) -> bool:
+        """Drop the temporary; put back a node renamed aside for this overwrite. Returns whether one was."""
+        shutil.rmtree(self._temporary, ignore_errors=True)
+        backup = self._nodes.backup(self._node)
+        if os.path.lexists(backup) and not os.path.lexists(self._nodes.path(self._node)):
+            os.rename(backup, self._nodes.path(self._node))
+            return True
+        return False
+
+
+class _ZipNodes:
+    """The nodes of a data set in a ZIP archive (under ``group/`` for a group of a multi-daf archive)."""
+
+    def __init__(self, store: ZipStore, group: str | None) -> None:
+        self.store = store
+        self.prefix = f"{group}/" if group else ""
+        self.axis_lengths: dict[str, int] = {}  # (an archive's axes never change)
+
+    def _name(self, key: str) -> str:
+        return self.prefix + key
+
+    def read(self, key: str, limit: int | None = None) -> bytes | None:
+        name = self._name(key)
+        entry = self.store.entry(name)
+        if entry is None:
+            return None
+        if limit is not None and entry.size > limit:
+            raise DafFormatError(f"the ZIP entry: {name}\nin the archive: {self.store.path}\nhas {entry.size} bytes "
+                                 "(too large for metadata)")
+        return self.store.read(name)
+
+    def map(self, key: str, dtype: np.dtype, count: int) -> tuple[np.ndarray, CacheGroup] | None:
+        name = self._name(key)
+        if name not in self.store:
+            return None
+        mapped = self.store.map_array(name, dtype, count)
+        if mapped is None:  # compressed or unaligned (a foreign archive): a copy
+            return np.frombuffer(self.store.read(name), dtype=dtype).copy(), CacheGroup.MemoryData
+        return mapped, CacheGroup.MappedData
+
+    def size(self, key: str) -> int | None:
+        entry = self.store.entry(self._name(key))
+        return None if entry is None else entry.size
+
+    def has_node(self, node: str) -> bool:
+        return self._name(f"{node}/zarr.json" if node else "zarr.json") in self.store
+
+    def children(self, node: str) -> set[str]:
+        base = self._name(node).rstrip("/")
+        return {name for name in self.store.children(base) if _is_node_name(name)
+                and f"{base}/{name}/zarr.json".lstrip("/") in self.store}
+
+    def begin(self, node: str) -> _ZipWriter:
+        return _ZipWriter(self.store.append(), self._name(f"{node}/" if node else ""))
+
+
+class _ZipWriter:
+    """One node's entries (or, for the root, several nodes'), appended as one batch: its last entry (a zarr.json)
+    commits it."""
+
+    def __init__(self, batch: ZipAppend, base: str) -> None:
+        self._batch = batch
+        self._base = base
+
+    def add(self, key: str, data: bytes | np.ndarray) -> None:
+        self._batch.add(self._base + key, data, replace=True)  # supersedes entries a killed batch left
+
+    def reserve(self, key: str, nbytes: int) -> np.ndarray:
+        return self._batch.reserve(self._base + key, nbytes, replace=True)
+
+    def commit(self) -> None:
+        self._batch.commit()
+
+    def abort(self) -> bool:
+        self._batch.abort()
+        return False
+
+
+_Writer = _DirectoryWriter | _ZipWriter
+
+
+class _DirectoryLock:
+    """This process's writer lock on a directory: an ``flock`` on a descriptor of it, released when closed (or when
+    the lock is garbage; never in a forked child, whose descriptor is its parent's)."""
+
+    def __init__(self) -> None:
+        self.fd = -1
+        self._pid = os.getpid()
+
+    def take(self, root: str) -> None:
+        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        deadline = time.monotonic() + LOCK_WAIT_SECONDS
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError as error:
+                if error.errno not in (errno.EAGAIN, errno.EACCES) or time.monotonic() >= deadline:
+                    os.close(fd)
+                    raise DafLockedError(f"can't write the ZarrDaf directory: {root}\nwhile another process writes "
+                                         "it (it is locked; retry once the writer has closed it)") from error
+                time.sleep(0.01)
+        self.fd, self._pid = fd, os.getpid()
+
+    def close(self) -> None:
+        if self.fd >= 0 and os.getpid() == self._pid:
+            os.close(self.fd)
+        self.fd = -1
+
+
+_directories: dict[FileKey, weakref.ref[_DirectoryNodes]] = {}
+# Reentrant: the garbage collector may run a handle's release (a finalizer) in a thread that holds it.
+_directories_lock = threading.RLock()
+
+
+def _directory_nodes(root: str) -> _DirectoryNodes:
+    """The nodes of the data set in a directory, shared by every handle on it in this process."""
+    key = file_key(root)
+    assert key is not None
+    with _directories_lock:
+        known = _directories.get(key)
+        nodes = known() if known is not None else None
+        if nodes is None:
+            nodes = _DirectoryNodes(root)
+            _directories[key] = weakref.ref(nodes)
+        return nodes
+
+
+def _forget_directories() -> None:
+    _directories.clear()  # a forked child does not hold its parent's locks
+
+
+os.register_at_fork(after_in_child=_forget_directories)
+
+# The state (lock, cache, version counters) of each data set open in this process, by (container identity, group).
+_states: weakref.WeakValueDictionary[tuple[FileKey, str], Any] = weakref.WeakValueDictionary()
+_states_lock = threading.RLock()
+
+
+class ZarrFormat(FormatWriter):
+    """The storage of a ZarrDaf data set: a Zarr v3 group in a directory or a ZIP archive."""
+
+    type_name = "ZarrDaf"
+
+    def __init__(self, path: str, mode: str) -> None:
+        writable, may_create, truncate = parse_mode(mode)
+        container, group, is_zip = split_zarr_path(path)
+        self.mode = mode
+        self.is_writable = writable
+        self.container = os.path.abspath(container)
+        self.group = group
+        self.path = self.container if group is None else f"{self.container}#/{group}"
+        self._building: tuple[str, _Writer] | None = None  # an empty_* builder's node and writer, until filled
+        self._nodes: _DirectoryNodes | _ZipNodes
+        if is_zip:
+            if truncate and group is not None:
+                raise DafModeError(f"can't truncate a sub-daf inside a zip-backed ZarrDaf; the ZIP backend is "
+                                   f"append-only: {self.path}")
+            if not may_create and not os.path.exists(self.container):
+                raise DafFormatError(f"no such file: {self.container}")
+            store = acquire_zip_store(self.container, writable=writable, create=may_create,
+                                      truncate=truncate and group is None, is_commit=_is_metadata_key)
+            self._release = weakref.finalize(self, store.release)
+            self._nodes = _ZipNodes(store, group)
+        else:
+            self._nodes = self._open_directory(may_create, truncate)
+        try:
+            self._open_root(may_create)
+        except BaseException:
+            self.format_close()  # (a failed open holds no archive and no writer lock)
+            raise
+
+    # Opening.
+
+    def _open_directory(self, may_create: bool, truncate: bool) -> _DirectoryNodes:
+        path = self.container
+        if os.path.lexists(path) and not os.path.isdir(path):
+            raise DafFormatError(f"not a directory: {path}")
+        if truncate and os.path.isdir(path):
+            lock = _DirectoryLock()
+            lock.take(path)  # (not while another process writes it)
+            try:
+                if os.path.isfile(os.path.join(path, "zarr.json")):
+                    os.remove(os.path.join(path, "zarr.json"))  # no longer a data set, even if the rest is half gone
+                shutil.rmtree(path)  # (files still mapped stay valid: they are unlinked, never cut)
+            finally:
+                lock.close()
+        if not os.path.isdir(path):
+            if not may_create:
+                raise DafFormatError(f"no such directory: {path}")
+            os.makedirs(path, exist_ok=True)
+        nodes = _directory_nodes(path)
+        if self.is_writable:
+            if nodes.acquire_writer():
+                nodes.recover()  # (only the first writer of this process: later ones may be in the middle of a write)
+            self._release = weakref.finalize(self, nodes.release_writer)
+        return nodes
+
+    def _root_metadata(self) -> dict[str, Any] | None:
+        data = self._nodes.read("zarr.json", _MAX_METADATA_BYTES)
+        if data is None:
+            if any(self._nodes.read(marker, _MAX_METADATA_BYTES) is not None for marker in (".zgroup", ".zattrs")):
+                raise DafZarrVersionError(_V2_HINT.format(path=self.path))
+            return None
+        try:
+            metadata = json.loads(data)
+        except (ValueError, UnicodeDecodeError) as error:
+            raise DafFormatError(f"invalid zarr.json of the zarr group: {self.path}\n({error})") from error
+        if not isinstance(metadata, dict):
+            raise DafFormatError(f"invalid zarr.json of the zarr group: {self.path}\n(not a JSON object)")
+        if metadata.get("zarr_format") == 2:
+            raise DafZarrVersionError(_V2_HINT.format(path=self.path))
+        if metadata.get("zarr_format") != 3 or metadata.get("node_type") != "group":
+            raise DafFormatError(f"not a daf zarr group: {self.path}")
+        return metadata
+
+    def _open_root(self, may_create: bool) -> None:
+        metadata = self._root_metadata()
+        if metadata is None:
+            if not may_create:
+                raise DafFormatError(f"not a zarr group: {self.path}")
+            if isinstance(self._nodes, _DirectoryNodes) and not set(os.listdir(self.container)) <= {
+                    "scalars", "axes", "vectors", "matrices"}:  # (what a killed creation may leave)
+                raise DafFormatError(f"not a zarr group: {self.path}\n(it is a non-empty directory; mode w+ will not "
+                                     "use it, use mode w to replace it)")
+            self._create({})
+            return
+        attributes = metadata.get("attributes", {})
+        if not isinstance(attributes, dict):
+            raise DafFormatError(f"invalid attributes in the zarr.json of the zarr group: {self.path}")
+        if "daf" not in attributes:
+            if not may_create:
+                raise DafFormatError(f"not a daf data set: {self.path}")
+            self._create(attributes)
+            return
+        self._verify_version(attributes["daf"])
+        if self.is_writable:
+            if isinstance(self._nodes, _ZipNodes):
+                if "consolidated_metadata" in metadata:
+                    self._write_zip_root(attributes)
+            else:
+                self._nodes.attributes = attributes
+                self._load_consolidated(metadata)
+
+    def _verify_version(self, version: Any) -> None:
+        if not isinstance(version, list) or len(version) != 2 or not all(
+                isinstance(part, int) and not isinstance(part, bool) for part in version):
+            raise DafFormatError(f"malformed daf version marker: {version!r}\nexpected: [major, minor]\nin daf zarr "
+                                 f"group: {self.path}")
+        if version[0] != MAJOR_VERSION or version[1] > MINOR_VERSION:
+            raise DafFormatError(f"incompatible format version: {version[0]}.{version[1]}\nthe code supports version: "
+                                 f"{MAJOR_VERSION}.{MINOR_VERSION}\nin daf zarr group: {self.path}")
+
+    def _create(self, attributes: dict[str, Any]) -> None:
+        """Make the group a Daf data set: the four groups, then the root's ``daf`` attribute (what makes it one)."""
+        attributes = {**attributes, "daf": [MAJOR_VERSION, MINOR_VERSION]}
+        if isinstance(self._nodes, _ZipNodes):
+            groups = [group for group in ("scalars", "axes", "vectors", "matrices") if not self._nodes.has_node(group)]
+            self._write_node("", [*((f"{group}/zarr.json", _GROUP_FILE) for group in groups),
+                                  ("zarr.json", self._zip_root_bytes(attributes))], [])
+            return
+        for group in ("scalars", "axes", "vectors", "matrices"):
+            self._nodes.make_group(group)
+        self._nodes.attributes = attributes
+        self._nodes.consolidated = self._walk_entries()
+        self._write_root()
+
+    @staticmethod
+    def _zip_root_bytes(attributes: dict[str, Any]) -> bytes:
+        encoded = json.dumps(attributes, separators=(",", ":"), ensure_ascii=False)
+        return f'{{"attributes":{encoded},"node_type":"group","zarr_format":3}}'.encode()
+
+    def _write_zip_root(self, attributes: dict[str, Any]) -> None:
+        """Drop a stale ``consolidated_metadata`` (from zipping a directory) by appending a root without it."""
+        self._write_node("", [("zarr.json", self._zip_root_bytes(attributes))], [])
+
+    # Consolidated metadata (directories).
+
+    def _load_consolidated(self, metadata: dict[str, Any]) -> None:
+        """Keep the on-disk consolidated metadata (and its order) if it describes the tree exactly; else rebuild it."""
+        assert isinstance(self._nodes, _DirectoryNodes)
+        with self._nodes.mutex:
+            self._reload_consolidated(metadata)
+
+    def _reload_consolidated(self, metadata: dict[str, Any]) -> None:
+        walked = self._walk_entries()
+        consolidated = metadata.get("consolidated_metadata")
+        stored = consolidated.get("metadata") if isinstance(consolidated, dict) else None
+        if isinstance(stored, dict) and consolidated.get("kind") == "inline" and stored.keys() == walked.keys() and \
+                all(stored[key] == json.loads(text) for key, text in walked.items()):
+            self._nodes.consolidated = {key: walked[key] for key in stored}
+            if consolidated != {"kind": "inline", "must_understand": False, "metadata": stored} or \
+                    list(metadata) != ["zarr_format", "node_type", "attributes", "consolidated_metadata"]:
+                self._write_root()
+            return
+        self._nodes.consolidated = walked
+        self._write_root()
+
+    def _walk_entries(self) -> dict[str, str]:
+        """Every node under the root with its consolidated descriptor, read from the tree, in Julia's walk order."""
+        entries: dict[str, str] = {}
+        pending = [""]
+        while pending:
+            node = pending.pop()
+            for child in self._nodes.children(node):
+                key = f"{node}/{child}" if node else child
+                metadata = self._node_metadata(key, f"node: {key}")
+                if metadata.get("node_type") == "group":
+                    entries[key] = _group_entry(metadata)
+                    pending.append(key)
+                else:
+                    entries[key] = json.dumps(metadata, separators=(",", ":"), ensure_ascii=False)
+        return _walk_order(entries)
+
+    def _write_root(self) -> None:
+        nodes = self._nodes
+        assert isinstance(nodes, _DirectoryNodes) and nodes.consolidated is not None
+        attributes = json.dumps(nodes.attributes, separators=(",", ":"), ensure_ascii=False)
+        body = ",".join(f"{json.dumps(key, ensure_ascii=False)}:{text}" for key, text in nodes.consolidated.items())
+        self._nodes.write_file("zarr.json", (
+            f'{{"zarr_format":3,"node_type":"group","attributes":{attributes},"consolidated_metadata":{{"kind":'
+            f'"inline","must_understand":false,"metadata":{{{body}}}}}}}').encode())
+
+    def _consolidate(self, entries: list[tuple[str, str]]) -> None:
+        """Append nodes to the consolidated metadata (byte surgery in Julia: the new entries go last)."""
+        if not isinstance(self._nodes, _DirectoryNodes) or self._nodes.consolidated is None:
+            return
+        with self._nodes.mutex:
+            for key, text in entries:
+                self._nodes.consolidated.pop(key, None)
+                self._nodes.consolidated[key] = text
+            self._write_root()
+
+    def _unconsolidate(self, nodes: list[str]) -> None:
+        """Drop nodes (and what is under them) from the consolidated metadata, rebuilt in walk order as Julia does."""
+        if not isinstance(self._nodes, _DirectoryNodes) or self._nodes.consolidated is None:
+            return
+        with self._nodes.mutex:
+            kept = {key: text for key, text in self._nodes.consolidated.items()
+                    if not any(key == node or key.startswith(node + "/") for node in nodes)}
+            self._nodes.consolidated = _walk_order(kept)
+            self._write_root()
+
+    # Reading nodes.
+
+    def _node_metadata(self, node: str, what: str) -> dict[str, Any]:
+        data = self._nodes.read(f"{node}/zarr.json", _MAX_METADATA_BYTES)
+        if data is None:
+            raise DafFormatError(f"missing zarr.json of the {what}\nin the daf zarr group: {self.path}")
+        try:
+            metadata = json.loads(data)
+        except (ValueError, UnicodeDecodeError) as error:
+            raise DafFormatError(f"invalid zarr.json of the {what}\nin the daf zarr group: {self.path}\n({error})"
+                                 ) from error
+        if not isinstance(metadata, dict) or metadata.get("zarr_format") != 3 or \
+                metadata.get("node_type") not in ("group", "array"):
+            raise DafFormatError(f"the zarr.json of the {what}\nin the daf zarr group: {self.path}\nis not a Zarr v3 "
+                                 "group or array")
+        return metadata
+
+    def _array(self, node: str, what: str, metadata: dict[str, Any] | None = None) -> _Array:
+        metadata = metadata if metadata is not None else self._node_metadata(node, what)
+        if metadata.get("node_type") != "array":
+            raise DafFormatError(f"the {what}\nin the daf zarr group: {self.path}\nis a group, not an array")
+        return _parse_array(metadata, f"{what}\nin the daf zarr group: {self.path}")
+
+    def _read_values(self, node: str, info: _Array, what: str) -> tuple[np.ndarray, CacheGroup]:
+        """All the values of an array, flat in the Zarr (C) order, which is Julia's column-major order: a read-only
+        map of its chunk when it is one uncompressed chunk."""
+        size = info.size
+        if size == 0:
+            return np.empty(0, dtype=info.dtype), CacheGroup.MemoryData
+        if info.flat and info.dtype != STRING_DTYPE:
+            key = f"{node}/{info.chunk_key((0,) * len(info.shape))}"
+            mapped = self._nodes.map(key, info.dtype, size)
+            if mapped is not None:
+                return mapped
+            return np.full(size, info.fill, dtype=info.dtype), CacheGroup.MemoryData
+        keys = self._chunk_keys(node, info, what)
+        values = np.full(info.shape, info.fill, dtype=info.dtype)
+        grid = [-(-extent // length) for extent, length in zip(info.shape, info.chunks, strict=True)]
+        for index, key in zip(itertools.product(*(range(count) for count in grid)), keys, strict=True):
+            chunk = self._read_chunk(key, info, what)
+            if chunk is None:
+                continue
+            target = tuple(slice(coordinate * length, min((coordinate + 1) * length, extent))
+                           for coordinate, length, extent in zip(index, info.chunks, info.shape, strict=True))
+            values[target] = chunk[tuple(slice(0, part.stop - part.start) for part in target)]
+        return values.reshape(-1), CacheGroup.MemoryData
+
+    def _chunk_keys(self, node: str, info: _Array, what: str) -> list[str]:
+        """The keys of an array's chunks, in the C order of its chunk grid (no more than ``_MAX_CHUNKS``)."""
+        grid = [-(-extent // length) for extent, length in zip(info.shape, info.chunks, strict=True)]
+        if math.prod(grid) > _MAX_CHUNKS:
+            raise DafFormatError(f"the {what}\nin the daf zarr group: {self.path}\nis split into {math.prod(grid)} "
+                                 "chunks (too many)")
+        return [f"{node}/{info.chunk_key(index)}" for index in itertools.product(*(range(count) for count in grid))]
+
+    def _read_chunk(self, key: str, info: _Array, what: str) -> np.ndarray | None:
+        data = self._nodes.read(key)
+        if data is None:
+            return None
+        count = math.prod(info.chunks)
+        if info.dtype == STRING_DTYPE:
+            if info.gzip:
+                data = _gunzip(data, None, f"{what}\nin the daf zarr group: {self.path}")
+            return decode_strings(data, count, f"{what}\nin the daf zarr group: {self.path}").reshape(info.chunks)
+        expected = count * info.dtype.itemsize
+        if info.gzip:
+            data = _gunzip(data, expected, f"{what}\nin the daf zarr group: {self.path}")
+        if len(data) != expected:
+            raise DafFormatError(f"the chunk: {key}\nof the {what}\nin the daf zarr group: {self.path}\nhas "
+                                 f"{len(data)} bytes instead of {expected}")
+        stored = info.dtype.newbyteorder(">") if info.big_endian else info.dtype
+        return np.frombuffer(data, dtype=stored).astype(info.dtype).reshape(info.chunks)
+
+    def _read_strings(self, node: str, info: _Array, what: str) -> np.ndarray:
+        if info.size and info.flat:
+            data = self._nodes.read(f"{node}/{info.chunk_key((0,) * len(info.shape))}")
+            if data is None:
+                return np.full(info.size, info.fill, dtype=object)
+            return decode_strings(data, info.size, f"{what}\nin the daf zarr group: {self.path}")
+        values, _ = self._read_values(node, info, what)
+        return values
+
+    def _read_dense(self, node: str, info: _Array, what: str) -> tuple[np.ndarray, CacheGroup]:
+        if info.dtype == STRING_DTYPE:
+            return self._read_strings(node, info, what), CacheGroup.MemoryData
+        return self._read_values(node, info, what)
+
+    def _require_shape(self, info: _Array, shape: tuple[int, ...], what: str) -> None:
+        if info.shape != shape:
+            raise DafFormatError(f"the Zarr shape: {list(info.shape)}\nof the {what}\nin the daf zarr group: "
+                                 f"{self.path}\nis not the expected: {list(shape)}")
+
+    def _component(self, node: str, name: str, what: str, *, index: bool, length: int | None = None,
+                   at_most: int | None = None) -> tuple[np.ndarray, CacheGroup]:
+        """A component of sparse data: a vector of integers (``index``) or numbers, of ``length`` elements or at most
+        ``at_most``, checked before it is read; an index component must be stored (1-based indices are never 0, the
+        fill value), so its size is bounded by its stored bytes."""
+        info = self._array(f"{node}/{name}", f"{name} of the {what}")
+        if len(info.shape) != 1 or info.dtype == STRING_DTYPE or (index and info.dtype.kind not in "iu"):
+            kind = "String" if info.dtype == STRING_DTYPE else info.dtype
+            raise DafFormatError(f"the {name} of the {what}\nin the daf zarr group: {self.path}\nis not a vector of "
+                                 f"{'integers' if index else 'numbers'} (it is {kind} {list(info.shape)})")
+        count = info.shape[0]
+        if (length is not None and count != length) or (at_most is not None and count > at_most) or (
+                index and count and any(self._nodes.size(key) is None
+                                        for key in self._chunk_keys(f"{node}/{name}", info, what))):
+            expected = length if length is not None else f"at most {at_most}" if at_most is not None else "stored"
+            raise DafFormatError(f"the {name} of the sparse {what}\nin the daf zarr group: {self.path}\nhas "
+                                 f"{count} entries (expected: {expected}) or is not all stored")
+        return self._read_values(f"{node}/{name}", info, f"{name} of the {what}")
+
+    # Writing nodes.
+
+    @contextmanager
+    def _writing(self, node: str, writer: _Writer | None = None) -> Iterator[_Writer]:
+        """A writer of a node's files (or a builder's, started earlier): aborted if the block fails, an ``OSError``
+        (a full disk, ...) becoming a :class:`~pydaf.DafStorageError` naming the node."""
+        try:
+            writer = writer if writer is not None else self._nodes.begin(node)
+        except OSError as error:
+            raise DafStorageError(f"can't write the node: {node}\nof the daf zarr group: {self.path}\n({error})"
+                                  ) from error
+        try:
+            yield writer
+        except BaseException as error:
+            writer.abort()
+            if isinstance(error, OSError):
+                raise DafStorageError(f"can't write the node: {node}\nof the daf zarr group: {self.path}\n({error})"
+                                      ) from error
+            raise
+
+    def _write_node(self, node: str, files: list[tuple[str, bytes | np.ndarray]],
+                    entries: list[tuple[str, str]], writer: _Writer | None = None) -> None:
+        """Write a node's files (chunks first, its zarr.json last: in a ZIP archive, what commits it) atomically,
+        then index them."""
+        with self._writing(node, writer) as started:
+            for key, data in files:
+                started.add(key, data)
+            started.commit()
+        self._consolidate(entries)
+
+    def _delete_node(self, node: str, what: str, *, for_set: bool) -> None:
+        if isinstance(self._nodes, _ZipNodes):
+            raise DafAppendOnlyError("can't delete or overwrite properties in a zip-backed ZarrDaf; the ZIP backend "
+                                     f"is append-only\nfor the {what}\nin the daf zarr group: {self.path}")
+        self._nodes.delete(node, for_set=for_set)
+        self._unconsolidate([node])
+
+    # Identity.
+
+    def format_default_name(self) -> str:
+        return self.path
+
+    def format_complete_path(self) -> str | None:
+        return self.path
+
+    def format_description_header(self, indent: str, lines: list[str], deep: bool) -> None:
+        lines.append(f"{indent}type: ZarrDaf")
+        lines.append(f"{indent}path: {self.path}")
+        lines.append(f"{indent}mode: {self.mode}")
+
+    def format_shared_state(self, state: Any) -> Any:
+        key = file_key(self.container)
+        if key is None:
+            return state
+        with _states_lock:
+            return _states.setdefault((key, self.group or ""), state)
+
+    def format_close(self) -> None:
+        """Release this handle's hold of the archive (or of the directory's writer lock); arrays already returned
+        stay valid."""
+        release = getattr(self, "_release", None)
+        if release is not None:
+            release()
+
+    # Scalars.
+
+    def format_has_scalar(self, name: str) -> bool:
+        return _is_node_name(name) and self._nodes.has_node(f"scalars/{name}")
+
+    def format_scalars_set(self) -> set[str]:
+        return self._nodes.children("scalars")
+
+    def format_get_scalar(self, name: str) -> StorageScalar:
+        what = f"scalar: {name}"
+        info = self._array(f"scalars/{name}", what)
+        if info.size != 1 or len(info.shape) > 1:
+            raise DafFormatError(f"the Zarr shape: {list(info.shape)}\nof the {what}\nin the daf zarr group: "
+                                 f"{self.path}\nis not [1]")
+        if info.flat and info.dtype != STRING_DTYPE:  # a few bytes: read, not mapped
+            data = self._nodes.read(f"scalars/{name}/{info.chunk_key((0,) * len(info.shape))}", _MAX_METADATA_BYTES)
+            if data is None:
+                return info.dtype.type(info.fill)
+            if len(data) != info.dtype.itemsize:
+                raise DafFormatError(f"the chunk of the {what}\nin the daf zarr group: {self.path}\nhas {len(data)} "
+                                     f"bytes instead of {info.dtype.itemsize}")
+            return np.frombuffer(data, dtype=info.dtype)[0]
+        values, _ = self._read_dense(f"scalars/{name}", info, what)
+        value = values[0]
+        return str(value) if info.dtype == STRING_DTYPE else info.dtype.type(value)
+
+    def format_set_scalar(self, name: str, value: StorageScalar) -> None:
+        dtype = scalar_dtype(value)
+        values = np.array([value], dtype=dtype)
+        self._write_array(f"scalars/{name}", values, (1,))
+
+    def format_delete_scalar(self, name: str, *, for_set: bool) -> None:
+        self._delete_node(f"scalars/{name}", f"scalar: {name}", for_set=for_set)
+
+    def _array_files(self, values: np.ndarray, shape: tuple[int, ...],
+                     prefix: str = "") -> tuple[list[tuple[str, bytes | np.ndarray]], str]:
+        """The chunk (unless every value is the fill value) and the metadata of a flat array holding ``values`` in
+        Zarr (C) order."""
+        metadata = array_metadata(values.dtype, shape)
+        files: list[tuple[str, bytes | np.ndarray]] = []
+        if values.size and not _all_fill(values):
+            key = "c/0/0" if len(shape) == 2 else "c/0"
+            files.append((prefix + key, encode_strings(values.reshape(-1)) if values.dtype == STRING_DTYPE
+                          else values))
+        return files, metadata
+
+    def _write_array(self, node: str, values: np.ndarray, shape: tuple[int, ...]) -> None:
+        files, metadata = self._array_files(values, shape)
+        self._write_node(node, [*files, ("zarr.json", metadata.encode())], [(node, metadata)])
+
+    def _write_sparse(self, node: str, components: list[tuple[str, np.ndarray]]) -> None:
+        files: list[tuple[str, bytes | np.ndarray]] = []
+        metadata: dict[str, str] = {}
+        for name, values in components:
+            chunk, metadata[name] = self._array_files(values, values.shape, f"{name}/")
+            files += chunk
+        files += [(f"{name}/zarr.json", text.encode()) for name, text in metadata.items()]
+        self._write_node(node, [*files, ("zarr.json", _GROUP_FILE)], _sparse_entries(node, metadata))
+
+    # Axes.
+
+    def format_has_axis(self, axis: str, *, for_change: bool) -> bool:
+        return _is_node_name(axis) and self._nodes.has_node(f"axes/{axis}")
+
+    def format_axes_set(self) -> set[str]:
+        return self._nodes.children("axes")
+
+    def format_axis_vector(self, axis: str) -> tuple[np.ndarray, CacheGroup | None]:
+        what = f"axis: {axis}"
+        self.format_axis_length(axis)  # (checks the declared length against the stored bytes first)
+        info = self._axis_info(axis)
+        if info.dtype != STRING_DTYPE:
+            raise DafFormatError(f"the {what}\nin the daf zarr group: {self.path}\nis not a string array")
+        return self._read_strings(f"axes/{axis}", info, what), CacheGroup.MemoryData
+
+    def _axis_info(self, axis: str) -> _Array:
+        what = f"axis: {axis}"
+        info = self._array(f"axes/{axis}", what)
+        if len(info.shape) != 1:
+            raise DafFormatError(f"the {what}\nin the daf zarr group: {self.path}\nis not one-dimensional")
+        return info
+
+    def format_axis_length(self, axis: str) -> int:
+        length = self._nodes.axis_lengths.get(axis)
+        if length is None:
+            info = self._axis_info(axis)
+            length = info.shape[0]
+            # Every chunk must be stored (entries are distinct, so not all ""), with at least 4 bytes per entry: a
+            # hostile shape can't make readers allocate more than the stored bytes say.
+            for key in self._chunk_keys(f"axes/{axis}", info, f"axis: {axis}"):
+                data_size = self._nodes.size(key)
+                if data_size is None or data_size < 4 + 4 * math.prod(info.chunks):
+                    raise DafFormatError(f"the axis: {axis}\nin the daf zarr group: {self.path}\ndeclares {length} "
+                                         f"entries but stores {data_size or 0} bytes of them in: {key}")
+            self._nodes.axis_lengths[axis] = length
+        return length
+
+    def format_add_axis(self, axis: str, entries: np.ndarray) -> None:
+        others = sorted(self.format_axes_set() - {axis})
+        groups = [f"vectors/{axis}", f"matrices/{axis}", f"matrices/{axis}/{axis}",
+                  *(f"matrices/{axis}/{other}" for other in others), *(f"matrices/{other}/{axis}" for other in others)]
+        files, metadata = self._array_files(entries, (entries.shape[0],))
+        self._nodes.axis_lengths.pop(axis, None)
+        if isinstance(self._nodes, _ZipNodes):
+            # One batch: the groups, then the axis (its zarr.json last: what makes it exist).
+            self._write_node("", [*((f"{group}/zarr.json", _GROUP_FILE) for group in groups),
+                                  *((f"axes/{axis}/{key}", data) for key, data in files),
+                                  (f"axes/{axis}/zarr.json", metadata.encode())], [])
+            return
+        # Whatever a killed delete of an axis of this name left belongs to no axis now.
+        leftovers = [f"vectors/{axis}", f"matrices/{axis}",
+                     *(f"matrices/{other}/{axis}" for other in self._nodes.children("matrices"))]
+        if [leftover for leftover in leftovers if self._nodes.remove_tree(leftover)]:
+            self._unconsolidate(leftovers)
+        for group in groups:
+            self._nodes.make_group(group)
+        self._write_node(f"axes/{axis}", [*files, ("zarr.json", metadata.encode())],
+                         [(f"axes/{axis}", metadata), *((group, _GROUP_ENTRY) for group in groups)])
+
+    def format_delete_axis(self, axis: str) -> None:
+        self._delete_node(f"axes/{axis}", f"axis: {axis}", for_set=False)  # the axis is gone first
+        self._nodes.axis_lengths.pop(axis, None)
+        assert isinstance(self._nodes, _DirectoryNodes)
+        dependents = [f"vectors/{axis}", f"matrices/{axis}",
+                      *(f"matrices/{other}/{axis}" for other in self._nodes.children("matrices"))]
+        for node in dependents:
+            self._nodes.remove_tree(node)
+        self._unconsolidate(dependents)
+
+    # Vectors.
+
+    def format_has_vector(self, axis: str, name: str) -> bool:
+        return _is_node_name(name) and self._nodes.has_node(f"vectors/{axis}/{name}")
+
+    def format_vectors_set(self, axis: str) -> set[str]:
+        return self._nodes.children(f"vectors/{axis}")
+
+    def format_get_vector(self, axis: str, name: str) -> tuple[StoredVector, CacheGroup | None]:
+        node, what = f"vectors/{axis}/{name}", f"vector: {name}\nof the axis: {axis}"
+        length = self.format_axis_length(axis)
+        metadata = self._node_metadata(node, what)
+        if metadata.get("node_type") == "array":
+            info = self._array(node, what, metadata)
+            self._require_shape(info, (length,), what)
+            return self._read_dense(node, info, what)
+        nzind, nzind_group = self._component(node, "nzind", what, index=True, at_most=length)
+        nzval, nzval_group = self._nzval(node, what, nzind.shape[0])
+        return SparseVector(length, nzind, nzval), weakest_cache_group(nzind_group, nzval_group)
+
+    def _nzval(self, node: str, what: str, nnz: int) -> tuple[np.ndarray, CacheGroup]:
+        if not self._nodes.has_node(f"{node}/nzval"):
+            return np.ones(nnz, dtype=np.bool_), CacheGroup.MemoryData  # Julia omits an all-true Bool nzval
+        return self._component(node, "nzval", what, index=False, length=nnz)
+
+    def format_set_vector(self, axis: str, name: str, vector: StoredVector | StorageScalar) -> None:
+        node = f"vectors/{axis}/{name}"
+        length = self.format_axis_length(axis)
+        if isinstance(vector, SparseVector):
+            self._write_sparse(node, _sparse_parts([("nzind", vector.nzind)], vector.nzval))
+            return
+        if not isinstance(vector, np.ndarray):
+            vector = np.full(length, vector, dtype=scalar_dtype(vector))  # Zarr stores a fill as a dense array
+        self._write_array(node, vector, (length,))
+
+    def format_delete_vector(self, axis: str, name: str, *, for_set: bool) -> None:
+        self._delete_node(f"vectors/{axis}/{name}", f"vector: {name}\nof the axis: {axis}", for_set=for_set)
+
+    # Builders (the chunks are written in place; the zarr.json files, which make the property exist, when filled).
+
+    def _start_building(self, node: str, chunks: list[tuple[str, np.dtype, int]]) -> list[np.ndarray]:
+        with self._writing(node) as writer:
+            buffers = [writer.reserve(key, count * dtype.itemsize).view(dtype) if count else np.zeros(0, dtype=dtype)
+                       for key, dtype, count in chunks]
+        self._building = (node, writer)
+        return buffers
+
+    def _finish_building(self, files: list[tuple[str, bytes]], entries: list[tuple[str, str]]) -> None:
+        assert self._building is not None, "filled an empty_* builder that was not started"
+        (node, writer), self._building = self._building, None
+        self._write_node(node, files, entries, writer)
+
+    def format_discard_empty(self) -> None:
+        building, self._building = self._building, None
+        if building is not None and building[1].abort() and isinstance(self._nodes, _DirectoryNodes) and \
+                self._nodes.consolidated is not None:
+            with self._nodes.mutex:
+                self._nodes.consolidated = self._walk_entries()  # (a node renamed aside for this overwrite is back)
+                self._write_root()
+
+    def format_get_empty_dense_vector(self, axis: str, name: str, dtype: np.dtype) -> np.ndarray:
+        (buffer,) = self._start_building(f"vectors/{axis}/{name}", [("c/0", dtype, self.format_axis_length(axis))])
+        return buffer
+
+    def format_filled_empty_dense_vector(self, axis: str, name: str, filled: np.ndarray) -> None:
+        node, metadata = f"vectors/{axis}/{name}", array_metadata(filled.dtype, filled.shape)
+        self._finish_building([("zarr.json", metadata.encode())], [(node, metadata)])
+
+    def format_get_empty_sparse_vector(self, axis: str, name: str, dtype: np.dtype, nnz: int,
+                                       indtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
+        nzind, nzval = self._start_building(f"vectors/{axis}/{name}", [("nzind/c/0", indtype, nnz),
+                                                                        ("nzval/c/0", dtype, nnz)])
+        return nzind, nzval
+
+    def format_filled_empty_sparse_vector(self, axis: str, name: str, filled: SparseVector) -> None:
+        self._finish_sparse(f"vectors/{axis}/{name}", [("nzind", filled.nzind), ("nzval", filled.nzval)])
+
+    def _finish_sparse(self, node: str, components: list[tuple[str, np.ndarray]]) -> None:
+        metadata = {name: array_metadata(values.dtype, values.shape) for name, values in components}
+        files = [(f"{name}/zarr.json", text.encode()) for name, text in metadata.items()]
+        self._finish_building([*files, ("zarr.json", _GROUP_FILE)], _sparse_entries(node, metadata))
+
+    # Matrices.
+
+    def format_has_matrix(self, rows_axis: str, columns_axis: str, name: str) -> bool:
+        return _is_node_name(name) and self._nodes.has_node(f"matrices/{rows_axis}/{columns_axis}/{name}")
+
+    def format_matrices_set(self, rows_axis: str, columns_axis: str) -> set[str]:
+        return self._nodes.children(f"matrices/{rows_axis}/{columns_axis}")
+
+    def format_get_matrix(self, rows_axis: str, columns_axis: str, name: str) -> tuple[StoredMatrix,
+                                                                                       CacheGroup | None]:
+        node = f"matrices/{rows_axis}/{columns_axis}/{name}"
+        what = f"matrix: {name}\nof the rows axis: {rows_axis}\nand the columns axis: {columns_axis}"
+        shape = (self.format_axis_length(rows_axis), self.format_axis_length(columns_axis))
+        metadata = self._node_metadata(node, what)
+        if metadata.get("node_type") == "array":
+            info = self._array(node, what, metadata)
+            self._require_shape(info, (shape[1], shape[0]), what)  # Zarr's shape is Julia's reversed
+            values, group = self._read_dense(node, info, what)
+            return values.reshape(shape, order="F"), group
+        colptr, colptr_group = self._component(node, "colptr", what, index=True, length=shape[1] + 1)
+        rowval, rowval_group = self._component(node, "rowval", what, index=True, at_most=shape[0] * shape[1])
+        nzval, nzval_group = self._nzval(node, what, rowval.shape[0])
+        if int(colptr[0]) != 1 or int(colptr[-1]) != rowval.shape[0] + 1:
+            raise DafFormatError(f"the colptr and rowval of the sparse {what}\nin the daf zarr group: {self.path}\n"
+                                 f"are not a 1-based CSC of {shape[0]} x {shape[1]} ({colptr.shape[0]} colptr from "
+                                 f"{colptr[0] if colptr.size else '-'} to {colptr[-1] if colptr.size else '-'}, "
+                                 f"{rowval.shape[0]} rowval)")
+        if rowval.dtype != colptr.dtype:  # Julia's CSC has one index type
+            rowval, rowval_group = rowval.astype(colptr.dtype), CacheGroup.MemoryData
+        return SparseMatrixCSC(shape, colptr, rowval, nzval), weakest_cache_group(colptr_group, rowval_group,
+                                                                                  nzval_group)
+
+    def format_set_matrix(self, rows_axis: str, columns_axis: str, name: str,
+                          matrix: StoredMatrix | StorageScalar) -> None:
+        node = f"matrices/{rows_axis}/{columns_axis}/{name}"
+        shape = (self.format_axis_length(rows_axis), self.format_axis_length(columns_axis))
+        if isinstance(matrix, SparseMatrixCSC):
+            self._write_sparse(node, _sparse_parts([("colptr", matrix.colptr), ("rowval", matrix.rowval)],
+                                                   matrix.nzval))
+            return
+        if not isinstance(matrix, np.ndarray):
+            matrix = np.full(shape, matrix, dtype=scalar_dtype(matrix), order="F")
+        self._write_array(node, np.asfortranarray(matrix).T, (shape[1], shape[0]))
+
+    def format_delete_matrix(self, rows_axis: str, columns_axis: str, name: str, *, for_set: bool) -> None:
+        self._delete_node(f"matrices/{rows_axis}/{columns_axis}/{name}", f"matrix: {name}\nof the rows axis: "
+                          f"{rows_axis}\nand the columns axis: {columns_axis}", for_set=for_set)
+
+    def format_get_empty_dense_matrix(self, rows_axis: str, columns_axis: str, name: str,
+                                      dtype: np.dtype) -> np.ndarray:
+        shape = (self.format_axis_length(rows_axis), self.format_axis_length(columns_axis))
+        (buffer,) = self._start_building(f"matrices/{rows_axis}/{columns_axis}/{name}",
+                                         [("c/0/0", dtype, shape[0] * shape[1])])
+        return buffer.reshape(shape, order="F")
+
+    def format_filled_empty_dense_matrix(self, rows_axis: str, columns_axis: str, name: str,
+                                         filled: np.ndarray) -> None:
+        node = f"matrices/{rows_axis}/{columns_axis}/{name}"
+        metadata = array_metadata(filled.dtype, (filled.shape[1], filled.shape[0]))
+        self._finish_building([("zarr.json", metadata.encode())], [(node, metadata)])
+
+    def format_get_empty_sparse_matrix(self, rows_axis: str, columns_axis: str, name: str, dtype: np.dtype,
+                                       nnz: int, indtype: np.dtype) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        n_columns = self.format_axis_length(columns_axis)
+        colptr, rowval, nzval = self._start_building(f"matrices/{rows_axis}/{columns_axis}/{name}", [
+            ("colptr/c/0", indtype, n_columns + 1), ("rowval/c/0", indtype, nnz), ("nzval/c/0", dtype, nnz)])
+        return colptr, rowval, nzval
+
+    def format_filled_empty_sparse_matrix(self, rows_axis: str, columns_axis: str, name: str,
+                                          filled: SparseMatrixCSC) -> None:
+        self._finish_sparse(f"matrices/{rows_axis}/{columns_axis}/{name}", [
+            ("colptr", filled.colptr), ("rowval", filled.rowval), ("nzval", filled.nzval)])
+
+
+def _group_entry(metadata: dict[str, Any]) -> str:
+    attributes = metadata.get("attributes")
+    if not attributes:
+        return _GROUP_ENTRY
+    encoded = json.dumps(attributes, separators=(",", ":"), ensure_ascii=False)
+    return f'{{"zarr_format":3,"node_type":"group","attributes":{encoded}}}'
+
+
+def _sparse_parts(indices: list[tuple[str, np.ndarray]], nzval: np.ndarray) -> list[tuple[str, np.ndarray]]:
+    """The components stored for sparse data: ``nzval`` is left out for all-true Bool values (Julia's rule)."""
+    if nzval.dtype == np.bool_ and nzval.all():
+        return indices
+    return [*indices, ("nzval", nzval)]
+
+
+def _sparse_entries(node: str, metadata: dict[str, str]) -> list[tuple[str, str]]:
+    """The consolidated entries of a sparse property: its group, then its arrays in Julia's order."""
+    names = sorted(metadata, key=_COMPONENT_ORDER.index)
+    return [(node, _GROUP_ENTRY), *((f"{node}/{name}", metadata[name]) for name in names)]
+
+
+def _walk_order(entries: dict[str, str]) -> dict[str, str]:
+    """Julia's rebuild order of the consolidated metadata: depth first, each group's groups (the root's in the order
+    of a new data set, others by name) before its arrays (by name; a sparse property's in Julia's order)."""
+    children: dict[str, list[str]] = {}
+    for key in entries:
+        children.setdefault(_parent(key), []).append(key)
+
+    def rank(key: str) -> tuple[int, int, str]:
+        name = key.rpartition("/")[2]
+        if "/" not in key and name in _ROOT_GROUPS:
+            return (0, _ROOT_GROUPS.index(name), name)
+        if name in _COMPONENT_ORDER and '"node_type":"array"' in entries[key]:
+            return (1, _COMPONENT_ORDER.index(name), name)
+        return (2, 0, name)
+
+    ordered: dict[str, str] = {}
+
+    def visit(node: str) -> None:
+        kids = sorted(children.get(node, []), key=rank)
+        groups = [key for key in kids if '"node_type":"group"' in entries[key]]
+        for key in groups:
+            ordered[key] = entries[key]
+            visit(key)
+        for key in kids:
+            if key not in ordered:
+                ordered[key] = entries[key]
+
+    visit("")
+    for key in entries:  # nodes whose parent is not a node (should not happen) keep a place
+        ordered.setdefault(key, entries[key])
+    return ordered
+
+
+class ZarrDaf(PersistentDaf):
+    """A Daf data set in a Zarr v3 hierarchy, Julia's ``ZarrDaf``: a directory ``x.daf.zarr``, a ZIP archive
+    ``x.daf.zarr.zip``, or a group of a ZIP archive holding several, ``x.dafs.zarr.zip#/group``. Numbers are
+    memory-mapped (zero-copy) in both; ZIP archives are append-only (deletes and overwrites raise
+    :class:`~pydaf.formats.zipstore.DafAppendOnlyError`). Modes as :class:`~pydaf.H5df` (``r`` returns a
+    :class:`~pydaf.DafReadOnly`; ``w`` replaces a directory or a whole archive, and is refused for a group of an
+    archive). zarr-python reads what this writes (matrices as their transpose, as Julia's).
+
+    Example:
+        >>> import pydaf, tempfile, os
+        >>> path = os.path.join(tempfile.mkdtemp(), "example.daf.zarr")
+        >>> daf = pydaf.ZarrDaf(path, "w", name="example!").add_axis("cell", ["A", "B"])
+        >>> daf.set_vector("cell", "age", [3, 5]).get_vector("cell", "age").tolist()
+        [3, 5]
+        >>> sorted(os.listdir(os.path.join(path, "vectors", "cell", "age")))
+        ['c', 'zarr.json']
+        >>> zipped = pydaf.ZarrDaf(os.path.join(os.path.dirname(path), "all.dafs.zarr.zip#/cells"), "w+")
+        >>> zipped.add_axis("cell", ["A"]).axis_vector("cell").tolist()
+        ['A']
+    """
+
+    _format: ZarrFormat
+
+    def __init__(self, path: str | os.PathLike, mode: str = "r", *, name: str | None = None) -> None:
+        super().__init__(ZarrFormat(os.fspath(path), mode), name=name)
+
+
+def _guess_can_open(path: str) -> bool:
+    """A ZarrDaf path by its suffix (``x.daf.zarr``, ``x.daf.zarr.zip``, ``x.dafs.zarr.zip#/group``, and the near
+    misses Julia refuses with a message), or a directory holding a Zarr group's ``zarr.json`` (or a v2 ``.zgroup``,
+    refused with Julia's conversion hint) and no FilesDaf ``daf.json``."""
+    if ".dafs.zarr.zip" in path or ".daf.zarr.zip" in path:
+        return True
+    if os.path.isdir(path):
+        marked = any(os.path.isfile(os.path.join(path, marker)) for marker in ("zarr.json", ".zgroup"))
+        return not os.path.isfile(os.path.join(path, "daf.json")) and (marked or path.rstrip("/").endswith(".daf.zarr"))
+    return not os.path.lexists(path) and path.rstrip("/").endswith(".daf.zarr")
+
+
+FORMAT = register_format(FormatEntry(
+    name="ZarrDaf", paths="a Zarr v3 directory (x.daf.zarr), a ZIP of one (x.daf.zarr.zip), or a group in a ZIP "
+    "(x.dafs.zarr.zip#/group)", guess_can_open=_guess_can_open, open=ZarrDaf.open))

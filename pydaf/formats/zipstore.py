@@ -1,0 +1,871 @@
+"""Append-only ZIP archives of STORED, 8-byte-aligned entries (FORMATS.md §3.11, §5.7): the container framing that
+ZarrDaf's ``.daf.zarr.zip`` / ``.dafs.zarr.zip#/group`` archives and ZipDaf's ``.daf.zip`` archives share, written
+byte for byte as Julia's ``MmapZipStore`` writes it, with every entry's data mappable zero-copy.
+
+Framing (each entry): a local file header (version needed 45, flags ``0x0800``, time 0, date ``0x0021``, 32-bit sizes
+``0xFFFFFFFF``, a ZIP64 extra with both sizes, and a ``0xDAF1`` padding extra so the data starts at a file offset that
+is a multiple of 8), then the data, STORED with its CRC32. The archive ends with the central directory (one ZIP64
+record per entry, in append order), a ZIP64 end-of-central-directory record, its locator and a legacy end record
+holding the ZIP64 sentinels: 98 bytes, no comment. An empty archive is just those 98 bytes.
+
+Appending (:meth:`ZipStore.append`, one :class:`ZipAppend` batch per Daf property) writes the batch's entries where
+the old central directory began, then the new central directory and end records: **the central directory is rewritten
+last**, so it never names an entry whose bytes are not all there. A writer killed in between leaves an archive whose
+end records are missing or whose central directory is overwritten; opening it walks the local headers from the start
+(each names its entry and its sizes) and keeps every entry up to the last complete *commit entry* (the entry that
+ends a batch: ``zarr.json`` for ZarrDaf, a ``.json`` descriptor for ZipDaf, given as ``is_commit``), so everything
+committed before the kill is there; a read-only open does this in memory, a writable one also rewrites the central
+directory. Entries a killed batch left before its commit entry belong to no property; a later batch may append an
+entry of the same name (``replace=True``), which supersedes the old one in the central directory (the old bytes stay
+in the file, as Julia's ``remove_entries_from_central_directory!`` leaves them).
+
+Reading accepts foreign archives too: STORED entries are mapped (zero-copy when aligned for their element type,
+copied otherwise) and DEFLATE entries decoded; other methods, encrypted entries and symbolic links are refused with a
+:class:`~pydaf.DafFormatError`. Every size and offset is checked against the file before anything is read, allocated
+or mapped.
+
+One :class:`ZipStore` per archive per process (by file identity, :func:`acquire_zip_store`), shared by every data set
+in it; one writing process at a time (an open-file-description lock, waited for up to :data:`LOCK_WAIT_SECONDS`).
+Readers in other processes need no lock: committed entries never move or change, and mode ``w`` replaces the archive
+by a new file (renamed over it), so what another process has mapped stays valid.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import struct
+import threading
+import time
+import weakref
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import DafFormatError, DafLockedError, DafModeError, DafStorageError
+from .mapping import FileKey, detach_region, file_key, map_region
+
+#: Entry data starts at a file offset that is a multiple of this (Julia's ``DAF_DATA_OFFSET_ALIGNMENT``).
+ALIGNMENT = 8
+
+#: How long a writable open waits for another process's writer lock before raising :class:`~pydaf.DafLockedError`.
+LOCK_WAIT_SECONDS = 2.0
+
+STORED = 0
+DEFLATED = 8
+
+_LFH = struct.Struct("<IHHHHHIIIHH")  # local file header, 30 bytes
+_CDH = struct.Struct("<IHHHHHHIIIHHHHHII")  # central directory record, 46 bytes
+_EOCD = struct.Struct("<IHHHHIIH")  # legacy end of central directory, 22 bytes
+_EOCD64 = struct.Struct("<IQHHIIQQQQ")  # ZIP64 end of central directory, 56 bytes
+_LOCATOR = struct.Struct("<IIQI")  # ZIP64 end of central directory locator, 20 bytes
+_LFH_SIGNATURE, _CDH_SIGNATURE = 0x04034B50, 0x02014B50
+_EOCD_SIGNATURE, _EOCD64_SIGNATURE, _LOCATOR_SIGNATURE = 0x06054B50, 0x06064B50, 0x07064B50
+_TAIL_SIZE = _EOCD64.size + _LOCATOR.size + _EOCD.size  # 98
+_ZIP64_EXTRA_ID, _PADDING_EXTRA_ID = 0x0001, 0xDAF1
+_VERSION_NEEDED, _VERSION_MADE_BY = 45, 0x031E
+_UTF8_FLAG, _DOS_DATE = 0x0800, 0x0021
+_EXTERNAL_ATTRIBUTES = 0o100644 << 16
+_SENTINEL32, _SENTINEL16 = 0xFFFFFFFF, 0xFFFF
+_MAX_COMMENT = 0xFFFF
+_MAX_DEFLATE_RATIO = 1100  # zlib's best is ~1032:1; a larger declared size is a lie (a zip bomb)
+
+
+class DafAppendOnlyError(DafModeError):
+    """A delete or an overwrite of a property stored in an append-only ZIP archive (Julia's "the ZIP backend is
+    append-only")."""
+
+
+@dataclass(frozen=True)
+class ZipEntry:
+    """One entry of the central directory.
+
+    Attributes:
+        name: the entry's name (a ``/``-separated relative path).
+        header_offset: the file offset of its local file header.
+        size: its uncompressed size.
+        compressed_size: its size in the file.
+        crc32: the CRC32 of its uncompressed bytes.
+        method: its compression method (``0`` STORED, ``8`` DEFLATE, ...).
+        flags: its general-purpose flags.
+        is_link: whether its external attributes mark a symbolic link.
+    """
+
+    name: str
+    header_offset: int
+    size: int
+    compressed_size: int
+    crc32: int
+    method: int
+    flags: int = _UTF8_FLAG
+    is_link: bool = False
+
+
+def _local_header(name: bytes, offset: int, size: int, crc32: int) -> bytes:
+    """A local file header at ``offset`` for STORED data of ``size`` bytes, padded so the data is aligned."""
+    fixed = _LFH.size + len(name) + 20
+    padding = -(offset + fixed) % ALIGNMENT
+    if padding:
+        padding += ALIGNMENT if padding < 4 else 0  # an extra field needs 4 bytes of header
+    extra = struct.pack("<HHQQ", _ZIP64_EXTRA_ID, 16, size, size)
+    if padding:
+        extra += struct.pack("<HH", _PADDING_EXTRA_ID, padding - 4) + bytes(padding - 4)
+    header = _LFH.pack(_LFH_SIGNATURE, _VERSION_NEEDED, _UTF8_FLAG, STORED, 0, _DOS_DATE, crc32, _SENTINEL32,
+                       _SENTINEL32, len(name), len(extra))
+    return header + name + extra
+
+
+def _central_record(entry: ZipEntry) -> bytes:
+    """The central directory record of an entry this module wrote (ZIP64 sizes and offset)."""
+    name = entry.name.encode("utf-8")
+    extra = struct.pack("<HHQQQ", _ZIP64_EXTRA_ID, 24, entry.size, entry.compressed_size, entry.header_offset)
+    return _CDH.pack(_CDH_SIGNATURE, _VERSION_MADE_BY, _VERSION_NEEDED, _UTF8_FLAG, entry.method, 0, _DOS_DATE,
+                     entry.crc32, _SENTINEL32, _SENTINEL32, len(name), len(extra), 0, 0, 0, _EXTERNAL_ATTRIBUTES,
+                     _SENTINEL32) + name + extra
+
+
+def _tail(count: int, cd_offset: int, cd_size: int) -> bytes:
+    """The 98-byte end of an archive whose central directory of ``count`` records is at ``cd_offset``."""
+    record_offset = cd_offset + cd_size
+    return (_EOCD64.pack(_EOCD64_SIGNATURE, _EOCD64.size - 12, _VERSION_MADE_BY, _VERSION_NEEDED, 0, 0, count, count,
+                         cd_size, cd_offset)
+            + _LOCATOR.pack(_LOCATOR_SIGNATURE, 0, record_offset, 1)
+            + _EOCD.pack(_EOCD_SIGNATURE, 0, 0, _SENTINEL16, _SENTINEL16, _SENTINEL32, _SENTINEL32, 0))
+
+
+EMPTY_ARCHIVE = _tail(0, 0, 0)
+"""The bytes of an archive without entries (Julia's empty ``MmapZipStore``)."""
+
+
+class _Corrupt(Exception):
+    """The end records or the central directory don't parse (a killed append, or not an archive at all)."""
+
+
+def _pread(fd: int, size: int, offset: int) -> bytes:
+    data = os.pread(fd, size, offset)
+    while len(data) < size:
+        more = os.pread(fd, size - len(data), offset + len(data))
+        if not more:
+            raise _Corrupt(f"{size} bytes at offset {offset} end past the end of the file")
+        data += more
+    return data
+
+
+def _pwrite(fd: int, data: Any, offset: int) -> None:
+    view = memoryview(data).cast("B")
+    while view:
+        written = os.pwrite(fd, view, offset)
+        view, offset = view[written:], offset + written
+
+
+def _zip64_values(extra: bytes, wanted: list[bool]) -> list[int | None]:
+    """The ZIP64 extra field's values for the fields marked as wanted (those whose 32-bit value was a sentinel)."""
+    position = 0
+    while position + 4 <= len(extra):
+        kind, length = struct.unpack_from("<HH", extra, position)
+        body = extra[position + 4:position + 4 + length]
+        if len(body) < length:
+            raise _Corrupt("an extra field runs past its record")
+        if kind == _ZIP64_EXTRA_ID:
+            values: list[int | None] = []
+            cursor = 0
+            for want in wanted:
+                if want:
+                    if cursor + 8 > len(body):
+                        raise _Corrupt("a ZIP64 extra field is too short")
+                    values.append(struct.unpack_from("<Q", body, cursor)[0])
+                    cursor += 8
+                else:
+                    values.append(None)
+            return values
+        position += 4 + length
+    if any(wanted):
+        raise _Corrupt("a record has ZIP64 sentinels but no ZIP64 extra field")
+    return [None] * len(wanted)
+
+
+def _decode_name(raw: bytes, flags: int) -> str:
+    try:
+        return raw.decode("utf-8" if flags & _UTF8_FLAG else "cp437")
+    except UnicodeDecodeError as error:
+        raise _Corrupt(f"an entry name is not valid UTF-8: {raw!r}") from error
+
+
+def _read_directory(fd: int, size: int) -> tuple[list[ZipEntry], list[bytes], int]:
+    """The entries, raw central directory records and central directory offset of a complete archive; raises
+    :class:`_Corrupt` if its end records or central directory don't parse."""
+    if size < _EOCD.size:
+        raise _Corrupt("the file is too short to be a ZIP archive")
+    window = _pread(fd, min(size, _EOCD.size + _MAX_COMMENT), size - min(size, _EOCD.size + _MAX_COMMENT))
+    signature = struct.pack("<I", _EOCD_SIGNATURE)
+    position = window.rfind(signature, 0, len(window) - _EOCD.size + 4)
+    while position >= 0 and position + _EOCD.size + struct.unpack_from("<H", window, position + 20)[0] != len(window):
+        position = window.rfind(signature, 0, position)
+    if position < 0:
+        raise _Corrupt("no end of central directory record")
+    eocd_offset = size - len(window) + position
+    _, disk, cd_disk, _, count, cd_size, cd_offset, _ = _EOCD.unpack_from(window, position)
+    end_of_directory = eocd_offset
+    if eocd_offset >= _LOCATOR.size:
+        locator = _pread(fd, _LOCATOR.size, eocd_offset - _LOCATOR.size)
+        signature, _, record_offset, disks = _LOCATOR.unpack(locator)
+        if signature == _LOCATOR_SIGNATURE:
+            if disks > 1 or record_offset + _EOCD64.size > eocd_offset - _LOCATOR.size:
+                raise _Corrupt("a multi-disk archive or a misplaced ZIP64 end record")
+            record = _pread(fd, _EOCD64.size, record_offset)
+            signature, _, _, _, disk, cd_disk, _, count, cd_size, cd_offset = _EOCD64.unpack(record)
+            if signature != _EOCD64_SIGNATURE:
+                raise _Corrupt("no ZIP64 end of central directory record where its locator points")
+            end_of_directory = record_offset
+    if disk or cd_disk:
+        raise _Corrupt("a multi-disk archive")
+    if cd_offset + cd_size != end_of_directory or count > cd_size // _CDH.size:
+        raise _Corrupt("the central directory does not end where the end records begin")
+    directory = _pread(fd, cd_size, cd_offset)
+    entries: list[ZipEntry] = []
+    records: list[bytes] = []
+    position = 0
+    for _ in range(count):
+        if position + _CDH.size > len(directory):
+            raise _Corrupt("the central directory is shorter than its record count")
+        (signature, _, _, flags, method, _, _, crc32, compressed_size, size32, name_length, extra_length,
+         comment_length, _, _, external, header_offset) = _CDH.unpack_from(directory, position)
+        if signature != _CDH_SIGNATURE:
+            raise _Corrupt("a central directory record has a bad signature")
+        end = position + _CDH.size + name_length + extra_length + comment_length
+        if end > len(directory):
+            raise _Corrupt("a central directory record runs past the directory")
+        name = _decode_name(directory[position + _CDH.size:position + _CDH.size + name_length], flags)
+        extra = directory[position + _CDH.size + name_length:position + _CDH.size + name_length + extra_length]
+        wide = _zip64_values(extra, [size32 == _SENTINEL32, compressed_size == _SENTINEL32,
+                                     header_offset == _SENTINEL32])
+        entry = ZipEntry(name, wide[2] if wide[2] is not None else header_offset,
+                         wide[0] if wide[0] is not None else size32,
+                         wide[1] if wide[1] is not None else compressed_size, crc32, method, flags,
+                         (external >> 16) & 0o170000 == 0o120000)
+        entries.append(entry)
+        records.append(directory[position:end])
+        position = end
+    if position != len(directory):
+        raise _Corrupt("the central directory has bytes past its last record")
+    return entries, records, cd_offset
+
+
+@dataclass(frozen=True)
+class _Walked:
+    entry: ZipEntry
+    data_offset: int
+
+
+def _walk(fd: int, size: int) -> list[_Walked]:
+    """The entries found by following the local file headers from the start of the file, up to the first that is
+    missing, incomplete or unparsable (what a killed append leaves)."""
+    found: list[_Walked] = []
+    offset = 0
+    while offset + _LFH.size <= size:
+        header = _pread(fd, _LFH.size, offset)
+        (signature, _, flags, method, _, _, crc32, compressed_size, size32, name_length,
+         extra_length) = _LFH.unpack(header)
+        if signature != _LFH_SIGNATURE or flags & 0x0009:  # data descriptors and encryption: sizes unknown here
+            break
+        data_offset = offset + _LFH.size + name_length + extra_length
+        if data_offset > size:
+            break
+        rest = _pread(fd, name_length + extra_length, offset + _LFH.size)
+        try:
+            name = _decode_name(rest[:name_length], flags)
+            wide = _zip64_values(rest[name_length:], [size32 == _SENTINEL32, compressed_size == _SENTINEL32])
+        except _Corrupt:
+            break
+        entry = ZipEntry(name, offset, wide[0] if wide[0] is not None else size32,
+                         wide[1] if wide[1] is not None else compressed_size, crc32, method, flags)
+        if data_offset + entry.compressed_size > size:
+            break
+        found.append(_Walked(entry, data_offset))
+        offset = data_offset + entry.compressed_size
+    return found
+
+
+def _crc32_of(fd: int, offset: int, size: int) -> int:
+    crc = 0
+    block = 1 << 24
+    for start in range(offset, offset + size, block):
+        crc = zlib.crc32(_pread(fd, min(block, offset + size - start), start), crc)
+    return crc
+
+
+class _WriterLock:
+    """This process's exclusive lock on an archive it writes (an open-file-description lock on the store's own
+    descriptor, so it is released when the store closes it, and never conflicts with this process's readers)."""
+
+    @staticmethod
+    def take(fd: int, path: str) -> None:
+        deadline = time.monotonic() + LOCK_WAIT_SECONDS
+        while True:
+            try:
+                fcntl.fcntl(fd, fcntl.F_OFD_SETLK, struct.pack("hhqqi", fcntl.F_WRLCK, os.SEEK_SET, 0, 0, 0))
+                return
+            except OSError as error:
+                if error.errno not in (errno.EAGAIN, errno.EACCES) or time.monotonic() >= deadline:
+                    raise DafLockedError(f"can't write the ZIP archive: {path}\nwhile another process writes it "
+                                         "(it is locked; retry once the writer has closed it)") from error
+                time.sleep(0.01)
+
+
+class ZipStore:
+    """One ZIP archive, open for reading (and, if :attr:`writable`, appending): its central directory in memory, its
+    entries read or mapped on demand. Get one with :func:`acquire_zip_store` (one per archive per process).
+
+    Example:
+        >>> import os, tempfile, numpy as np
+        >>> path = os.path.join(tempfile.mkdtemp(), "example.zip")
+        >>> store = acquire_zip_store(path, writable=True, create=True)
+        >>> with store.append() as batch:
+        ...     batch.add("data/values", np.arange(4, dtype=np.float64))
+        ...     batch.add("data/info.json", b'{"n":4}')
+        >>> store.read("data/info.json"), sorted(store.children("data"))
+        (b'{"n":4}', ['info.json', 'values'])
+        >>> store.map_array("data/values", np.dtype(np.float64), 4).tolist()
+        [0.0, 1.0, 2.0, 3.0]
+        >>> import zipfile
+        >>> zipfile.ZipFile(path).testzip() is None
+        True
+    """
+
+    def __init__(self, path: str, fd: int, *, writable: bool, is_commit: Callable[[str], bool]) -> None:
+        self.path = path
+        self.writable = writable
+        self._fd = fd
+        self._is_commit = is_commit
+        self._mutex = threading.RLock()
+        self._appending: ZipAppend | None = None
+        self._entries: dict[str, ZipEntry] = {}
+        self._records: dict[str, bytes] = {}  # central directory records, in order
+        self._children: dict[str, set[str]] = {}
+        self._data_offsets: dict[str, int] = {}
+        self._end = 0  # where the central directory begins (and the next entry goes)
+        self._users = 0
+        self._closer = weakref.finalize(self, _close_descriptor, fd, os.getpid())
+        self._load(repair=writable)
+
+    # Opening.
+
+    def _load(self, *, repair: bool) -> None:
+        """Read the central directory, or recover the committed entries of an archive a killed writer left."""
+        size = os.fstat(self._fd).st_size
+        try:
+            entries, records, cd_offset = _read_directory(self._fd, size)
+            data_offsets: dict[str, int] = {}
+        except _Corrupt as error:
+            walked = self._committed(_walk(self._fd, size))
+            if not walked and size:  # (nothing was ever committed: not an archive, or one whose creation was killed)
+                raise DafFormatError(f"not a ZIP archive (or a corrupt one): {self.path}\n({error}; nothing in it "
+                                     "can be recovered: mode w replaces it)") from error
+            entries = [item.entry for item in walked]
+            records = [_central_record(entry) for entry in entries]
+            cd_offset = walked[-1].data_offset + walked[-1].entry.compressed_size if walked else 0
+            data_offsets = {item.entry.name: item.data_offset for item in walked}
+            if repair:
+                self._write_directory(dict(zip([entry.name for entry in entries], records, strict=True)), cd_offset,
+                                      size)
+        for entry in entries:
+            if entry.header_offset + _LFH.size > cd_offset or entry.compressed_size > cd_offset - entry.header_offset:
+                raise DafFormatError(f"the ZIP entry: {entry.name}\nin the archive: {self.path}\nlies outside the "
+                                     f"archive's data (at offset {entry.header_offset}, {entry.compressed_size} "
+                                     f"bytes; the data ends at {cd_offset})")
+        self._end = cd_offset
+        self._install(entries, records, data_offsets)
+
+    def _committed(self, walked: list[_Walked]) -> list[_Walked]:
+        """The walked entries up to the last complete commit entry (later ones are a killed batch's); later copies of
+        a name supersede earlier ones."""
+        for last in range(len(walked) - 1, -1, -1):
+            item = walked[last]
+            if self._is_commit(item.entry.name) and item.entry.method == STORED and \
+                    _crc32_of(self._fd, item.data_offset, item.entry.size) == item.entry.crc32:
+                kept: dict[str, _Walked] = {}
+                for earlier in walked[:last + 1]:
+                    kept.pop(earlier.entry.name, None)
+                    kept[earlier.entry.name] = earlier
+                return list(kept.values())
+        return []
+
+    def _install(self, entries: list[ZipEntry], records: list[bytes], data_offsets: dict[str, int]) -> None:
+        by_name: dict[str, ZipEntry] = {}
+        by_record: dict[str, bytes] = {}
+        for entry, record in zip(entries, records, strict=True):
+            by_name.pop(entry.name, None)
+            by_record.pop(entry.name, None)
+            by_name[entry.name] = entry
+            by_record[entry.name] = record
+        children: dict[str, set[str]] = {}
+        for name in by_name:
+            _index_name(children, name)
+        # Swapped in whole, so readers in other threads see either the old directory or the new one.
+        self._entries, self._records, self._children = by_name, by_record, children
+        self._data_offsets = {**self._data_offsets, **data_offsets}
+
+    def _upgrade(self) -> None:
+        """Make a store opened read-only writable (a later writable open of the same archive in this process)."""
+        with self._mutex:
+            if self.writable:
+                return
+            fd = os.open(_descriptor_path(self._fd, self.path), os.O_RDWR | os.O_CLOEXEC)
+            try:
+                _WriterLock.take(fd, self.path)
+            except BaseException:
+                os.close(fd)
+                raise
+            self._closer()  # closes the read-only descriptor (exactly once)
+            self._fd, self.writable = fd, True
+            self._closer = weakref.finalize(self, _close_descriptor, fd, os.getpid())
+            self._load(repair=True)
+
+    def release(self) -> None:
+        """Give up one opener's use of the store (each :func:`acquire_zip_store` counts one); the last one closes its
+        descriptor (releasing the writer lock) and forgets it, so the next open reads the archive anew. Arrays mapped
+        from it stay valid."""
+        with _stores_lock:  # (not the store's mutex: a batch in flight belongs to a user that has not released)
+            self._users -= 1
+            if self._users > 0 or self._fd < 0:
+                return
+            key = os.fstat(self._fd).st_dev, os.fstat(self._fd).st_ino
+            known = _stores.get(key)
+            if known is not None and known() is self:
+                del _stores[key]
+            self._closer()
+            self._fd = -1
+
+    def _require_open(self) -> int:
+        if self._fd < 0:
+            raise DafStorageError(f"the ZIP archive: {self.path}\nwas closed")
+        return self._fd
+
+    # Reading.
+
+    def names(self) -> list[str]:
+        """The entry names, in central directory order."""
+        return list(self._entries)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._entries
+
+    def entry(self, name: str) -> ZipEntry | None:
+        """The central directory entry of ``name``, or ``None``."""
+        return self._entries.get(name)
+
+    def children(self, directory: str) -> set[str]:
+        """The names directly inside ``directory`` (``""`` for the top): the next path component of every entry under
+        it, files and directories alike."""
+        return set(self._children.get(directory, ()))
+
+    def data_offset(self, name: str) -> int:
+        """The file offset of an entry's data (read from its local file header, which is checked against the
+        central directory)."""
+        offset = self._data_offsets.get(name)
+        if offset is not None:
+            return offset
+        entry = self._required(name)
+        fd = self._require_open()
+        try:
+            header = _pread(fd, _LFH.size, entry.header_offset)
+        except _Corrupt as error:
+            raise DafFormatError(f"the ZIP entry: {name}\nin the archive: {self.path}\nhas no local header") from error
+        signature, _, flags, method, *_, name_length, extra_length = _LFH.unpack(header)
+        raw_name = _pread(fd, name_length, entry.header_offset + _LFH.size)
+        if signature != _LFH_SIGNATURE or method != entry.method or raw_name != name.encode(
+                "utf-8" if flags & _UTF8_FLAG else "cp437", errors="replace"):
+            raise DafFormatError(f"the local header of the ZIP entry: {name}\nin the archive: {self.path}\ndoes not "
+                                 "match its central directory record")
+        offset = entry.header_offset + _LFH.size + name_length + extra_length
+        if offset + entry.compressed_size > self._end:
+            raise DafFormatError(f"the data of the ZIP entry: {name}\nin the archive: {self.path}\nruns into the "
+                                 "central directory")
+        self._data_offsets[name] = offset
+        return offset
+
+    def _required(self, name: str) -> ZipEntry:
+        entry = self._entries.get(name)
+        if entry is None:
+            raise DafFormatError(f"missing ZIP entry: {name}\nin the archive: {self.path}")
+        if entry.is_link or entry.flags & 0x0001:
+            raise DafFormatError(f"the ZIP entry: {name}\nin the archive: {self.path}\nis a symbolic link or "
+                                 "encrypted")
+        return entry
+
+    def read(self, name: str) -> bytes:
+        """The (decompressed, CRC-checked) bytes of an entry.
+
+        Example:
+            >>> import os, tempfile
+            >>> store = acquire_zip_store(os.path.join(tempfile.mkdtemp(), "x.zip"), writable=True, create=True)
+            >>> with store.append() as batch:
+            ...     batch.add("a.txt", b"hello")
+            >>> store.read("a.txt")
+            b'hello'
+        """
+        entry = self._required(name)
+        offset = self.data_offset(name)
+        try:
+            raw = _pread(self._require_open(), entry.compressed_size, offset)
+        except _Corrupt as error:
+            raise DafFormatError(f"truncated ZIP entry: {name}\nin the archive: {self.path}") from error
+        if entry.method == STORED:
+            data = raw
+            if entry.size != entry.compressed_size:
+                raise DafFormatError(f"the STORED ZIP entry: {name}\nin the archive: {self.path}\nhas different "
+                                     "sizes in and out")
+        elif entry.method == DEFLATED:
+            if entry.size > max(entry.compressed_size, 1) * _MAX_DEFLATE_RATIO:
+                raise DafFormatError(f"the ZIP entry: {name}\nin the archive: {self.path}\ndeclares {entry.size} "
+                                     f"bytes from {entry.compressed_size} compressed bytes")
+            decompressor = zlib.decompressobj(-15)
+            try:
+                data = decompressor.decompress(raw, entry.size + 1)
+            except zlib.error as error:
+                raise DafFormatError(f"corrupt DEFLATE data of the ZIP entry: {name}\nin the archive: {self.path}"
+                                     ) from error
+            if len(data) != entry.size:
+                raise DafFormatError(f"the ZIP entry: {name}\nin the archive: {self.path}\ndecompresses to "
+                                     f"{len(data)} bytes instead of {entry.size}")
+        else:
+            raise DafFormatError(f"unsupported compression method: {entry.method}\nof the ZIP entry: {name}\nin the "
+                                 f"archive: {self.path}\n(only STORED (0) and DEFLATE (8) entries can be read)")
+        if zlib.crc32(data) != entry.crc32:
+            raise DafFormatError(f"CRC mismatch of the ZIP entry: {name}\nin the archive: {self.path}")
+        return data
+
+    def map_array(self, name: str, dtype: np.dtype, count: int) -> np.ndarray | None:
+        """A read-only, zero-copy map of a STORED entry as ``count`` elements of ``dtype``, or ``None`` if the entry
+        is compressed or its data is not aligned for ``dtype`` (read it with :meth:`read` then). The entry's size must
+        be exactly ``count`` elements (else :class:`~pydaf.DafFormatError`, before anything is mapped)."""
+        entry = self._required(name)
+        expected = count * dtype.itemsize
+        if entry.size != expected:
+            raise DafFormatError(f"the ZIP entry: {name}\nin the archive: {self.path}\nhas {entry.size} bytes instead "
+                                 f"of {expected} ({count} x {dtype})")
+        if entry.method != STORED or entry.compressed_size != entry.size:
+            return None
+        offset = self.data_offset(name)
+        if offset % dtype.alignment:
+            return None
+        if count == 0:
+            return np.empty(0, dtype=dtype)
+        region = map_region(_descriptor_path(self._require_open(), self.path), offset, expected, writable=False)
+        return region.view(dtype)
+
+    # Writing.
+
+    def append(self) -> ZipAppend:
+        """Start a batch of entries, appended together: nothing of it is in the central directory (so nothing of it
+        exists for readers, or after a kill) until :meth:`ZipAppend.commit`. Only one batch at a time: this holds
+        the store's lock (other threads wait) until the batch is committed or aborted."""
+        if not self.writable:
+            raise DafStorageError(f"the ZIP archive: {self.path}\nis open read-only")
+        self._require_open()
+        self._mutex.acquire()
+        if self._appending is not None:
+            self._mutex.release()
+            raise DafStorageError(f"can't append to the ZIP archive: {self.path}\nwhile this thread fills another "
+                                  "property of it (an empty_* builder)")
+        self._appending = ZipAppend(self)
+        return self._appending
+
+    def _write_directory(self, records: dict[str, bytes], cd_offset: int, old_size: int) -> int:
+        """Write the central directory and end records at ``cd_offset`` and cut the file there; returns the new
+        size. The end records are written last: until then the archive's end does not parse."""
+        directory = b"".join(records.values())
+        size = cd_offset + len(directory) + _TAIL_SIZE
+        if size > old_size:
+            os.ftruncate(self._fd, size)
+        _pwrite(self._fd, directory + _tail(len(records), cd_offset, len(directory)), cd_offset)
+        if size < old_size:
+            os.ftruncate(self._fd, size)
+        return size
+
+    def _finish_append(self, batch: ZipAppend, entries: list[ZipEntry], data_offsets: dict[str, int],
+                       removed: set[str]) -> None:
+        records = {name: record for name, record in self._records.items() if name not in removed}
+        by_name = {name: entry for name, entry in self._entries.items() if name not in removed}
+        for entry in entries:
+            records.pop(entry.name, None)
+            records[entry.name] = _central_record(entry)
+            by_name.pop(entry.name, None)
+            by_name[entry.name] = entry
+        self._write_directory(records, batch.position, os.fstat(self._fd).st_size)
+        self._end = batch.position
+        self._install(list(by_name.values()), [records[name] for name in by_name], data_offsets)
+
+    def _release(self) -> None:
+        self._appending = None
+        self._mutex.release()
+
+
+class ZipAppend:
+    """A batch of entries appended to a :class:`ZipStore` (:meth:`ZipStore.append`): :meth:`add` whole entries,
+    :meth:`reserve` entries to fill in place, then :meth:`commit` (or :meth:`abort`). As a context manager, commits
+    on success and aborts on an exception. Entries are written in the order given; put the entry that makes the
+    batch's content exist (its *commit entry*) last.
+
+    Example:
+        >>> import os, tempfile, numpy as np
+        >>> store = acquire_zip_store(os.path.join(tempfile.mkdtemp(), "x.zip"), writable=True, create=True)
+        >>> batch = store.append()
+        >>> buffer = batch.reserve("values", 16).view(np.int64)  # a map of the entry's bytes in the file
+        >>> buffer[:] = [7, 8]
+        >>> batch.commit()
+        >>> store.map_array("values", np.dtype(np.int64), 2).tolist()
+        [7, 8]
+        >>> batch = store.append()
+        >>> batch.add("dropped", b"never committed")
+        >>> batch.abort()
+        >>> store.names()
+        ['values']
+    """
+
+    def __init__(self, store: ZipStore) -> None:
+        self._store = store
+        self._start = store._end
+        self.position = store._end
+        self._old_size = os.fstat(store._fd).st_size
+        self._entries: list[ZipEntry] = []
+        self._data_offsets: dict[str, int] = {}
+        self._reserved: list[tuple[int, int, int, np.ndarray]] = []  # (entry index, header offset, data offset, map)
+        self._removed: set[str] = set()
+        self._done = False
+
+    def __enter__(self) -> ZipAppend:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        if self._done:
+            return
+        if kind is None:
+            self.commit()
+        else:
+            self.abort()
+
+    def _check_name(self, name: str, replace: bool) -> bytes:
+        if self._done:
+            raise DafStorageError(f"the append to the ZIP archive: {self._store.path}\nis already finished")
+        if not name or name.startswith("/") or "\\" in name or "\0" in name or \
+                any(part in ("", ".", "..") for part in name.split("/")):
+            raise DafFormatError(f"invalid ZIP entry name: {name!r}")
+        if not replace and (name in self._store._entries or any(entry.name == name for entry in self._entries)):
+            raise DafStorageError(f"existing ZIP entry: {name}\nin the append-only archive: {self._store.path}")
+        return name.encode("utf-8")
+
+    def _place(self, encoded: bytes, name: str, size: int, crc32: int) -> tuple[int, bytes]:
+        header = _local_header(encoded, self.position, size, crc32)
+        data_offset = self.position + len(header)
+        self._entries.append(ZipEntry(name, self.position, size, size, crc32, STORED))
+        self._data_offsets[name] = data_offset
+        return data_offset, header
+
+    def add(self, name: str, data: bytes | np.ndarray, *, replace: bool = False) -> None:
+        """Append an entry holding ``data`` (bytes, or a numpy array's raw bytes in its memory order). With
+        ``replace``, an existing entry of that name is superseded; otherwise an existing name is an error."""
+        encoded = self._check_name(name, replace)
+        payload = memoryview(data if isinstance(data, bytes) else np.ascontiguousarray(data).reshape(-1)).cast("B")
+        try:
+            data_offset, header = self._place(encoded, name, len(payload), zlib.crc32(payload))
+            _pwrite(self._store._fd, header, self.position)
+            _pwrite(self._store._fd, payload, data_offset)
+        except OSError as error:
+            raise self._failed(name, error) from error
+        self.position = data_offset + len(payload)
+
+    def reserve(self, name: str, nbytes: int, *, replace: bool = False) -> np.ndarray:
+        """Append an entry of ``nbytes`` and return a writable, zero-filled map of its data to fill in place (its
+        disk space allocated first, so a full disk is an error here, never a crash when the map is written). Its
+        CRC is computed at :meth:`commit`."""
+        encoded = self._check_name(name, replace)
+        fd = self._store._fd
+        try:
+            data_offset, header = self._place(encoded, name, nbytes, 0)
+            _pwrite(fd, header, self.position)
+            if nbytes:
+                os.posix_fallocate(fd, data_offset, nbytes)
+                stale_end = min(data_offset + nbytes, self._old_size)  # old directory bytes still lying there
+                if stale_end > data_offset:
+                    _pwrite(fd, bytes(stale_end - data_offset), data_offset)
+                region = map_region(_descriptor_path(fd, self._store.path), data_offset, nbytes, writable=True)
+            else:
+                region = np.zeros(0, dtype=np.uint8)
+        except OSError as error:
+            raise self._failed(name, error) from error
+        self._reserved.append((len(self._entries) - 1, self._entries[-1].header_offset, data_offset, region))
+        self.position = data_offset + nbytes
+        return region
+
+    def remove(self, name: str) -> None:
+        """Drop an entry from the central directory at :meth:`commit` (its bytes stay in the file, unreachable: Julia's
+        ``remove_entries_from_central_directory!``, e.g. for a stale sidecar); a missing name is ignored."""
+        self._check_name(name, replace=True)
+        self._removed.add(name)
+
+    def _failed(self, name: str, error: OSError) -> DafStorageError:
+        self.abort()
+        return DafStorageError(f"can't append the ZIP entry: {name}\nto the archive: {self._store.path}\n({error})")
+
+    def commit(self) -> None:
+        """Patch the CRCs of reserved entries, then write the new central directory and end records (the commit)."""
+        if self._done:
+            return
+        store = self._store
+        try:
+            for index, header_offset, _, region in self._reserved:
+                crc32 = zlib.crc32(region)
+                entry = self._entries[index]
+                self._entries[index] = ZipEntry(entry.name, entry.header_offset, entry.size, entry.compressed_size,
+                                                crc32, STORED)
+                _pwrite(store._fd, struct.pack("<I", crc32), header_offset + 14)
+            store._finish_append(self, self._entries, self._data_offsets, self._removed)
+        except BaseException as error:
+            self.abort()
+            if isinstance(error, OSError):
+                raise DafStorageError(f"can't append to the ZIP archive: {store.path}\n({error})") from error
+            raise
+        finally:
+            if not self._done:
+                self._done = True
+                store._release()
+
+    def abort(self) -> None:
+        """Forget the batch: the old central directory and end records are written back where they were, and the
+        file cut back to its old size (maps of reserved entries are first moved into private memory)."""
+        if self._done:
+            return
+        store = self._store
+        self._done = True
+        try:
+            if self._reserved:
+                detach_region(store._fd, self._start)
+            store._write_directory(dict(store._records), self._start, os.fstat(store._fd).st_size)
+        finally:
+            store._release()
+
+
+def _index_name(children: dict[str, set[str]], name: str) -> None:
+    parts = name.split("/")
+    for depth in range(len(parts)):
+        children.setdefault("/".join(parts[:depth]), set()).add(parts[depth])
+
+
+def _descriptor_path(fd: int, path: str) -> str:
+    """A path that opens the very file ``fd`` is open on (so a map never reaches a file that replaced it)."""
+    proc = f"/proc/self/fd/{fd}"
+    return proc if os.path.exists(proc) else path
+
+
+def _close_descriptor(fd: int, pid: int) -> None:
+    if os.getpid() == pid:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+
+_stores: dict[FileKey, weakref.ref[ZipStore]] = {}
+# Reentrant: the garbage collector may run an opener's release (a finalizer) in a thread that holds it.
+_stores_lock = threading.RLock()
+
+
+def _always(_: str) -> bool:
+    return True
+
+
+def _forget_stores() -> None:
+    """In a forked child: the parent's stores (descriptors, writer lock, batches) are the parent's."""
+    _stores.clear()
+
+
+os.register_at_fork(after_in_child=_forget_stores)
+
+
+def acquire_zip_store(path: str | os.PathLike, *, writable: bool, create: bool = False, truncate: bool = False,
+                      is_commit: Callable[[str], bool] = _always) -> ZipStore:
+    """The :class:`ZipStore` of an archive, shared by every opener in this process (by file identity): opened
+    writable (upgrading a read-only one) if ``writable``; created empty if missing and ``create``; replaced by an
+    empty archive if ``truncate`` (a new file renamed over the old one). ``is_commit`` tells which entries end a
+    batch (see the module docstring); the first opener's is kept.
+
+    Example:
+        >>> import os, tempfile
+        >>> path = os.path.join(tempfile.mkdtemp(), "x.zip")
+        >>> store = acquire_zip_store(path, writable=True, create=True)
+        >>> acquire_zip_store(path, writable=False) is store, store.names()
+        (True, [])
+        >>> open(path, "rb").read() == EMPTY_ARCHIVE
+        True
+    """
+    path = os.fspath(path)
+    if truncate or (create and not os.path.lexists(path)):
+        if not writable:
+            raise DafStorageError(f"can't create the ZIP archive: {path}\nin a read-only open")
+        _create_empty(path, replace=truncate)
+    with _stores_lock:
+        key = file_key(path)
+        if key is None:
+            raise DafFormatError(f"no such file: {path}")
+        known = _stores.get(key)
+        store = known() if known is not None else None
+        if store is not None:
+            store._users += 1  # (first: a release run by the garbage collector from here on can't close it)
+            if store._fd < 0:  # (closed by such a release just before)
+                store = None
+        if store is None:
+            fd = _open_archive(path, writable)
+            store = ZipStore(path, fd, writable=writable, is_commit=is_commit)
+            store._users += 1
+            _stores[key] = weakref.ref(store)
+        elif writable:
+            try:
+                store._upgrade()
+            except BaseException:
+                store.release()
+                raise
+        return store
+
+
+def _open_archive(path: str, writable: bool) -> int:
+    if not os.path.isfile(path):
+        raise DafFormatError(f"not a regular file: {path}")
+    try:
+        fd = os.open(path, (os.O_RDWR if writable else os.O_RDONLY) | os.O_CLOEXEC)
+    except OSError as error:
+        raise DafStorageError(f"can't open the ZIP archive: {path}\n({error})") from error
+    if writable:
+        try:
+            _WriterLock.take(fd, path)
+        except BaseException:
+            os.close(fd)
+            raise
+    return fd
+
+
+def _create_empty(path: str, *, replace: bool) -> None:
+    """Write an empty archive under a temporary name and rename it into place (atomically replacing an old one, whose
+    maps in this process and others stay valid: they keep the old file)."""
+    folder, name = os.path.split(os.path.abspath(path))
+    temporary = os.path.join(folder, f".{name}.pydaf-new-{os.getpid()}")
+    try:
+        with open(temporary, "wb") as handle:
+            handle.write(EMPTY_ARCHIVE)
+        if replace and os.path.lexists(path) and not os.path.isfile(path):
+            raise DafFormatError(f"not a regular file: {path}")
+        if replace:
+            os.replace(temporary, path)
+        else:
+            os.link(temporary, path)  # fails (rather than replace) if another opener created it meanwhile
+            os.remove(temporary)
+    except FileExistsError:
+        os.remove(temporary)
+    except BaseException:
+        if os.path.exists(temporary):
+            os.remove(temporary)
+        raise
