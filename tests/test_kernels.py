@@ -48,7 +48,7 @@ def _geomean(values: np.ndarray, axis: int | None) -> np.ndarray:
 
 
 def _use_path(monkeypatch, path: str) -> str:
-    monkeypatch.setattr(reductions, "NUMBA_THRESHOLD", 1 << 30 if path == "numpy" else 0)
+    monkeypatch.setattr(reductions, "REDUCE_NUMBA_MIN_ENTRIES", 1 << 30 if path == "numpy" else 0)
     return path
 
 
@@ -259,7 +259,7 @@ def test_grouped_vectors(path):
 
 def test_too_large_buffers_use_fewer_threads(monkeypatch):
     # When per-thread buffers would be too large, grouped columns go one group per chunk into a shared buffer.
-    monkeypatch.setattr(reductions, "NUMBA_THRESHOLD", 0)
+    monkeypatch.setattr(reductions, "REDUCE_NUMBA_MIN_ENTRIES", 0)
     monkeypatch.setattr(reductions, "_PRIVATE_BUFFERS_LIMIT", 0)
     matrix, dense = _matrix(np.uint16, np.uint32)
     groups = np.array([1, 0, 0, -1, 1, 3, 0, 1, 3])
@@ -280,7 +280,7 @@ def test_large_sparse_matrix_on_all_threads():
                              for _ in range(n_columns)]).astype(np.uint32)
     nzval = generator.integers(1, 100, rowval.shape[0]).astype(np.uint16)
     matrix = SparseMatrixCSC((n_rows, n_columns), _read_only(colptr), _read_only(rowval), _read_only(nzval))
-    assert matrix.nnz >= reductions.NUMBA_THRESHOLD
+    assert matrix.nnz >= reductions.REDUCE_NUMBA_MIN_ENTRIES
     dense = matrix.to_dense().astype(np.float64)
     _assert_matches(row_sums(matrix), dense.sum(axis=1))
     _assert_matches(column_sums(matrix), dense.sum(axis=0))
@@ -306,8 +306,8 @@ def test_scipy_input_and_errors():
     import scipy.sparse as sp
 
     assert column_sums(sp.csr_matrix(np.array([[1, 0], [2, 3]]))).tolist() == [3, 3]
-    with pytest.raises(ValueError, match="unknown statistic: mode"):
-        reduce_columns(np.ones((2, 2)), "mode")
+    with pytest.raises(ValueError, match="unknown statistic: mean2 \\(expected one of: sum, mean,"):
+        reduce_columns(np.ones((2, 2)), "mean2")
     with pytest.raises(ValueError, match="not a matrix"):
         reduce_columns(np.ones(3), "sum")
 

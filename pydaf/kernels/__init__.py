@@ -27,10 +27,10 @@ from typing import Any
 #: Each public name and the module that defines it.
 _EXPORTS = {
     **dict.fromkeys(
-        ("NUMBA_THRESHOLD", "STATISTICS", "column_means", "column_sums", "reduce_all", "reduce_columns",
-         "reduce_grouped_columns", "reduce_grouped_rows", "reduce_grouped_vector", "reduce_rows", "reduce_vector",
-         "row_means", "row_sums"), "reductions"),
-    **dict.fromkeys(("transpose_csc_into", "transpose_dense_into"), "relayout"),
+        ("REDUCE_NUMBA_MIN_ENTRIES", "STATISTICS", "Direction", "Statistic", "column_means", "column_sums",
+         "reduce_all", "reduce_columns", "reduce_grouped_columns", "reduce_grouped_rows", "reduce_grouped_vector",
+         "reduce_rows", "reduce_vector", "row_means", "row_sums"), "reductions"),
+    **dict.fromkeys(("RELAYOUT_NUMBA_MIN_ENTRIES", "transpose_csc_into", "transpose_dense_into"), "relayout"),
 }
 
 __all__ = sorted(_EXPORTS)

@@ -1,0 +1,274 @@
+"""numba reduction kernels on a dense column-major matrix (as Daf stores it; read-only, memory-mapped).
+
+Each kernel works on a rectangle ``matrix[row0:row0 + n_rows, col0:col0 + n_columns]`` (the whole stored matrix
+is passed, so the kernels see one array type and compile once per element type) and releases the GIL;
+:func:`pydaf.kernels.threads.run_ranges` runs rectangles of it on the shared pool of threads.
+
+The accumulating kernels (:func:`sums`, :func:`squared_deviations`, :func:`extremes`) work in any direction: the
+target of the value at rectangle position ``(r, c)`` follows ``row_mode`` (see
+:data:`pydaf.kernels._shared.PER_COLUMN`) with ``col_map[c]`` and ``row_map[r]`` (both indexed within the
+rectangle), and ``col_map[c] + row_offset + r`` per row. Per row, the rows go in blocks of ``block`` whose
+accumulators stay in the L1 cache while the block of every column streams through them (a SIMD map, no scatter).
+
+The ``column_*``/``row_*`` kernels compute one statistic per column (or per row) directly.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from ._shared import PER_COLUMN, PER_ROW, SUM_FASTMATH, mode_of, order_statistic, ordered_key
+
+__all__ = ["column_extremes", "column_modes", "column_quantiles", "column_variances", "extremes", "row_modes",
+           "row_quantiles", "row_variances", "squared_deviations", "sums"]
+
+
+@numba.njit(cache=True, nogil=True, fastmath=SUM_FASTMATH)
+def sums(matrix, row0, col0, n_rows, n_columns, row_mode, row_map, col_map, row_offset, block,
+         out):  # pragma: no cover - jit
+    """Add each value into its target (integers in ``int64``/``uint64``, floats in ``float64``)."""
+    if row_mode == PER_ROW:
+        for block_start in range(0, n_rows, block):
+            block_stop = min(block_start + block, n_rows)
+            for column in range(n_columns):
+                base = col_map[column]
+                if base < 0:
+                    continue
+                base += row_offset
+                for row in range(block_start, block_stop):
+                    out[base + row] += matrix[row0 + row, col0 + column]
+        return
+    for column in range(n_columns):
+        base = col_map[column]
+        if base < 0:
+            continue
+        if row_mode == PER_COLUMN:
+            total = out[base]
+            for row in range(n_rows):
+                total += matrix[row0 + row, col0 + column]
+            out[base] = total
+        else:
+            for row in range(n_rows):
+                group = row_map[row]
+                if group >= 0:
+                    out[base + group] += matrix[row0 + row, col0 + column]
+
+
+@numba.njit(cache=True, nogil=True, fastmath=SUM_FASTMATH)
+def squared_deviations(matrix, row0, col0, n_rows, n_columns, row_mode, row_map, col_map, row_offset, block, centers,
+                       out):  # pragma: no cover - jit
+    """Add the square of each value's deviation from its target's center (in ``float64``)."""
+    if row_mode == PER_ROW:
+        for block_start in range(0, n_rows, block):
+            block_stop = min(block_start + block, n_rows)
+            for column in range(n_columns):
+                base = col_map[column]
+                if base < 0:
+                    continue
+                base += row_offset
+                for row in range(block_start, block_stop):
+                    deviation = np.float64(matrix[row0 + row, col0 + column]) - centers[base + row]
+                    out[base + row] += deviation * deviation
+        return
+    for column in range(n_columns):
+        base = col_map[column]
+        if base < 0:
+            continue
+        if row_mode == PER_COLUMN:
+            center = centers[base]
+            total = out[base]
+            for row in range(n_rows):
+                deviation = np.float64(matrix[row0 + row, col0 + column]) - center
+                total += deviation * deviation
+            out[base] = total
+        else:
+            for row in range(n_rows):
+                group = row_map[row]
+                if group >= 0:
+                    deviation = np.float64(matrix[row0 + row, col0 + column]) - centers[base + group]
+                    out[base + group] += deviation * deviation
+
+
+@numba.njit(cache=True, nogil=True)
+def extremes(matrix, row0, col0, n_rows, n_columns, row_mode, row_map, col_map, row_offset, block, is_max,
+             out):  # pragma: no cover - jit
+    """Keep the largest (``is_max``) or smallest value of each target; a NaN wins and then stays, as Julia's
+    ``maximum``/``minimum`` propagate it. (Per column, :func:`column_extremes` is the vectorized form.)"""
+    if row_mode == PER_ROW:
+        for block_start in range(0, n_rows, block):
+            block_stop = min(block_start + block, n_rows)
+            for column in range(n_columns):
+                base = col_map[column]
+                if base < 0:
+                    continue
+                base += row_offset
+                if is_max:
+                    for row in range(block_start, block_stop):
+                        value = matrix[row0 + row, col0 + column]
+                        current = out[base + row]
+                        out[base + row] = value if (value > current or value != value) else current
+                else:
+                    for row in range(block_start, block_stop):
+                        value = matrix[row0 + row, col0 + column]
+                        current = out[base + row]
+                        out[base + row] = value if (value < current or value != value) else current
+        return
+    for column in range(n_columns):
+        base = col_map[column]
+        if base < 0:
+            continue
+        for row in range(n_rows):
+            if row_mode == PER_COLUMN:
+                target = base
+            else:
+                group = row_map[row]
+                if group < 0:
+                    continue
+                target = base + group
+            value = matrix[row0 + row, col0 + column]
+            current = out[target]
+            if (value > current if is_max else value < current) or value != value:
+                out[target] = value
+
+
+@numba.njit(cache=True, nogil=True)
+def column_extremes(first_column, last_column, values, keys, is_float, sign_shift, magnitude, is_max, out_keys,
+                    nans):  # pragma: no cover - jit
+    """The largest (``is_max``) or smallest value of each column as an :func:`~._shared.ordered_key` of ``keys``
+    (the integer view of float ``values``; for integers the values themselves, with ``is_float`` false), and the
+    number of its NaNs. Comparing integers keeps the loop in SIMD lanes."""
+    n_rows = values.shape[0]
+    for column in range(first_column, last_column):
+        best = out_keys[column]
+        if is_float:
+            n_nans = 0
+            for row in range(n_rows):
+                n_nans += values[row, column] != values[row, column]
+            nans[column] = n_nans
+            if is_max:
+                for row in range(n_rows):
+                    key = ordered_key(keys[row, column], sign_shift, magnitude)
+                    best = key if key > best else best
+            else:
+                for row in range(n_rows):
+                    key = ordered_key(keys[row, column], sign_shift, magnitude)
+                    best = key if key < best else best
+        elif is_max:
+            for row in range(n_rows):
+                key = np.int64(keys[row, column])
+                best = key if key > best else best
+        else:
+            for row in range(n_rows):
+                key = np.int64(keys[row, column])
+                best = key if key < best else best
+        out_keys[column] = best
+
+
+@numba.njit(cache=True, nogil=True, fastmath=SUM_FASTMATH)
+def column_variances(first_column, last_column, matrix, means, variances):  # pragma: no cover - jit
+    """The mean and the (uncorrected) variance of each column: the sum, then the squared deviations from the mean
+    while the column is still in cache (two passes, as Julia's ``var``, for the memory traffic of one)."""
+    n_rows = matrix.shape[0]
+    for column in range(first_column, last_column):
+        total = 0.0
+        for row in range(n_rows):
+            total += matrix[row, column]
+        mean = total / n_rows
+        squares = 0.0
+        for row in range(n_rows):
+            deviation = np.float64(matrix[row, column]) - mean
+            squares += deviation * deviation
+        means[column] = mean
+        variances[column] = squares / n_rows
+
+
+@numba.njit(cache=True, nogil=True, fastmath=SUM_FASTMATH)
+def row_variances(first_row, last_row, matrix, block, means, variances):  # pragma: no cover - jit
+    """The mean and the (uncorrected) variance of each row, a block of ``block`` rows at a time: the block's sums,
+    then its squared deviations while the block is still in cache (``block`` is chosen so it fits)."""
+    n_columns = matrix.shape[1]
+    for block_start in range(first_row, last_row, block):
+        block_stop = min(block_start + block, last_row)
+        for row in range(block_start, block_stop):
+            means[row] = 0.0
+            variances[row] = 0.0
+        for column in range(n_columns):
+            for row in range(block_start, block_stop):
+                means[row] += matrix[row, column]
+        for row in range(block_start, block_stop):
+            means[row] /= n_columns
+        for column in range(n_columns):
+            for row in range(block_start, block_stop):
+                deviation = np.float64(matrix[row, column]) - means[row]
+                variances[row] += deviation * deviation
+        for row in range(block_start, block_stop):
+            variances[row] /= n_columns
+
+
+@numba.njit(cache=True, nogil=True)
+def column_quantiles(first_column, last_column, matrix, is_median, first, gamma, out):  # pragma: no cover - jit
+    """The median (or the quantile at Julia's 0-based index ``first`` with weight ``gamma``) of each column, by
+    selection in a copy of the column (NaN if it has a NaN)."""
+    n_rows = matrix.shape[0]
+    buffer = np.empty(n_rows, dtype=np.float64)
+    for column in range(first_column, last_column):
+        has_nan = False
+        for row in range(n_rows):
+            value = np.float64(matrix[row, column])
+            buffer[row] = value
+            has_nan |= value != value
+        out[column] = np.nan if has_nan else order_statistic(buffer, n_rows, 0, 0, is_median, first, gamma)
+
+
+@numba.njit(cache=True, nogil=True)
+def row_quantiles(first_row, last_row, matrix, block, is_median, first, gamma, out):  # pragma: no cover - jit
+    """:func:`column_quantiles` of each row: a block of ``block`` rows is copied into a row-major buffer (reading
+    each column's part of the block contiguously), then each row is selected in it."""
+    n_columns = matrix.shape[1]
+    buffer = np.empty((block, n_columns), dtype=np.float64)
+    for block_start in range(first_row, last_row, block):
+        block_stop = min(block_start + block, last_row)
+        for column in range(n_columns):
+            for row in range(block_start, block_stop):
+                buffer[row - block_start, column] = matrix[row, column]
+        for row in range(block_start, block_stop):
+            values = buffer[row - block_start]
+            has_nan = False
+            for column in range(n_columns):
+                has_nan |= values[column] != values[column]
+            out[row] = np.nan if has_nan else order_statistic(values, n_columns, 0, 0, is_median, first, gamma)
+
+
+@numba.njit(cache=True, nogil=True)
+def column_modes(first_column, last_column, matrix, zero, out):  # pragma: no cover - jit
+    """Julia's ``StatsBase.mode`` of each column (:func:`~._shared.mode_of`)."""
+    n_rows = matrix.shape[0]
+    positions = np.arange(n_rows)
+    column_values = np.empty(n_rows, dtype=matrix.dtype)
+    sorted_values = np.empty(n_rows, dtype=matrix.dtype)
+    candidates = np.empty(n_rows, dtype=matrix.dtype)
+    candidate_counts = np.empty(n_rows, dtype=np.int64)
+    for column in range(first_column, last_column):
+        for row in range(n_rows):
+            column_values[row] = matrix[row, column]
+        out[column] = mode_of(column_values, positions, n_rows, zero, sorted_values, candidates, candidate_counts)
+
+
+@numba.njit(cache=True, nogil=True)
+def row_modes(first_row, last_row, matrix, block, zero, out):  # pragma: no cover - jit
+    """:func:`column_modes` of each row, a block of ``block`` rows copied into a row-major buffer at a time."""
+    n_columns = matrix.shape[1]
+    positions = np.arange(n_columns)
+    buffer = np.empty((block, n_columns), dtype=matrix.dtype)
+    sorted_values = np.empty(n_columns, dtype=matrix.dtype)
+    candidates = np.empty(n_columns, dtype=matrix.dtype)
+    candidate_counts = np.empty(n_columns, dtype=np.int64)
+    for block_start in range(first_row, last_row, block):
+        block_stop = min(block_start + block, last_row)
+        for column in range(n_columns):
+            for row in range(block_start, block_stop):
+                buffer[row - block_start, column] = matrix[row, column]
+        for row in range(block_start, block_stop):
+            out[row] = mode_of(buffer[row - block_start], positions, n_columns, zero, sorted_values, candidates,
+                               candidate_counts)
