@@ -526,9 +526,11 @@ class _Pass:
         return 0
 
     def log_type(self) -> np.dtype:
-        """The type logarithms are computed in: ``Float32`` values in ``Float32`` (as Julia; numpy's ``Float32``
-        ``log`` is 4x faster), everything else in ``Float64``."""
-        return np.dtype(np.float32) if _matrix_values_dtype(self.matrix) == np.float32 else np.dtype(np.float64)
+        """The type logarithms are computed in, as Julia's ``geomean``: ``Float32`` values with no ``eps`` in
+        ``Float32`` (numpy's ``Float32`` ``log`` is also 4x faster), everything else in ``Float64`` (Julia adds the
+        ``Float64`` eps first)."""
+        is_float32 = _matrix_values_dtype(self.matrix) == np.float32
+        return np.dtype(np.float32) if is_float32 and self.eps == 0 else np.dtype(np.float64)
 
 
 def _accumulate(matrix: Matrix, targets: _Targets, accumulation: Accumulation, *, eps: float = 0.0,
