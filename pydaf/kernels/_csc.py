@@ -20,7 +20,15 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from ._shared import PER_COLUMN, SUM_FASTMATH, mode_of, order_statistic, ordered_key, target_of
+from ._shared import (
+    PER_COLUMN,
+    SUM_FASTMATH,
+    extreme_key,
+    mean_and_variance,
+    mode_of,
+    order_statistic,
+    target_of,
+)
 
 __all__ = ["column_extremes", "column_modes", "column_quantiles", "column_variances", "extremes", "squared_deviations",
            "sums"]
@@ -41,18 +49,20 @@ def sums(first_chunk, last_chunk, colptr, rowval, values, value_offset, row_mode
                 continue
             start = np.int64(colptr[column]) - 1
             stop = np.int64(colptr[column + 1]) - 1
+            column_values = values[start - value_offset:stop - value_offset]
             if row_mode == PER_COLUMN:
                 total = buffer[base]
-                for index in range(start - value_offset, stop - value_offset):
-                    total += values[index]
+                for index in range(column_values.shape[0]):
+                    total += column_values[index]
                 buffer[base] = total
                 if counting:
                     counts_buffer[base] += stop - start
             else:
-                for index in range(start, stop):
-                    target = target_of(row_mode, base, np.int64(rowval[index]) - 1, row_map)
+                column_rows = rowval[start:stop]
+                for index in range(column_values.shape[0]):
+                    target = target_of(row_mode, base, np.int64(column_rows[index]) - 1, row_map)
                     if target >= 0:
-                        buffer[target] += values[index - value_offset]
+                        buffer[target] += column_values[index]
                         if counting:
                             counts_buffer[target] += 1
 
@@ -72,20 +82,22 @@ def squared_deviations(first_chunk, last_chunk, colptr, rowval, values, value_of
                 continue
             start = np.int64(colptr[column]) - 1
             stop = np.int64(colptr[column + 1]) - 1
+            column_values = values[start - value_offset:stop - value_offset]
             if row_mode == PER_COLUMN:
                 center = centers[base]
                 total = buffer[base]
-                for index in range(start - value_offset, stop - value_offset):
-                    deviation = np.float64(values[index]) - center
+                for index in range(column_values.shape[0]):
+                    deviation = np.float64(column_values[index]) - center
                     total += deviation * deviation
                 buffer[base] = total
                 if counting:
                     counts_buffer[base] += stop - start
             else:
-                for index in range(start, stop):
-                    target = target_of(row_mode, base, np.int64(rowval[index]) - 1, row_map)
+                column_rows = rowval[start:stop]
+                for index in range(column_values.shape[0]):
+                    target = target_of(row_mode, base, np.int64(column_rows[index]) - 1, row_map)
                     if target >= 0:
-                        deviation = np.float64(values[index - value_offset]) - centers[target]
+                        deviation = np.float64(column_values[index]) - centers[target]
                         buffer[target] += deviation * deviation
                         if counting:
                             counts_buffer[target] += 1
@@ -105,14 +117,18 @@ def extremes(first_chunk, last_chunk, colptr, rowval, values, row_mode, row_map,
             base = col_map[column]
             if base < 0:
                 continue
-            for index in range(np.int64(colptr[column]) - 1, np.int64(colptr[column + 1]) - 1):
+            start = np.int64(colptr[column]) - 1
+            stop = np.int64(colptr[column + 1]) - 1
+            column_values = values[start:stop]
+            column_rows = rowval[start:stop]
+            for index in range(column_values.shape[0]):
                 if row_mode == PER_COLUMN:
                     target = base
                 else:
-                    target = target_of(row_mode, base, np.int64(rowval[index]) - 1, row_map)
+                    target = target_of(row_mode, base, np.int64(column_rows[index]) - 1, row_map)
                     if target < 0:
                         continue
-                value = values[index]
+                value = column_values[index]
                 current = buffer[target]
                 if (value > current if is_max else value < current) or value != value:
                     buffer[target] = value
@@ -129,29 +145,9 @@ def column_extremes(first_column, last_column, colptr, values, keys, is_float, s
     for column in range(first_column, last_column):
         start = np.int64(colptr[column]) - 1
         stop = np.int64(colptr[column + 1]) - 1
-        best = out_keys[column]
-        if is_float:
-            n_nans = 0
-            for index in range(start, stop):
-                n_nans += values[index] != values[index]
-            nans[column] = n_nans
-            if is_max:
-                for index in range(start, stop):
-                    key = ordered_key(keys[index], sign_shift, magnitude)
-                    best = key if key > best else best
-            else:
-                for index in range(start, stop):
-                    key = ordered_key(keys[index], sign_shift, magnitude)
-                    best = key if key < best else best
-        elif is_max:
-            for index in range(start, stop):
-                key = np.int64(keys[index])
-                best = key if key > best else best
-        else:
-            for index in range(start, stop):
-                key = np.int64(keys[index])
-                best = key if key < best else best
-        out_keys[column] = best
+        out_keys[column], n_nans = extreme_key(values[start:stop], keys[start:stop], is_float, sign_shift, magnitude,
+                                                is_max, out_keys[column])
+        nans[column] = n_nans
 
 
 @numba.njit(cache=True, nogil=True, fastmath=SUM_FASTMATH)
@@ -160,19 +156,8 @@ def column_variances(first_column, last_column, colptr, values, n_rows, means, v
     deviations from the mean while the column's values are still in cache (two passes, as Julia's ``var``, for the
     memory traffic of one)."""
     for column in range(first_column, last_column):
-        start = np.int64(colptr[column]) - 1
-        stop = np.int64(colptr[column + 1]) - 1
-        total = 0.0
-        for index in range(start, stop):
-            total += values[index]
-        mean = total / n_rows
-        squares = 0.0
-        for index in range(start, stop):
-            deviation = np.float64(values[index]) - mean
-            squares += deviation * deviation
-        squares += (n_rows - (stop - start)) * mean * mean
-        means[column] = mean
-        variances[column] = squares / n_rows
+        column_values = values[np.int64(colptr[column]) - 1:np.int64(colptr[column + 1]) - 1]
+        means[column], variances[column] = mean_and_variance(column_values, n_rows)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -190,8 +175,9 @@ def column_quantiles(first_column, last_column, colptr, values, n_rows, is_media
         n_stored = stop - start
         n_negative = 0
         has_nan = False
+        column_values = values[start:stop]
         for index in range(n_stored):
-            value = np.float64(values[start + index])
+            value = np.float64(column_values[index])
             buffer[index] = value
             n_negative += value < 0
             has_nan |= value != value
@@ -215,12 +201,16 @@ def column_modes(first_column, last_column, colptr, rowval, values, n_rows, zero
     candidates = np.empty(longest, dtype=values.dtype)
     candidate_counts = np.empty(longest, dtype=np.int64)
     for column in range(first_column, last_column):
+        start = np.int64(colptr[column]) - 1
+        stop = np.int64(colptr[column + 1]) - 1
+        stored_values = values[start:stop]
+        stored_rows = rowval[start:stop]
         n_nonzero = 0
-        for index in range(np.int64(colptr[column]) - 1, np.int64(colptr[column + 1]) - 1):
-            value = values[index]
+        for index in range(stored_values.shape[0]):
+            value = stored_values[index]
             if value != 0:
                 column_values[n_nonzero] = value
-                rows[n_nonzero] = np.int64(rowval[index]) - 1
+                rows[n_nonzero] = np.int64(stored_rows[index]) - 1
                 n_nonzero += 1
         out[column] = mode_of(column_values[:n_nonzero], rows[:n_nonzero], n_rows, zero, sorted_values, candidates,
                               candidate_counts)

@@ -8,9 +8,13 @@ The accumulating kernels (:func:`sums`, :func:`squared_deviations`, :func:`extre
 target of the value at rectangle position ``(r, c)`` follows ``row_mode`` (see
 :data:`pydaf.kernels._shared.PER_COLUMN`) with ``col_map[c]`` and ``row_map[r]`` (both indexed within the
 rectangle), and ``col_map[c] + row_offset + r`` per row. Per row, the rows go in blocks of ``block`` whose
-accumulators stay in the L1 cache while the block of every column streams through them (a SIMD map, no scatter).
+accumulators stay in cache while the block of every column streams through them (a SIMD map, no scatter).
 
 The ``column_*``/``row_*`` kernels compute one statistic per column (or per row) directly.
+
+Inner loops run over views of a column (``matrix[first:last, column]``) indexed from 0: numba then knows no index is
+negative and skips the wrap-around of negative indices, which otherwise keeps LLVM from vectorizing them (the column
+sums of 80 MB of ``Float32``: 33 ms, 2.8 ms with views).
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from ._shared import PER_COLUMN, PER_ROW, SUM_FASTMATH, mode_of, order_statistic, ordered_key
+from ._shared import PER_COLUMN, PER_ROW, SUM_FASTMATH, extreme_key, mean_and_variance, mode_of, order_statistic
 
 __all__ = ["column_extremes", "column_modes", "column_quantiles", "column_variances", "extremes", "row_modes",
            "row_quantiles", "row_variances", "squared_deviations", "sums"]
@@ -35,24 +39,26 @@ def sums(matrix, row0, col0, n_rows, n_columns, row_mode, row_map, col_map, row_
                 base = col_map[column]
                 if base < 0:
                     continue
-                base += row_offset
-                for row in range(block_start, block_stop):
-                    out[base + row] += matrix[row0 + row, col0 + column]
+                values = matrix[row0 + block_start:row0 + block_stop, col0 + column]
+                targets = out[base + row_offset + block_start:base + row_offset + block_stop]
+                for row in range(values.shape[0]):
+                    targets[row] += values[row]
         return
     for column in range(n_columns):
         base = col_map[column]
         if base < 0:
             continue
+        values = matrix[row0:row0 + n_rows, col0 + column]
         if row_mode == PER_COLUMN:
             total = out[base]
-            for row in range(n_rows):
-                total += matrix[row0 + row, col0 + column]
+            for row in range(values.shape[0]):
+                total += values[row]
             out[base] = total
         else:
-            for row in range(n_rows):
+            for row in range(values.shape[0]):
                 group = row_map[row]
                 if group >= 0:
-                    out[base + group] += matrix[row0 + row, col0 + column]
+                    out[base + group] += values[row]
 
 
 @numba.njit(cache=True, nogil=True, fastmath=SUM_FASTMATH)
@@ -66,27 +72,31 @@ def squared_deviations(matrix, row0, col0, n_rows, n_columns, row_mode, row_map,
                 base = col_map[column]
                 if base < 0:
                     continue
-                base += row_offset
-                for row in range(block_start, block_stop):
-                    deviation = np.float64(matrix[row0 + row, col0 + column]) - centers[base + row]
-                    out[base + row] += deviation * deviation
+                values = matrix[row0 + block_start:row0 + block_stop, col0 + column]
+                first = base + row_offset + block_start
+                targets = out[first:first + values.shape[0]]
+                target_centers = centers[first:first + values.shape[0]]
+                for row in range(values.shape[0]):
+                    deviation = np.float64(values[row]) - target_centers[row]
+                    targets[row] += deviation * deviation
         return
     for column in range(n_columns):
         base = col_map[column]
         if base < 0:
             continue
+        values = matrix[row0:row0 + n_rows, col0 + column]
         if row_mode == PER_COLUMN:
             center = centers[base]
             total = out[base]
-            for row in range(n_rows):
-                deviation = np.float64(matrix[row0 + row, col0 + column]) - center
+            for row in range(values.shape[0]):
+                deviation = np.float64(values[row]) - center
                 total += deviation * deviation
             out[base] = total
         else:
-            for row in range(n_rows):
+            for row in range(values.shape[0]):
                 group = row_map[row]
                 if group >= 0:
-                    deviation = np.float64(matrix[row0 + row, col0 + column]) - centers[base + group]
+                    deviation = np.float64(values[row]) - centers[base + group]
                     out[base + group] += deviation * deviation
 
 
@@ -102,23 +112,26 @@ def extremes(matrix, row0, col0, n_rows, n_columns, row_mode, row_map, col_map, 
                 base = col_map[column]
                 if base < 0:
                     continue
-                base += row_offset
+                values = matrix[row0 + block_start:row0 + block_stop, col0 + column]
+                first = base + row_offset + block_start
+                targets = out[first:first + values.shape[0]]
                 if is_max:
-                    for row in range(block_start, block_stop):
-                        value = matrix[row0 + row, col0 + column]
-                        current = out[base + row]
-                        out[base + row] = value if (value > current or value != value) else current
+                    for row in range(values.shape[0]):
+                        value = values[row]
+                        current = targets[row]
+                        targets[row] = value if (value > current or value != value) else current
                 else:
-                    for row in range(block_start, block_stop):
-                        value = matrix[row0 + row, col0 + column]
-                        current = out[base + row]
-                        out[base + row] = value if (value < current or value != value) else current
+                    for row in range(values.shape[0]):
+                        value = values[row]
+                        current = targets[row]
+                        targets[row] = value if (value < current or value != value) else current
         return
     for column in range(n_columns):
         base = col_map[column]
         if base < 0:
             continue
-        for row in range(n_rows):
+        values = matrix[row0:row0 + n_rows, col0 + column]
+        for row in range(values.shape[0]):
             if row_mode == PER_COLUMN:
                 target = base
             else:
@@ -126,7 +139,7 @@ def extremes(matrix, row0, col0, n_rows, n_columns, row_mode, row_map, col_map, 
                 if group < 0:
                     continue
                 target = base + group
-            value = matrix[row0 + row, col0 + column]
+            value = values[row]
             current = out[target]
             if (value > current if is_max else value < current) or value != value:
                 out[target] = value
@@ -138,49 +151,17 @@ def column_extremes(first_column, last_column, values, keys, is_float, sign_shif
     """The largest (``is_max``) or smallest value of each column as an :func:`~._shared.ordered_key` of ``keys``
     (the integer view of float ``values``; for integers the values themselves, with ``is_float`` false), and the
     number of its NaNs. Comparing integers keeps the loop in SIMD lanes."""
-    n_rows = values.shape[0]
     for column in range(first_column, last_column):
-        best = out_keys[column]
-        if is_float:
-            n_nans = 0
-            for row in range(n_rows):
-                n_nans += values[row, column] != values[row, column]
-            nans[column] = n_nans
-            if is_max:
-                for row in range(n_rows):
-                    key = ordered_key(keys[row, column], sign_shift, magnitude)
-                    best = key if key > best else best
-            else:
-                for row in range(n_rows):
-                    key = ordered_key(keys[row, column], sign_shift, magnitude)
-                    best = key if key < best else best
-        elif is_max:
-            for row in range(n_rows):
-                key = np.int64(keys[row, column])
-                best = key if key > best else best
-        else:
-            for row in range(n_rows):
-                key = np.int64(keys[row, column])
-                best = key if key < best else best
-        out_keys[column] = best
+        out_keys[column], nans[column] = extreme_key(values[:, column], keys[:, column], is_float, sign_shift,
+                                                     magnitude, is_max, out_keys[column])
 
 
 @numba.njit(cache=True, nogil=True, fastmath=SUM_FASTMATH)
 def column_variances(first_column, last_column, matrix, means, variances):  # pragma: no cover - jit
     """The mean and the (uncorrected) variance of each column: the sum, then the squared deviations from the mean
     while the column is still in cache (two passes, as Julia's ``var``, for the memory traffic of one)."""
-    n_rows = matrix.shape[0]
     for column in range(first_column, last_column):
-        total = 0.0
-        for row in range(n_rows):
-            total += matrix[row, column]
-        mean = total / n_rows
-        squares = 0.0
-        for row in range(n_rows):
-            deviation = np.float64(matrix[row, column]) - mean
-            squares += deviation * deviation
-        means[column] = mean
-        variances[column] = squares / n_rows
+        means[column], variances[column] = mean_and_variance(matrix[:, column], matrix.shape[0])
 
 
 @numba.njit(cache=True, nogil=True, fastmath=SUM_FASTMATH)
@@ -190,20 +171,24 @@ def row_variances(first_row, last_row, matrix, block, means, variances):  # prag
     n_columns = matrix.shape[1]
     for block_start in range(first_row, last_row, block):
         block_stop = min(block_start + block, last_row)
-        for row in range(block_start, block_stop):
-            means[row] = 0.0
-            variances[row] = 0.0
+        block_means = means[block_start:block_stop]
+        block_variances = variances[block_start:block_stop]
+        for row in range(block_means.shape[0]):
+            block_means[row] = 0.0
+            block_variances[row] = 0.0
         for column in range(n_columns):
-            for row in range(block_start, block_stop):
-                means[row] += matrix[row, column]
-        for row in range(block_start, block_stop):
-            means[row] /= n_columns
+            values = matrix[block_start:block_stop, column]
+            for row in range(values.shape[0]):
+                block_means[row] += values[row]
+        for row in range(block_means.shape[0]):
+            block_means[row] /= n_columns
         for column in range(n_columns):
-            for row in range(block_start, block_stop):
-                deviation = np.float64(matrix[row, column]) - means[row]
-                variances[row] += deviation * deviation
-        for row in range(block_start, block_stop):
-            variances[row] /= n_columns
+            values = matrix[block_start:block_stop, column]
+            for row in range(values.shape[0]):
+                deviation = np.float64(values[row]) - block_means[row]
+                block_variances[row] += deviation * deviation
+        for row in range(block_variances.shape[0]):
+            block_variances[row] /= n_columns
 
 
 @numba.njit(cache=True, nogil=True)
@@ -213,12 +198,22 @@ def column_quantiles(first_column, last_column, matrix, is_median, first, gamma,
     n_rows = matrix.shape[0]
     buffer = np.empty(n_rows, dtype=np.float64)
     for column in range(first_column, last_column):
+        values = matrix[:, column]
         has_nan = False
         for row in range(n_rows):
-            value = np.float64(matrix[row, column])
+            value = np.float64(values[row])
             buffer[row] = value
             has_nan |= value != value
         out[column] = np.nan if has_nan else order_statistic(buffer, n_rows, 0, 0, is_median, first, gamma)
+
+
+@numba.njit(inline="always")
+def _copy_rows(matrix, block_start, block_stop, buffer):  # pragma: no cover - jit
+    # The rows [block_start, block_stop) into a row-major buffer, each column's part read contiguously.
+    for column in range(matrix.shape[1]):
+        values = matrix[block_start:block_stop, column]
+        for row in range(values.shape[0]):
+            buffer[row, column] = values[row]
 
 
 @numba.njit(cache=True, nogil=True)
@@ -229,15 +224,14 @@ def row_quantiles(first_row, last_row, matrix, block, is_median, first, gamma, o
     buffer = np.empty((block, n_columns), dtype=np.float64)
     for block_start in range(first_row, last_row, block):
         block_stop = min(block_start + block, last_row)
-        for column in range(n_columns):
-            for row in range(block_start, block_stop):
-                buffer[row - block_start, column] = matrix[row, column]
-        for row in range(block_start, block_stop):
-            values = buffer[row - block_start]
+        _copy_rows(matrix, block_start, block_stop, buffer)
+        for row in range(block_stop - block_start):
+            values = buffer[row]
             has_nan = False
             for column in range(n_columns):
                 has_nan |= values[column] != values[column]
-            out[row] = np.nan if has_nan else order_statistic(values, n_columns, 0, 0, is_median, first, gamma)
+            out[block_start + row] = np.nan if has_nan \
+                else order_statistic(values, n_columns, 0, 0, is_median, first, gamma)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -245,14 +239,11 @@ def column_modes(first_column, last_column, matrix, zero, out):  # pragma: no co
     """Julia's ``StatsBase.mode`` of each column (:func:`~._shared.mode_of`)."""
     n_rows = matrix.shape[0]
     positions = np.arange(n_rows)
-    column_values = np.empty(n_rows, dtype=matrix.dtype)
     sorted_values = np.empty(n_rows, dtype=matrix.dtype)
     candidates = np.empty(n_rows, dtype=matrix.dtype)
     candidate_counts = np.empty(n_rows, dtype=np.int64)
     for column in range(first_column, last_column):
-        for row in range(n_rows):
-            column_values[row] = matrix[row, column]
-        out[column] = mode_of(column_values, positions, n_rows, zero, sorted_values, candidates, candidate_counts)
+        out[column] = mode_of(matrix[:, column], positions, n_rows, zero, sorted_values, candidates, candidate_counts)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -266,9 +257,7 @@ def row_modes(first_row, last_row, matrix, block, zero, out):  # pragma: no cove
     candidate_counts = np.empty(n_columns, dtype=np.int64)
     for block_start in range(first_row, last_row, block):
         block_stop = min(block_start + block, last_row)
-        for column in range(n_columns):
-            for row in range(block_start, block_stop):
-                buffer[row - block_start, column] = matrix[row, column]
-        for row in range(block_start, block_stop):
-            out[row] = mode_of(buffer[row - block_start], positions, n_columns, zero, sorted_values, candidates,
-                               candidate_counts)
+        _copy_rows(matrix, block_start, block_stop, buffer)
+        for row in range(block_stop - block_start):
+            out[block_start + row] = mode_of(buffer[row], positions, n_columns, zero, sorted_values, candidates,
+                                             candidate_counts)

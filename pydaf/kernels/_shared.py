@@ -44,6 +44,50 @@ def ordered_key(bits, sign_shift, magnitude):  # pragma: no cover - jit
 
 
 @numba.njit(inline="always")
+def extreme_key(values, keys, is_float, sign_shift, magnitude, is_max, best):  # pragma: no cover - jit
+    """The largest (``is_max``) or smallest of ``best`` and the :func:`ordered_key` of ``keys`` (the integer view of
+    float ``values``; for integers, the values themselves, with ``is_float`` false), and the number of NaN values.
+    (The arrays are views starting at 0, so numba knows no index is negative and the loops vectorize.)"""
+    n_nans = 0
+    if is_float:
+        for index in range(values.shape[0]):
+            n_nans += values[index] != values[index]
+        if is_max:
+            for index in range(keys.shape[0]):
+                key = ordered_key(keys[index], sign_shift, magnitude)
+                best = key if key > best else best
+        else:
+            for index in range(keys.shape[0]):
+                key = ordered_key(keys[index], sign_shift, magnitude)
+                best = key if key < best else best
+    elif is_max:
+        for index in range(keys.shape[0]):
+            key = np.int64(keys[index])
+            best = key if key > best else best
+    else:
+        for index in range(keys.shape[0]):
+            key = np.int64(keys[index])
+            best = key if key < best else best
+    return best, n_nans
+
+
+@numba.njit(inline="always")
+def mean_and_variance(values, n_values):  # pragma: no cover - jit
+    """The mean and the (uncorrected) variance of ``values`` and ``n_values - len(values)`` more zeros, in two passes
+    over ``values`` (the caller keeps them in cache between the two: the memory traffic of one)."""
+    total = 0.0
+    for index in range(values.shape[0]):
+        total += values[index]
+    mean = total / n_values
+    squares = 0.0
+    for index in range(values.shape[0]):
+        deviation = np.float64(values[index]) - mean
+        squares += deviation * deviation
+    squares += (n_values - values.shape[0]) * mean * mean
+    return mean, squares / n_values
+
+
+@numba.njit(inline="always")
 def _swap(values, first, second):  # pragma: no cover - jit
     value = values[first]
     values[first] = values[second]
