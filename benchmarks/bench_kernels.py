@@ -36,10 +36,13 @@ results; for ``Mode``, whether the value returned occurs as often as the most fr
 differently).
 
 Where numpy/scipy has no one-call pass, the bare pass is the plain numpy a user would write, named in the ``bare``
-column of the table: the sparse ``Median``/``Quantile``/``Mode`` loop over the columns (or the rows of a CSR copy)
-with ``np.partition``/``np.unique``; ``Var`` of a sparse matrix is ``mean(X²) - mean²`` (scipy); ``Fraction`` and
-``Significant`` of a sparse matrix work on ``data`` with ``np.repeat`` of per-column values. ``Count`` has no data
-pass: its bare pass is ``get_stored_matrix`` (after ``empty_cache``) and ``np.full``.
+column of the table: the sparse ``Median``/``Quantile``/``Mode`` loop over the columns with ``np.partition``/
+``np.unique`` (per row, over a ``tocsr()`` copy made in the pass); ``Var`` of a sparse matrix is ``mean(X²) - mean²``
+(scipy); ``Fraction`` and ``Significant`` of a sparse matrix work on ``data`` with ``np.repeat`` of per-column
+values, and ``Significant`` of a dense matrix builds a ``csc_matrix`` (Julia's result is sparse once a value became
+zero; for unsigned types Julia's ``-high`` wraps around, so every value is "high" and the non-zeros stay); ``GeoMean``
+adds the ``Float64`` eps (as Julia does, so ``Float32`` values are logged in ``Float64``). ``Count`` has no data pass:
+its bare pass is ``get_stored_matrix`` (after ``empty_cache``) and ``np.full``.
 
 Examples::
 
