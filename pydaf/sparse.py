@@ -87,7 +87,8 @@ def _scipy_indices(one_based: np.ndarray) -> np.ndarray:
     limit = np.iinfo(np.int32).max
     dtype = np.dtype(np.int32 if one_based.size == 0 or int(one_based.max()) <= limit else np.int64)
     # In chunks on all threads: a new array's pages are first touched there (slow on VMs: ~3 GB/s per core).
-    return map_values(one_based, dtype, lambda chunk: np.subtract(chunk, 1, dtype=dtype, casting="unsafe"))
+    return map_values(one_based, dtype, lambda chunk, out: np.subtract(chunk, 1, out=out, dtype=dtype,
+                                                                        casting="unsafe"))
 
 
 def dense_column_major(matrix: np.ndarray | SparseMatrixCSC) -> np.ndarray:

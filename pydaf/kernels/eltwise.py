@@ -6,8 +6,9 @@ chunk stay in the L2 cache (one pass over memory in all), and the chunks are spr
 :mod:`.threads` (numpy releases the GIL inside its loops, which are SIMD: faster than numba's scalar ``log``).
 
 Example:
-    >>> map_values(np.arange(4, dtype=np.uint8), np.dtype(np.float32), lambda chunk: np.square(chunk / 2)).tolist()
-    [0.0, 0.25, 1.0, 2.25]
+    >>> map_values(np.arange(4, dtype=np.uint8), np.dtype(np.float32),
+    ...            lambda chunk, out: np.divide(chunk, 2, out=out)).tolist()
+    [0.0, 0.5, 1.0, 1.5]
 """
 
 from __future__ import annotations
@@ -26,14 +27,15 @@ __all__ = ["MAP_CHUNK", "divide_columns", "map_values", "significant_columns"]
 MAP_CHUNK = 1 << 16
 
 
-def map_values(values: np.ndarray, dtype: np.dtype, function: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
-    """A new array of ``dtype`` (the shape of ``values``; column-major for a column-major matrix) holding
-    ``function(chunk)`` of consecutive chunks of ``values`` (in memory order); ``function`` must map each element on
-    its own. An exception raised for any chunk is raised (once every chunk is done); callers that need the first
-    failing element in order recompute serially.
+def map_values(values: np.ndarray, dtype: np.dtype, function: Callable[[np.ndarray, np.ndarray], None]) -> np.ndarray:
+    """A new array of ``dtype`` (the shape of ``values``; column-major for a column-major matrix) into which
+    ``function(chunk, out_chunk)`` writes its results for consecutive chunks of ``values`` (in memory order);
+    ``function`` must map each element on its own. An exception raised for any chunk is raised (once every chunk is
+    done); callers that need the first failing element in order recompute serially.
 
     Example:
-        >>> map_values(np.array([[1, 2], [3, 4]], order="F"), np.dtype(np.int64), lambda chunk: chunk * 10).tolist()
+        >>> map_values(np.array([[1, 2], [3, 4]], order="F"), np.dtype(np.int64),
+        ...            lambda chunk, out: np.multiply(chunk, 10, out=out)).tolist()
         [[10, 20], [30, 40]]
     """
     if values.ndim > 1 and not (values.flags.f_contiguous or values.flags.c_contiguous):
@@ -48,7 +50,7 @@ def map_values(values: np.ndarray, dtype: np.dtype, function: Callable[[np.ndarr
     def run(first_chunk: int, last_chunk: int) -> None:
         for start in range(first_chunk * MAP_CHUNK, min(last_chunk * MAP_CHUNK, size), MAP_CHUNK):
             stop = min(start + MAP_CHUNK, size)
-            flat_out[start:stop] = function(flat_values[start:stop])
+            function(flat_values[start:stop], flat_out[start:stop])
 
     run_ranges(run, even_bounds(n_chunks, threads_for(size)))
     return out

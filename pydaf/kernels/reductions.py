@@ -74,8 +74,9 @@ REDUCE_NUMBA_MIN_ENTRIES = 1 << 16
 # Values per chunk when a vector is reduced in chunks (bounding the temporaries).
 _VECTOR_CHUNK = 1 << 20
 
-# Rows per block when a dense matrix is accumulated per row (the block's float64 accumulators, 16 KB, stay in L1).
-_ROW_BLOCK = 2048
+# Rows per block when a dense matrix is accumulated per row: the block's float64 accumulators (256 KB) stay in L2;
+# longer column runs stream faster than short ones (5.5 ms for 80 MB with 2,048-row blocks, 4.6 ms with 32,768).
+_ROW_BLOCK = 1 << 15
 
 # Bytes of a dense block that two passes read (per-row variances, order statistics): it stays in the L2 cache between
 # them (2 x 1 MB on the 2-core VM).

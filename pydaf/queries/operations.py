@@ -192,45 +192,74 @@ def _require_numbers(operation: Any, input: Any) -> None:
 
 
 def _cast(values: Any, dtype: np.dtype) -> Any:
-    """``values`` converted to ``dtype``, raising Julia's ``InexactError`` when a value does not fit an integer or
-    Bool type exactly (a fraction, NaN, or out of range)."""
+    """``values`` converted to ``dtype`` (themselves if already of it), raising Julia's ``InexactError`` when a value
+    does not fit an integer or Bool type exactly (a fraction, NaN, or out of range)."""
     values = np.asarray(values)
     if values.dtype == dtype:
         return values
-    # (Bool values, 0 and 1, fit every number type; and numpy refuses to compare them with UInt64's maximum.)
-    if dtype.kind in "iub" and values.size and values.dtype.kind != "b":
-        if dtype == _BOOL:
-            fits = (values == 0) | (values == 1)
-        else:
-            info = np.iinfo(dtype)
-            with np.errstate(invalid="ignore"):
-                fits = (values >= info.min) & (values <= info.max)
-                if values.dtype.kind == "f":
-                    fits &= np.isfinite(values) & (np.trunc(values) == values)
-                    # float(2**63) == 2**63 rounds up past Int64's range.
-                    fits &= values < float(info.max) + 1.0
-        if not np.all(fits):
-            bad = values[~fits].ravel()[0] if values.ndim else values[()]
-            raise DafValueError(f"InexactError: {julia_name(dtype)}({julia_string(bad)})")
+    out = np.empty(values.shape, dtype=dtype)
+    _cast_into(values, out)
+    return out
+
+
+def _cast_into(values: np.ndarray, out: np.ndarray, *, integral: bool = False) -> None:
+    """Write ``values`` converted to the type of ``out`` into it, as :func:`_cast` (``integral``: the values are
+    known to be whole numbers, e.g. rounded). The range is checked with the minimum and the maximum (two SIMD passes,
+    no temporaries); only when they fail is each value checked, to report the first one that does not fit."""
+    dtype = out.dtype
+    if dtype.kind in "iub" and values.size and values.dtype.kind != "b" and not _fits(values, dtype, integral):
+        fits = _fitting(values, dtype)
+        bad = values[~fits].ravel()[0] if values.ndim else values[()]
+        raise DafValueError(f"InexactError: {julia_name(dtype)}({julia_string(bad)})")
     with np.errstate(invalid="ignore", over="ignore"):
-        return values.astype(dtype)
+        np.copyto(out, values, casting="unsafe")
+
+
+def _fits(values: np.ndarray, dtype: np.dtype, integral: bool) -> bool:
+    """Whether every value converts to the integer or Bool ``dtype`` exactly (NaN makes the extremes NaN: no)."""
+    low, high = values.min(), values.max()
+    if dtype == _BOOL:
+        return bool(low >= 0 and high <= 1) and (values.dtype.kind != "f" or integral
+                                                  or bool(np.all((values == 0) | (values == 1))))
+    info = np.iinfo(dtype)
+    if values.dtype.kind != "f":
+        return info.min <= int(low) and int(high) <= info.max
+    # (float(2**63) == 2**63 rounds up past Int64's range.)
+    return bool(np.isfinite(low) and np.isfinite(high) and float(low) >= info.min
+                and float(high) < float(info.max) + 1.0) and (integral or bool(np.all(np.trunc(values) == values)))
+
+
+def _fitting(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """Which values convert to the integer or Bool ``dtype`` exactly."""
+    if dtype == _BOOL:
+        return (values == 0) | (values == 1)
+    info = np.iinfo(dtype)
+    with np.errstate(invalid="ignore"):
+        fits = (values >= info.min) & (values <= info.max)
+        if values.dtype.kind == "f":
+            fits &= np.isfinite(values) & (np.trunc(values) == values)
+            fits &= values < float(info.max) + 1.0
+    return fits
 
 
 def _scalar(value: Any, dtype: np.dtype) -> Any:
     return _cast(np.asarray(value), dtype)[()]
 
 
-def _map_values(input: Any, dtype: np.dtype, function: Callable[[np.ndarray], np.ndarray], *, zero_to_zero: bool,
-                identity: bool = False) -> Any:
-    """Apply an element-wise ``function`` (a numpy array in, the same shape of ``dtype`` out) to a scalar, a vector or
-    a matrix; large inputs go in cache-sized chunks on all threads (:func:`~pydaf.kernels.eltwise.map_values`).
+def _map_values(input: Any, dtype: np.dtype, function: Callable[[np.ndarray, np.ndarray], None], *,
+                zero_to_zero: bool, identity: bool = False) -> Any:
+    """Apply an element-wise ``function`` (which writes its results for a numpy array into an array of ``dtype`` of
+    the same shape) to a scalar, a vector or a matrix; large inputs go in cache-sized chunks on all threads
+    (:func:`~pydaf.kernels.eltwise.map_values`).
 
     A sparse matrix whose zeros stay zeros (``zero_to_zero``) maps its stored values only, in one pass: the result has
     its structure and shares its read-only index arrays (as Julia's ``similar``, an entry that becomes zero stays
     stored). Otherwise every entry has a value and the result is dense. When ``function`` is the ``identity`` of the
     input's type, a read-only input is its own result (zero-copy)."""
     if _is_scalar(input):
-        return function(np.asarray(input))[()]
+        out = np.empty((), dtype=dtype)
+        function(np.asarray(input), out)
+        return out[()]
     if isinstance(input, SparseMatrixCSC):
         if not zero_to_zero:
             return _map_array(dense_column_major(input), dtype, function, identity)
@@ -239,7 +268,7 @@ def _map_values(input: Any, dtype: np.dtype, function: Callable[[np.ndarray], np
     return _map_array(np.asarray(input), dtype, function, identity)
 
 
-def _map_array(values: np.ndarray, dtype: np.dtype, function: Callable[[np.ndarray], np.ndarray],
+def _map_array(values: np.ndarray, dtype: np.dtype, function: Callable[[np.ndarray, np.ndarray], None],
                identity: bool) -> np.ndarray:
     if identity and values.dtype == dtype:
         return _shared_index(values)
@@ -247,7 +276,7 @@ def _map_array(values: np.ndarray, dtype: np.dtype, function: Callable[[np.ndarr
         return map_values(values, dtype, function)
     except DafValueError:
         # A value that does not convert (InexactError): report the first one in order, as Julia.
-        function(values)
+        function(values, np.empty(values.shape, dtype=dtype))
         raise
 
 
@@ -280,8 +309,11 @@ class Abs(EltwiseOperation):
         dtype = unsigned_type_for(input_type, self.type)
         is_unsigned = input_type.kind in "ub"
 
-        def absolute(values: np.ndarray) -> np.ndarray:
-            return _cast(values if is_unsigned else np.abs(values), dtype)
+        def absolute(values: np.ndarray, out: np.ndarray) -> None:
+            if values.dtype == dtype and not is_unsigned:
+                np.abs(values, out=out)
+            else:
+                _cast_into(values if is_unsigned else np.abs(values), out)
 
         return _map_values(input, dtype, absolute, zero_to_zero=True, identity=is_unsigned)
 
@@ -304,8 +336,8 @@ class Round(EltwiseOperation):
         dtype = int_type_for(input_type, self.type)
         is_float = input_type.kind == "f"
 
-        def rounded(values: np.ndarray) -> np.ndarray:
-            return _cast(np.rint(values) if is_float else values, dtype)
+        def rounded(values: np.ndarray, out: np.ndarray) -> None:
+            _cast_into(np.rint(values) if is_float else values, out, integral=True)
 
         return _map_values(input, dtype, rounded, zero_to_zero=True, identity=not is_float)
 
@@ -341,20 +373,24 @@ class Clamp(EltwiseOperation):
         _require_numbers(self, input)
         dtype = self._result_type(_eltype(input))
 
-        def clamped(values: np.ndarray) -> np.ndarray:
+        def clamped(values: np.ndarray, out: np.ndarray) -> None:
             if values.dtype.kind in "iu" and _is_int(self.min) and _is_int(self.max):
                 # In the integer domain: float64 would round 64-bit values.
                 info = np.iinfo(values.dtype)
                 low = info.min if self.min == -math.inf else max(int(self.min), info.min)
                 high = info.max if self.max == math.inf else min(int(self.max), info.max)
                 if low > high:
-                    return _cast(np.full(values.shape, self.max if high < info.min else self.min), dtype)
-                return _cast(np.clip(values, values.dtype.type(low), values.dtype.type(high)), dtype)
-            if values.dtype == dtype and dtype.kind == "f":
+                    _cast_into(np.full(values.shape, self.max if high < info.min else self.min), out)
+                elif values.dtype == dtype:
+                    np.clip(values, values.dtype.type(low), values.dtype.type(high), out=out)
+                else:
+                    _cast_into(np.clip(values, values.dtype.type(low), values.dtype.type(high)), out)
+            elif values.dtype == dtype and dtype.kind == "f":
                 # Clamping in the type itself, to the bounds rounded to it, gives what Julia's clamp in Float64
                 # (then converted) gives: rounding is monotonic.
-                return np.clip(values, dtype.type(self.min), dtype.type(self.max))
-            return _cast(np.clip(values.astype(np.float64), self.min, self.max), dtype)
+                np.clip(values, dtype.type(self.min), dtype.type(self.max), out=out)
+            else:
+                _cast_into(np.clip(values.astype(np.float64), self.min, self.max), out)
 
         return _map_values(input, dtype, clamped, zero_to_zero=self.min <= 0 <= self.max)
 
@@ -378,7 +414,7 @@ class Convert(EltwiseOperation):
         _require_numbers(self, input)
         dtype = self.type
         assert dtype is not None
-        return _map_values(input, dtype, lambda values: _cast(values, dtype), zero_to_zero=True, identity=True)
+        return _map_values(input, dtype, _cast_into, zero_to_zero=True, identity=True)
 
 
 @query_operation
@@ -463,18 +499,18 @@ class Log(EltwiseOperation):
             with np.errstate(divide="ignore", invalid="ignore"):
                 return dtype.type(np.log(np.float64(input) + self.eps) / np.log(self.base))
 
-        def logarithm(values: np.ndarray) -> np.ndarray:
+        def logarithm(values: np.ndarray, out: np.ndarray) -> None:
             # As Julia: log(T(value) + T(eps)) in the result type T.
-            shifted = np.add(values, dtype.type(self.eps), dtype=dtype)
+            np.add(values, dtype.type(self.eps), out=out, dtype=dtype, casting="unsafe")
             with np.errstate(divide="ignore", invalid="ignore"):
                 if self.base == 2.0:
-                    return np.log2(shifted, out=shifted)
-                if self.base == 10.0:
-                    return np.log10(shifted, out=shifted)
-                np.log(shifted, out=shifted)
-                if self.base != math.e:
-                    shifted *= dtype.type(1.0 / math.log(self.base))
-                return shifted
+                    np.log2(out, out=out)
+                elif self.base == 10.0:
+                    np.log10(out, out=out)
+                else:
+                    np.log(out, out=out)
+                    if self.base != math.e:
+                        out *= dtype.type(1.0 / math.log(self.base))
 
         return _map_values(input, dtype, logarithm, zero_to_zero=self.eps == 1.0)
 
