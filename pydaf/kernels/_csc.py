@@ -26,6 +26,7 @@ from ._shared import (
     extreme_key,
     mean_and_variance,
     mode_of,
+    mode_table,
     order_statistic,
     target_of,
 )
@@ -189,28 +190,28 @@ def column_quantiles(first_column, last_column, colptr, values, n_rows, is_media
 
 
 @numba.njit(cache=True, nogil=True)
-def column_modes(first_column, last_column, colptr, rowval, values, n_rows, zero, out):  # pragma: no cover - jit
-    """Julia's ``StatsBase.mode`` of each column, its zeros (implicit or stored) included
-    (:func:`~._shared.mode_of`)."""
+def column_modes(first_column, last_column, colptr, rowval, values, keys, is_float, n_rows, zero,
+                 out):  # pragma: no cover - jit
+    """Julia's ``StatsBase.mode`` of each column, its zeros (implicit or stored) included (:func:`~._shared.mode_of`;
+    ``keys``: the integer view of float ``values``, or the values)."""
     longest = 0
     for column in range(first_column, last_column):
         longest = max(longest, np.int64(colptr[column + 1]) - np.int64(colptr[column]))
     column_values = np.empty(longest, dtype=values.dtype)
+    column_keys = np.empty(longest, dtype=keys.dtype)
     rows = np.empty(longest, dtype=np.int64)
-    sorted_values = np.empty(longest, dtype=values.dtype)
-    candidates = np.empty(longest, dtype=values.dtype)
-    candidate_counts = np.empty(longest, dtype=np.int64)
+    table = mode_table(longest)
     for column in range(first_column, last_column):
         start = np.int64(colptr[column]) - 1
         stop = np.int64(colptr[column + 1]) - 1
-        stored_values = values[start:stop]
-        stored_rows = rowval[start:stop]
+        stored_values, stored_keys, stored_rows = values[start:stop], keys[start:stop], rowval[start:stop]
         n_nonzero = 0
         for index in range(stored_values.shape[0]):
             value = stored_values[index]
             if value != 0:
                 column_values[n_nonzero] = value
+                column_keys[n_nonzero] = stored_keys[index]
                 rows[n_nonzero] = np.int64(stored_rows[index]) - 1
                 n_nonzero += 1
-        out[column] = mode_of(column_values[:n_nonzero], rows[:n_nonzero], n_rows, zero, sorted_values, candidates,
-                              candidate_counts)
+        out[column] = mode_of(column_values[:n_nonzero], column_keys[:n_nonzero], is_float, rows[:n_nonzero], n_rows,
+                              zero, table, column)

@@ -22,7 +22,16 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from ._shared import PER_COLUMN, PER_ROW, SUM_FASTMATH, extreme_key, mean_and_variance, mode_of, order_statistic
+from ._shared import (
+    PER_COLUMN,
+    PER_ROW,
+    SUM_FASTMATH,
+    extreme_key,
+    mean_and_variance,
+    mode_of,
+    mode_table,
+    order_statistic,
+)
 
 __all__ = ["column_extremes", "column_modes", "column_quantiles", "column_variances", "extremes", "row_modes",
            "row_quantiles", "row_variances", "squared_deviations", "sums"]
@@ -305,29 +314,28 @@ def row_quantiles(first_row, last_row, matrix, block, is_median, first, gamma, o
 
 
 @numba.njit(cache=True, nogil=True)
-def column_modes(first_column, last_column, matrix, zero, out):  # pragma: no cover - jit
-    """Julia's ``StatsBase.mode`` of each column (:func:`~._shared.mode_of`)."""
+def column_modes(first_column, last_column, matrix, keys, is_float, zero, out):  # pragma: no cover - jit
+    """Julia's ``StatsBase.mode`` of each column (:func:`~._shared.mode_of`; ``keys``: the integer view of a float
+    ``matrix``, or the matrix)."""
     n_rows = matrix.shape[0]
     positions = np.arange(n_rows)
-    sorted_values = np.empty(n_rows, dtype=matrix.dtype)
-    candidates = np.empty(n_rows, dtype=matrix.dtype)
-    candidate_counts = np.empty(n_rows, dtype=np.int64)
+    table = mode_table(n_rows)
     for column in range(first_column, last_column):
-        out[column] = mode_of(matrix[:, column], positions, n_rows, zero, sorted_values, candidates, candidate_counts)
+        out[column] = mode_of(matrix[:, column], keys[:, column], is_float, positions, n_rows, zero, table, column)
 
 
 @numba.njit(cache=True, nogil=True)
-def row_modes(first_row, last_row, matrix, block, zero, out):  # pragma: no cover - jit
-    """:func:`column_modes` of each row, a block of ``block`` rows copied into a row-major buffer at a time."""
+def row_modes(first_row, last_row, matrix, keys, is_float, block, zero, out):  # pragma: no cover - jit
+    """:func:`column_modes` of each row, a block of ``block`` rows copied into row-major buffers at a time."""
     n_columns = matrix.shape[1]
     positions = np.arange(n_columns)
     buffer = np.empty((block, n_columns), dtype=matrix.dtype)
-    sorted_values = np.empty(n_columns, dtype=matrix.dtype)
-    candidates = np.empty(n_columns, dtype=matrix.dtype)
-    candidate_counts = np.empty(n_columns, dtype=np.int64)
+    key_buffer = np.empty((block, n_columns), dtype=keys.dtype)
+    table = mode_table(n_columns)
     for block_start in range(first_row, last_row, block):
         block_stop = min(block_start + block, last_row)
         _copy_rows(matrix, block_start, block_stop, buffer)
+        _copy_rows(keys, block_start, block_stop, key_buffer)
         for row in range(block_stop - block_start):
-            out[block_start + row] = mode_of(buffer[row], positions, n_columns, zero, sorted_values, candidates,
-                                             candidate_counts)
+            out[block_start + row] = mode_of(buffer[row], key_buffer[row], is_float, positions, n_columns, zero,
+                                             table, block_start + row)

@@ -243,81 +243,94 @@ def order_statistic(buffer, n_values, n_negative, n_zeros, is_median, first, gam
     return interpolate(low, high, gamma)
 
 
-@numba.njit(inline="always")
-def _same(first, second):  # pragma: no cover - jit
-    # Julia's isequal for the mode's counting: NaN is one value.
-    return first == second or (first != first and second != second)
+#: Multiplier of the multiplicative (Fibonacci) hash of the mode's counting table.
+_HASH_MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)
 
 
 @numba.njit(inline="always")
-def _candidate_index(candidates, n_candidates, value):  # pragma: no cover - jit
-    # The position of value among the sorted (NaN-free) candidates, -1 if it is not one.
-    low = 0
-    high = n_candidates
-    while low < high:
-        middle = (low + high) // 2
-        if candidates[middle] < value:
-            low = middle + 1
-        else:
-            high = middle
-    return low if low < n_candidates and candidates[low] == value else -1
+def mode_table(longest):  # pragma: no cover - jit
+    """The scratch arrays of :func:`mode_of` for vectors of up to ``longest`` values: an open-addressing table of at
+    least twice as many slots (keys, counts, second-pass counts, the generation that owns each slot) and the list of
+    slots in use."""
+    size = 16
+    while size < 2 * longest:
+        size *= 2
+    return (np.zeros(size, dtype=np.int64), np.zeros(size, dtype=np.int64), np.zeros(size, dtype=np.int64),
+            np.full(size, -1, dtype=np.int64), np.zeros(max(longest, 1), dtype=np.int64))
 
 
 @numba.njit(inline="always")
-def mode_of(values, rows, n_values, zero, sorted_values, candidates, candidate_counts):  # pragma: no cover - jit
+def _slot(table_keys, table_owner, generation, key):  # pragma: no cover - jit
+    # The slot of key (linear probing from its hash): its own, or the first free one (owned by another generation).
+    mask = table_keys.shape[0] - 1
+    shift = np.uint64(64 - int(np.log2(table_keys.shape[0])))
+    slot = np.int64((np.uint64(key) * _HASH_MULTIPLIER) >> shift) & mask
+    while table_owner[slot] == generation and table_keys[slot] != key:
+        slot = (slot + 1) & mask
+    return slot
+
+
+@numba.njit(inline="always")
+def _mode_key(value, key, is_float):  # pragma: no cover - jit
+    # The counting key of a value: its bits (floats) or itself (integers); 0.0 and -0.0 count as one value.
+    if is_float and value == 0:
+        return np.int64(0)
+    return np.int64(key)
+
+
+@numba.njit(inline="always")
+def mode_of(values, keys, is_float, rows, n_values, zero, table, generation):  # pragma: no cover - jit
     """Julia's ``StatsBase.mode`` of ``n_values`` values that are zero except ``values`` (at the increasing 0-based
-    positions ``rows``): the most frequent; of ties, the first to reach the top count. ``sorted_values``,
-    ``candidates`` and ``candidate_counts`` are scratch buffers at least as long as ``values``."""
+    positions ``rows``): the most frequent; of ties, the first to reach the top count (NaN is one value). Values are
+    counted in a hash table (:func:`mode_table`; slots of other ``generation`` s are free), O(n) where sorting each
+    vector was O(n log n); a second pass in order finds which top value got there first. ``keys`` are the integer
+    views of float ``values`` (``is_float``), or the values themselves."""
+    table_keys, table_counts, table_seen, table_owner, used = table
     n_stored = values.shape[0]
     if n_stored == 0:
         return zero
-    sorted_values[:n_stored] = values
-    sorted_values[:n_stored].sort()
-    top = 0
-    n_top = 0
-    nan_is_top = False
-    start = 0
-    while start < n_stored:
-        stop = start + 1
-        while stop < n_stored and _same(sorted_values[stop], sorted_values[start]):
-            stop += 1
-        count = stop - start
-        if count > top:
-            top = count
-            n_top = 0
-            nan_is_top = False
-        if count == top:
-            if sorted_values[start] != sorted_values[start]:
-                nan_is_top = True
-            else:
-                candidates[n_top] = sorted_values[start]
-                n_top += 1
-        start = stop
-    n_zeros = n_values - n_stored
-    if n_zeros > top:
-        return zero
-    # The top candidate to reach the top count first.
-    for index in range(n_top):
-        candidate_counts[index] = 0
-    nan_count = 0
-    best = zero
-    reached = -1
+    n_used = 0
+    n_nans = 0
     for index in range(n_stored):
         value = values[index]
         if value != value:
-            nan_count += 1
-            if nan_is_top and nan_count == top:
+            n_nans += 1
+            continue
+        key = _mode_key(value, keys[index], is_float)
+        slot = _slot(table_keys, table_owner, generation, key)
+        if table_owner[slot] != generation:
+            table_owner[slot] = generation
+            table_keys[slot] = key
+            table_counts[slot] = 0
+            table_seen[slot] = 0
+            used[n_used] = slot
+            n_used += 1
+        table_counts[slot] += 1
+    top = n_nans
+    for index in range(n_used):
+        top = max(top, table_counts[used[index]])
+    n_zeros = n_values - n_stored
+    if n_zeros > top:
+        return zero
+    # In order, the first value to reach the top count.
+    best = zero
+    reached = -1
+    seen_nans = 0
+    for index in range(n_stored):
+        value = values[index]
+        if value != value:
+            seen_nans += 1
+            if seen_nans == top:
                 best = value
                 reached = rows[index]
                 break
             continue
-        position = _candidate_index(candidates, n_top, value)
-        if position >= 0:
-            candidate_counts[position] += 1
-            if candidate_counts[position] == top:
-                best = value
-                reached = rows[index]
-                break
+        slot = _slot(table_keys, table_owner, generation, _mode_key(value, keys[index], is_float))
+        table_seen[slot] += 1
+        if table_seen[slot] == top:
+            best = value
+            reached = rows[index]
+            break
     if n_zeros == top:
         # The position of the top-th zero: the top-th position not holding a stored value.
         seen = 0

@@ -56,18 +56,27 @@ def map_values(values: np.ndarray, dtype: np.dtype, function: Callable[[np.ndarr
     return out
 
 
-def divide_columns(values: np.ndarray, column_starts: np.ndarray, divisors: np.ndarray,
+def divide_columns(values: np.ndarray, column_starts: np.ndarray | None, divisors: np.ndarray,
                    dtype: np.dtype) -> np.ndarray:
-    """``values`` (the values of a matrix in column order: ``nzval``, or a column-major matrix raveled) divided by the
-    divisor of their column, in ``dtype``: a new 1-D array. ``column_starts`` holds the 0-based position of each
-    column's first value, and the total, last. Columns go in ranges of about :data:`MAP_CHUNK` values, on all threads.
+    """A matrix's values divided by the divisor of their column, in ``dtype``: a new array. ``values`` is a
+    column-major matrix (``column_starts`` ``None``; the result is column-major too) or the values of a sparse one in
+    column order (``nzval``, with ``column_starts`` the 0-based position of each column's first value, and the total,
+    last). Columns go in ranges of about :data:`MAP_CHUNK` values, on all threads.
 
     Example:
         >>> divide_columns(np.array([1, 3, 2]), np.array([0, 2, 3]), np.array([4.0, 2.0]), np.dtype(np.float64))
         array([0.25, 0.75, 1.  ])
+        >>> divide_columns(np.array([[1, 2], [3, 4]], order="F"), None, np.array([4.0, 2.0]), np.dtype(np.float32))
+        array([[0.25, 1.  ],
+               [0.75, 2.  ]], dtype=float32)
     """
-    out = np.empty(values.shape[0], dtype=dtype)
-    column_starts = np.asarray(column_starts, dtype=np.int64)
+    if column_starts is None:
+        n_rows, n_columns = values.shape
+        column_starts = n_rows * np.arange(n_columns + 1, dtype=np.int64)
+        out = np.empty(values.shape, dtype=dtype, order="F")
+    else:
+        column_starts = np.asarray(column_starts, dtype=np.int64)
+        out = np.empty(values.shape[0], dtype=dtype)
     n_columns = column_starts.shape[0] - 1
     # Ranges of columns of about MAP_CHUNK values (at least one column each).
     wanted = np.arange(0, int(column_starts[-1]) + MAP_CHUNK, MAP_CHUNK)
@@ -78,6 +87,10 @@ def divide_columns(values: np.ndarray, column_starts: np.ndarray, divisors: np.n
     def run(first_range: int, last_range: int) -> None:
         for index in range(first_range, last_range):
             first, last = int(bounds[index]), int(bounds[index + 1])
+            if values.ndim == 2:
+                # A dense block of columns: each column divided by its divisor, broadcast (no repeated divisors).
+                np.divide(values[:, first:last], divisors[first:last], out=out[:, first:last], dtype=dtype)
+                continue
             start, stop = int(column_starts[first]), int(column_starts[last])
             if last - first == 1:
                 np.divide(values[start:stop], divisors[first], out=out[start:stop], dtype=dtype)
@@ -85,7 +98,7 @@ def divide_columns(values: np.ndarray, column_starts: np.ndarray, divisors: np.n
                 np.divide(values[start:stop], np.repeat(divisors[first:last], counts[first:last]),
                           out=out[start:stop], dtype=dtype)
 
-    run_ranges(run, even_bounds(bounds.shape[0] - 1, threads_for(values.shape[0])))
+    run_ranges(run, even_bounds(bounds.shape[0] - 1, threads_for(int(column_starts[-1]))))
     return out
 
 

@@ -1052,19 +1052,22 @@ def _modes(matrix: Matrix, targets: _Targets, _options: Options) -> np.ndarray:
                                  _kernel_values(matrix.nzval)).transpose()
         direction = Direction.COLUMNS
     values = _kernel_values(matrix.nzval if isinstance(matrix, SparseMatrixCSC) else matrix)
+    is_float = values.dtype.kind == "f"
+    keys = values.view(np.dtype(f"int{values.dtype.itemsize * 8}")) if is_float else values
     zero = values.dtype.type(0)
     out = np.empty(targets.n_targets, dtype=values.dtype)
     if isinstance(matrix, SparseMatrixCSC):
         csc, colptr, rowval = _csc_kernels(), _kernel_indices(matrix.colptr), _kernel_indices(matrix.rowval)
         n_rows = matrix.shape[0]
-        run_ranges(lambda first, last: csc.column_modes(first, last, colptr, rowval, values, n_rows, zero, out),
-                   _column_ranges(matrix))
+        run_ranges(lambda first, last: csc.column_modes(first, last, colptr, rowval, values, keys, is_float, n_rows,
+                                                        zero, out), _column_ranges(matrix))
     elif direction is Direction.COLUMNS:
         dense = _dense_kernels()
-        run_ranges(lambda first, last: dense.column_modes(first, last, values, zero, out), _column_ranges(matrix))
+        run_ranges(lambda first, last: dense.column_modes(first, last, values, keys, is_float, zero, out),
+                   _column_ranges(matrix))
     else:
         dense, block = _dense_kernels(), _cached_rows(matrix)
-        run_ranges(lambda first, last: dense.row_modes(first, last, values, block, zero, out),
+        run_ranges(lambda first, last: dense.row_modes(first, last, values, keys, is_float, block, zero, out),
                    _row_ranges(matrix.shape[0], block, matrix.size))
     return out.view(dtype) if dtype == np.bool_ else out
 

@@ -443,11 +443,7 @@ class Fraction(EltwiseOperation):
             return SparseMatrixCSC(input.shape, _shared_index(input.colptr), _shared_index(input.rowval), nzval)
         values = np.asarray(input)
         if values.ndim == 2:
-            matrix = np.asfortranarray(values)
-            n_rows, n_columns = matrix.shape
-            flat = _fractions(matrix.ravel(order="F"), n_rows * np.arange(n_columns + 1, dtype=np.int64), dtype,
-                              lambda values: kernels.column_sums(values.reshape(matrix.shape, order="F")))
-            return flat.reshape(matrix.shape, order="F")
+            return _fractions(np.asfortranarray(values), None, dtype, kernels.column_sums)
         total = kernels.reduce_vector(values, "sum") if values.size else 0
         if total == 0:
             return np.zeros(values.shape, dtype=dtype)
@@ -457,9 +453,10 @@ class Fraction(EltwiseOperation):
         return _cast(values, dtype) / dtype.type(total)
 
 
-def _fractions(values: np.ndarray, column_starts: np.ndarray, dtype: np.dtype,
+def _fractions(values: np.ndarray, column_starts: np.ndarray | None, dtype: np.dtype,
                column_sums: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
-    """The values of a matrix (in column order) divided by their column's total, as Julia: converted to ``dtype``,
+    """The values of a matrix (dense, or ``nzval`` with its ``column_starts``: see
+    :func:`~pydaf.kernels.eltwise.divide_columns`) divided by their column's total, as Julia: converted to ``dtype``,
     each column divided by its total in ``dtype`` (unless zero). The values are converted first only when the
     conversion rounds them (otherwise the totals of the values themselves are the same, and the division converts
     them as it reads them: one pass)."""
