@@ -34,7 +34,7 @@ from ._shared import (
 )
 
 __all__ = ["column_extremes", "column_modes", "column_quantiles", "column_variances", "extremes", "row_modes",
-           "row_quantiles", "row_variances", "squared_deviations", "sums"]
+           "row_quantiles", "squared_deviations", "sums"]
 
 
 @numba.njit(inline="always")
@@ -226,48 +226,6 @@ def column_variances(first_column, last_column, matrix, means, variances):  # pr
     while the column is still in cache (two passes, as Julia's ``var``, for the memory traffic of one)."""
     for column in range(first_column, last_column):
         means[column], variances[column] = mean_and_variance(matrix[:, column], matrix.shape[0])
-
-
-@numba.njit(cache=True, nogil=True, fastmath=SUM_FASTMATH)
-def row_variances(first_row, last_row, matrix, block, means, variances):  # pragma: no cover - jit
-    """The mean and the (uncorrected) variance of each row, a block of ``block`` rows at a time: the block's sums,
-    then its squared deviations while the block is still in cache (``block`` is chosen so it fits)."""
-    n_columns = matrix.shape[1]
-    for block_start in range(first_row, last_row, block):
-        block_stop = min(block_start + block, last_row)
-        block_means = means[block_start:block_stop]
-        block_variances = variances[block_start:block_stop]
-        for row in range(block_means.shape[0]):
-            block_means[row] = 0.0
-            block_variances[row] = 0.0
-        # (Four columns at a time, as in :func:`sums`.)
-        for column in range(0, n_columns - 3, 4):
-            values0, values1 = matrix[block_start:block_stop, column], matrix[block_start:block_stop, column + 1]
-            values2, values3 = matrix[block_start:block_stop, column + 2], matrix[block_start:block_stop, column + 3]
-            for row in range(block_means.shape[0]):
-                block_means[row] = block_means[row] + values0[row] + values1[row] + values2[row] + values3[row]
-        for column in range(n_columns - n_columns % 4, n_columns):
-            values = matrix[block_start:block_stop, column]
-            for row in range(values.shape[0]):
-                block_means[row] += values[row]
-        for row in range(block_means.shape[0]):
-            block_means[row] /= n_columns
-        for column in range(0, n_columns - 3, 4):
-            values0, values1 = matrix[block_start:block_stop, column], matrix[block_start:block_stop, column + 1]
-            values2, values3 = matrix[block_start:block_stop, column + 2], matrix[block_start:block_stop, column + 3]
-            for row in range(block_means.shape[0]):
-                mean = block_means[row]
-                deviation0, deviation1 = np.float64(values0[row]) - mean, np.float64(values1[row]) - mean
-                deviation2, deviation3 = np.float64(values2[row]) - mean, np.float64(values3[row]) - mean
-                block_variances[row] += (deviation0 * deviation0 + deviation1 * deviation1
-                                         + deviation2 * deviation2 + deviation3 * deviation3)
-        for column in range(n_columns - n_columns % 4, n_columns):
-            values = matrix[block_start:block_stop, column]
-            for row in range(values.shape[0]):
-                deviation = np.float64(values[row]) - block_means[row]
-                block_variances[row] += deviation * deviation
-        for row in range(block_variances.shape[0]):
-            block_variances[row] /= n_columns
 
 
 @numba.njit(cache=True, nogil=True)

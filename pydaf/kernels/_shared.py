@@ -47,17 +47,18 @@ def ordered_key(bits, sign_shift, magnitude):  # pragma: no cover - jit
 def extreme_key(values, keys, is_float, sign_shift, magnitude, is_max, best):  # pragma: no cover - jit
     """The largest (``is_max``) or smallest of ``best`` and the :func:`ordered_key` of ``keys`` (the integer view of
     float ``values``; for integers, the values themselves, with ``is_float`` false), and the number of NaN values.
-    (The arrays are views starting at 0, so numba knows no index is negative and the loops vectorize.)"""
+    (The arrays are views starting at 0, so numba knows no index is negative and the loops vectorize; counting the
+    NaNs in the same loop reads the values once.)"""
     n_nans = 0
     if is_float:
-        for index in range(values.shape[0]):
-            n_nans += values[index] != values[index]
         if is_max:
             for index in range(keys.shape[0]):
+                n_nans += values[index] != values[index]
                 key = ordered_key(keys[index], sign_shift, magnitude)
                 best = key if key > best else best
         else:
             for index in range(keys.shape[0]):
+                n_nans += values[index] != values[index]
                 key = ordered_key(keys[index], sign_shift, magnitude)
                 best = key if key < best else best
     elif is_max:
