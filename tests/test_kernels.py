@@ -505,7 +505,7 @@ def test_benchmark_script_kernels_side_by_side(tmp_path, capsys):
     assert bench.main(arguments) == 0
     lines = capsys.readouterr().out.splitlines()
     rows = [line for line in lines if line.startswith(("dense ", "sparse "))]
-    assert len(rows) == 2 * (1 + 2 * 13 + 7 + 1)
+    assert len(rows) == 2 * (2 + 2 * 13 + 7 + 1)
     assert all(" yes " in row for row in rows)
     assert bench.main([*arguments, "--only", "sparse UInt16 >- Sum"]) == 0
     assert len([line for line in capsys.readouterr().out.splitlines() if line.startswith("sparse ")]) == 1

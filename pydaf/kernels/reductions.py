@@ -686,31 +686,32 @@ def _accumulate_csc(work: _Pass) -> tuple[np.ndarray, np.ndarray]:
 def _csc_chunk_logs(work: _Pass, chunks: _CscChunks, chunk: int, colptr: np.ndarray, rowval: np.ndarray,
                     out: np.ndarray, counts: np.ndarray) -> None:
     """Accumulate ``log(value + eps)`` of one chunk: numpy computes the logarithms of a block of columns (SIMD, in
-    cache), then the sums kernel adds them up; a block is consecutive columns of ``col_order``."""
+    cache), then the sums kernel adds them up."""
     csc = _csc_kernels()
-    nzval = work.matrix.nzval
     assert isinstance(work.matrix, SparseMatrixCSC)
-    column_starts = np.asarray(work.matrix.colptr, dtype=np.int64) - 1
+    nzval = np.asarray(work.matrix.nzval)
     log_type = work.log_type()
     eps = log_type.type(work.eps)
-    buffer_index = 0 if chunks.shared else chunk
+    buffer = slice(0, 1) if chunks.shared else slice(chunk, chunk + 1)
     first, last = int(chunks.bounds[chunk]), int(chunks.bounds[chunk + 1])
-    position = first
-    while position < last:
-        # The longest run of columns, consecutive in storage, of at most _TRANSFORM_BLOCK entries (at least one).
-        column = int(chunks.col_order[position])
-        start = int(column_starts[column])
-        stop_position = position + 1
-        while stop_position < last and int(chunks.col_order[stop_position]) == column + (stop_position - position) \
-                and int(column_starts[column + stop_position - position + 1]) - start <= _TRANSFORM_BLOCK:
-            stop_position += 1
-        stop = int(column_starts[int(chunks.col_order[stop_position - 1]) + 1])
-        logs = np.add(np.asarray(nzval[start:stop]), eps, dtype=log_type)
+    columns = chunks.col_order[first:last]
+    starts = np.asarray(work.matrix.colptr, dtype=np.int64)[columns] - 1
+    stops = np.asarray(work.matrix.colptr, dtype=np.int64)[columns + 1] - 1
+    if last - first > 1 and np.array_equal(starts[1:], stops[:-1]):
+        # Consecutive in storage: blocks of whole columns of about _TRANSFORM_BLOCK entries (at least one column).
+        wanted = np.arange(int(starts[0]), int(stops[-1]), _TRANSFORM_BLOCK)
+        cuts = np.unique(np.concatenate([np.searchsorted(starts, wanted, side="right") - 1, [last - first]]))
+        cuts = cuts[cuts > 0] if cuts[0] == 0 else cuts
+        blocks = zip([0, *cuts[:-1].tolist()], cuts.tolist(), strict=True)
+    else:
+        blocks = ((index, index + 1) for index in range(last - first))
+    for block_first, block_last in blocks:
+        start, stop = int(starts[block_first]), int(stops[block_last - 1])
+        logs = np.add(nzval[start:stop], eps, dtype=log_type)
         np.log(logs, out=logs)
         csc.sums(0, 1, colptr, rowval, logs, start, work.row_mode, work.row_map, chunks.col_order, work.col_map,
-                 np.array([position, stop_position], dtype=np.int64), True, out[buffer_index:buffer_index + 1],
-                 counts[buffer_index:buffer_index + 1])
-        position = stop_position
+                 np.array([first + block_first, first + block_last], dtype=np.int64), True, out[buffer],
+                 counts[buffer])
 
 
 # Dense accumulation.

@@ -263,7 +263,7 @@ def _map_values(input: Any, dtype: np.dtype, function: Callable[[np.ndarray, np.
     if isinstance(input, SparseMatrixCSC):
         if not zero_to_zero:
             return _map_array(dense_column_major(input), dtype, function, identity)
-        return SparseMatrixCSC(input.shape, _shared_index(input.colptr), _shared_index(input.rowval),
+        return SparseMatrixCSC(input.shape, _shared_array(input.colptr), _shared_array(input.rowval),
                                _map_array(np.asarray(input.nzval), dtype, function, identity))
     return _map_array(np.asarray(input), dtype, function, identity)
 
@@ -271,7 +271,7 @@ def _map_values(input: Any, dtype: np.dtype, function: Callable[[np.ndarray, np.
 def _map_array(values: np.ndarray, dtype: np.dtype, function: Callable[[np.ndarray, np.ndarray], None],
                identity: bool) -> np.ndarray:
     if identity and values.dtype == dtype:
-        return _shared_index(values)
+        return _shared_array(values)
     try:
         return map_values(values, dtype, function)
     except DafValueError:
@@ -280,7 +280,7 @@ def _map_array(values: np.ndarray, dtype: np.dtype, function: Callable[[np.ndarr
         raise
 
 
-def _shared_index(values: np.ndarray) -> np.ndarray:
+def _shared_array(values: np.ndarray) -> np.ndarray:
     """Read-only (e.g. mapped) arrays are shared by a result; writable ones are copied (results never alias their
     possibly stored, writable inputs)."""
     return values if not values.flags.writeable else values.copy(order="K")
@@ -440,7 +440,7 @@ class Fraction(EltwiseOperation):
         if isinstance(input, SparseMatrixCSC):
             nzval = _fractions(np.asarray(input.nzval), np.asarray(input.colptr, dtype=np.int64) - 1, dtype,
                                lambda values: kernels.column_sums(input.with_values(values)))
-            return SparseMatrixCSC(input.shape, _shared_index(input.colptr), _shared_index(input.rowval), nzval)
+            return SparseMatrixCSC(input.shape, _shared_array(input.colptr), _shared_array(input.rowval), nzval)
         values = np.asarray(input)
         if values.ndim == 2:
             return _fractions(np.asfortranarray(values), None, dtype, kernels.column_sums)
@@ -564,7 +564,7 @@ class Significant(EltwiseOperation):
             kept = significant_columns(*_significant_view(colptr, None, matrix.ravel(order="F"), high, low),
                                        np.dtype(np.int64))
             if kept is None:
-                return _shared_index(matrix)
+                return _shared_array(matrix)
             # Julia returns a sparse matrix when any value became zero.
             return SparseMatrixCSC((int(n_rows), int(n_columns)), *_significant_result(kept, dtype))
         flat = matrix.ravel(order="F")
