@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import pathlib
+import sys
 from types import ModuleType
 
 
@@ -13,5 +14,7 @@ def load_benchmark(name: str) -> ModuleType:
     spec = importlib.util.spec_from_file_location(name, script)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    # Registered before it runs, as importlib's recipe does (dataclasses look their module up while being defined).
+    sys.modules[name] = module
     spec.loader.exec_module(module)
     return module

@@ -33,8 +33,8 @@ def test_large_sparse_x_streams_through_the_kernels(tmp_path, monkeypatch):
     monkeypatch.setattr(interop, "_CHUNK", 10_000)
     monkeypatch.setattr(relayout, "_BLOCK_ENTRIES", 20_000)
     X = sp.random(3000, 700, density=0.1, format="csr", dtype=np.float32, random_state=3)
-    assert X.nnz >= relayout.NUMBA_THRESHOLD // 8
-    monkeypatch.setattr(relayout, "NUMBA_THRESHOLD", 1000)
+    assert X.nnz >= relayout.RELAYOUT_NUMBA_MIN_ENTRIES // 8
+    monkeypatch.setattr(relayout, "RELAYOUT_NUMBA_MIN_ENTRIES", 1000)
     adata = anndata.AnnData(X=X)
     adata.obs_names = [f"c{index}" for index in range(3000)]
     adata.var_names = [f"g{index}" for index in range(700)]

@@ -48,7 +48,7 @@ def _geomean(values: np.ndarray, axis: int | None) -> np.ndarray:
 
 
 def _use_path(monkeypatch, path: str) -> str:
-    monkeypatch.setattr(reductions, "NUMBA_THRESHOLD", 1 << 30 if path == "numpy" else 0)
+    monkeypatch.setattr(reductions, "REDUCE_NUMBA_MIN_ENTRIES", 1 << 30 if path == "numpy" else 0)
     return path
 
 
@@ -259,7 +259,7 @@ def test_grouped_vectors(path):
 
 def test_too_large_buffers_use_fewer_threads(monkeypatch):
     # When per-thread buffers would be too large, grouped columns go one group per chunk into a shared buffer.
-    monkeypatch.setattr(reductions, "NUMBA_THRESHOLD", 0)
+    monkeypatch.setattr(reductions, "REDUCE_NUMBA_MIN_ENTRIES", 0)
     monkeypatch.setattr(reductions, "_PRIVATE_BUFFERS_LIMIT", 0)
     matrix, dense = _matrix(np.uint16, np.uint32)
     groups = np.array([1, 0, 0, -1, 1, 3, 0, 1, 3])
@@ -280,7 +280,7 @@ def test_large_sparse_matrix_on_all_threads():
                              for _ in range(n_columns)]).astype(np.uint32)
     nzval = generator.integers(1, 100, rowval.shape[0]).astype(np.uint16)
     matrix = SparseMatrixCSC((n_rows, n_columns), _read_only(colptr), _read_only(rowval), _read_only(nzval))
-    assert matrix.nnz >= reductions.NUMBA_THRESHOLD
+    assert matrix.nnz >= reductions.REDUCE_NUMBA_MIN_ENTRIES
     dense = matrix.to_dense().astype(np.float64)
     _assert_matches(row_sums(matrix), dense.sum(axis=1))
     _assert_matches(column_sums(matrix), dense.sum(axis=0))
@@ -306,8 +306,8 @@ def test_scipy_input_and_errors():
     import scipy.sparse as sp
 
     assert column_sums(sp.csr_matrix(np.array([[1, 0], [2, 3]]))).tolist() == [3, 3]
-    with pytest.raises(ValueError, match="unknown statistic: mode"):
-        reduce_columns(np.ones((2, 2)), "mode")
+    with pytest.raises(ValueError, match="unknown statistic: mean2 \\(expected one of: sum, mean,"):
+        reduce_columns(np.ones((2, 2)), "mean2")
     with pytest.raises(ValueError, match="not a matrix"):
         reduce_columns(np.ones(3), "sum")
 
@@ -339,3 +339,173 @@ def test_benchmark_script_kernels(tmp_path, capsys):
     assert all(line.endswith("yes") for line in lines[1:4])
     assert lines[4].startswith("tiny query overhead: '. organism' computed")
     assert bench._existing_shape(path) == (3000, 40)  # Reused by the next run.
+
+
+# The numba kernels on larger, adversarial inputs (each a few thousand values: still quick to run).
+
+
+@pytest.fixture
+def numba_path(monkeypatch):
+    """The numba kernels for every input, run on all threads, transforming logarithms in small blocks."""
+    from pydaf.kernels import threads
+
+    monkeypatch.setattr(reductions, "REDUCE_NUMBA_MIN_ENTRIES", 0)
+    monkeypatch.setattr(threads, "PARALLEL_MIN_ENTRIES", 0)
+    monkeypatch.setattr(reductions, "_TRANSFORM_BLOCK", 37)
+    monkeypatch.setattr(reductions, "_ROW_BLOCK", 16)
+
+
+def _adversarial_columns(n_rows: int) -> np.ndarray:
+    """Columns that defeat naive quickselects (sorted, reversed, organ pipe, all equal, few distinct values) and
+    sparse-like ones with negatives around implicit zeros."""
+    generator = np.random.default_rng(11)
+    pipe = np.concatenate([np.arange(n_rows // 2), np.arange(n_rows - n_rows // 2)[::-1]])
+    columns = [np.arange(n_rows), np.arange(n_rows)[::-1], pipe, np.ones(n_rows), generator.integers(-2, 3, n_rows),
+               generator.normal(size=n_rows) * (generator.random(n_rows) < 0.3), -generator.random(n_rows)]
+    return np.asfortranarray(np.stack(columns, axis=1).astype(np.float64))
+
+
+@pytest.mark.parametrize("n_rows", [5, 17, 1001])
+def test_order_statistics_by_selection(numba_path, n_rows):
+    dense = _adversarial_columns(n_rows)
+    matrices = (dense, _sparse(dense), _read_only(np.ascontiguousarray(dense)))
+    for p in (0.0, 0.1, 0.5, 0.77, 1.0):
+        for matrix in matrices:
+            _assert_matches(reduce_columns(matrix, "quantile", p=p), np.quantile(dense, p, axis=0))
+            _assert_matches(reduce_rows(matrix, "quantile", p=p), np.quantile(dense, p, axis=1))
+    for matrix in matrices:
+        _assert_matches(reduce_columns(matrix, "median"), np.median(dense, axis=0))
+        _assert_matches(reduce_rows(matrix, "median"), np.median(dense, axis=1))
+        _assert_matches(reduce_all(matrix, "median"), np.median(dense))
+
+
+def test_extremes_of_floats_by_integer_keys(numba_path):
+    # Negative zeros, infinities, subnormals and NaN, in both float types.
+    values = np.array([[-0.0, 1.0, -np.inf, 5e-324, 3.0], [0.0, -1.0, np.inf, -5e-324, np.nan],
+                       [-2.5, -3.5, 0.5, 0.0, 1.0]]).T
+    for dtype in (np.float32, np.float64, np.int8, np.uint16, np.uint64, np.int64):
+        dense = np.asfortranarray(np.nan_to_num(values, posinf=100, neginf=-100).astype(dtype)
+                                  if np.dtype(dtype).kind in "iu" else values.astype(dtype))
+        if np.dtype(dtype).kind == "u":
+            dense = np.asfortranarray(np.abs(dense))
+        for matrix in (dense, _sparse(dense)):
+            for statistic, reference in (("max", np.max), ("min", np.min)):
+                result = reduce_columns(matrix, statistic)
+                assert result.dtype == dense.dtype
+                np.testing.assert_array_equal(result, reference(dense, axis=0))
+                np.testing.assert_array_equal(reduce_rows(matrix, statistic), reference(dense, axis=1))
+
+
+def test_variances_in_one_pass_match_two_passes(numba_path):
+    generator = np.random.default_rng(5)
+    # A large mean: one pass of sums of squares would lose the variance.
+    dense = np.asfortranarray(1e8 + generator.normal(size=(53, 9)))
+    for matrix in (dense, _sparse(dense)):
+        np.testing.assert_allclose(reduce_columns(matrix, "var"), dense.var(axis=0), rtol=1e-9)
+        np.testing.assert_allclose(reduce_rows(matrix, "var"), dense.var(axis=1), rtol=1e-9)
+        np.testing.assert_allclose(reduce_rows(matrix, "std"), dense.std(axis=1), rtol=1e-9)
+
+
+def test_geomeans_with_blocks_of_logarithms(numba_path):
+    generator = np.random.default_rng(6)
+    for dtype in (np.float32, np.float64, np.uint16):
+        dense = _dense(61, 23, dtype, seed=7, density=0.6)
+        dense = np.asfortranarray(np.abs(dense))
+        values = dense.astype(np.float64)
+        groups = generator.integers(-1, 4, 61)
+        for matrix in (dense, _sparse(dense)):
+            # (An all-zero column's geomean is exp(log(eps)) - eps: zero up to rounding.)
+            close = {"rtol": 1e-10, "atol": 1e-12}
+            np.testing.assert_allclose(reduce_columns(matrix, "geomean", eps=EPS), _geomean(values, 0), **close)
+            np.testing.assert_allclose(reduce_rows(matrix, "geomean", eps=EPS), _geomean(values, 1), **close)
+            grouped = reduce_grouped_rows(matrix, "geomean", groups, 4, eps=EPS)
+            for group in range(4):
+                np.testing.assert_allclose(grouped[group], _geomean(values[groups == group], 0), **close)
+
+
+def test_modes_follow_julia(numba_path):
+    # StatsBase.mode: the most frequent value; of ties, the first to reach the top count (zeros included).
+    generator = np.random.default_rng(8)
+    for trial in range(20):
+        n_rows, n_columns = int(generator.integers(2, 60)), int(generator.integers(1, 9))
+        values = generator.integers(-2, 3, (n_rows, n_columns)) * (generator.random((n_rows, n_columns)) < 0.5)
+        for dtype in (np.float64, np.int32, np.uint16):
+            dense = np.asfortranarray(np.abs(values) if np.dtype(dtype).kind == "u" else values).astype(dtype)
+            if trial % 4 == 0 and dtype == np.float64:
+                dense[generator.integers(0, n_rows, 3), 0] = np.nan
+            expected_columns = [reductions._mode(dense[:, column]) for column in range(n_columns)]
+            expected_rows = [reductions._mode(dense[row, :]) for row in range(n_rows)]
+            for matrix in (dense, _sparse(dense)):
+                np.testing.assert_array_equal(reduce_columns(matrix, "mode"), expected_columns)
+                np.testing.assert_array_equal(reduce_rows(matrix, "mode"), expected_rows)
+    assert reduce_columns(np.asfortranarray([[3.0], [1.0], [1.0], [3.0]]), "mode").tolist() == [1.0]
+    assert reduce_columns(_sparse(np.asfortranarray([[0], [2], [2], [0]])), "mode").tolist() == [2]
+
+
+def test_kernels_on_all_threads_match_one(monkeypatch):
+    # The same sums, extremes and grouped means on one thread and on several (balanced chunks, private buffers).
+    from pydaf.kernels import threads
+
+    monkeypatch.setattr(reductions, "REDUCE_NUMBA_MIN_ENTRIES", 0)
+    dense = _dense(301, 43, np.float64, seed=9, density=0.4)
+    groups = np.random.default_rng(9).integers(-1, 5, 301)
+    results = []
+    for minimum in (1 << 40, 0):
+        monkeypatch.setattr(threads, "PARALLEL_MIN_ENTRIES", minimum)
+        results.append([function(matrix, statistic) for matrix in (dense, _sparse(dense))
+                        for function in (reduce_columns, reduce_rows) for statistic in ("sum", "max", "var")]
+                       + [reduce_grouped_rows(_sparse(dense), "mean", groups, 5)])
+    for single, parallel in zip(*results, strict=True):
+        _assert_matches(parallel, single)
+
+
+def test_statistics_registry():
+    assert list(reductions.STATISTICS) == ["sum", "mean", "var", "std", "geomean", "max", "min", "median",
+                                          "quantile", "mode"]
+    for name, statistic in reductions.STATISTICS.items():
+        assert statistic.name == name and callable(statistic.of_targets)
+        assert callable(statistic.of_all) and callable(statistic.of_vector)
+    with pytest.raises(ValueError, match="the quantile statistic needs p"):
+        reduce_columns(np.ones((2, 2), order="F"), "quantile")
+    assert reductions.Direction.GROUPED_ROWS.transposed is reductions.Direction.GROUPED_COLUMNS
+
+
+def test_run_ranges_raises_after_every_range_finished():
+    from pydaf.kernels.threads import even_bounds, run_ranges
+
+    finished = []
+
+    def work(first: int, last: int) -> None:
+        if first == 0:
+            raise RuntimeError("first range failed")
+        finished.append((first, last))
+
+    with pytest.raises(RuntimeError, match="first range failed"):
+        run_ranges(work, even_bounds(9, 3))
+    assert sorted(finished) == [(3, 6), (6, 9)]
+
+
+def test_importing_pydaf_does_not_import_numba():
+    import subprocess
+    import sys
+
+    code = ("import sys, pydaf, pydaf.kernels, pydaf.queries; import pydaf.kernels.reductions; "
+            "print('numba' in sys.modules)")
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True).stdout.strip() == "False"
+
+
+def test_benchmark_script_kernels_side_by_side(tmp_path, capsys):
+    # benchmarks/bench_kernels.py on tiny files (the real run is ≥ 50 MB per matrix): every row agrees.
+    from .benchmark_scripts import load_benchmark
+
+    bench = load_benchmark("bench_kernels")
+    arguments = ["--directory", str(tmp_path), "--dense-cells", "300", "--dense-megabytes", "0.2", "--sparse-cells",
+                 "400", "--sparse-genes", "300", "--types", "UInt16", "--repeats", "1", "--quiet"]
+    assert bench.main(arguments) == 0
+    lines = capsys.readouterr().out.splitlines()
+    rows = [line for line in lines if line.startswith(("dense ", "sparse "))]
+    assert len(rows) == 2 * (2 + 2 * 13 + 7 + 1)
+    assert all(" yes " in row for row in rows)
+    assert bench.main([*arguments, "--only", "sparse UInt16 >- Sum"]) == 0
+    assert len([line for line in capsys.readouterr().out.splitlines() if line.startswith("sparse ")]) == 1

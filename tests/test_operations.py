@@ -198,9 +198,12 @@ def test_sparse_stays_sparse_when_zero_maps_to_zero():
     for operation in (Abs(), Round(), Clamp(min=-1, max=1), Convert(type="Float32"), Fraction(), Log(eps=1)):
         result = operation.compute_eltwise(matrix)
         assert isinstance(result, SparseMatrixCSC), operation
-        assert result.colptr.dtype == np.int64 and result.colptr[0] == 1
+        # Only the stored values are mapped: the result's index arrays are the input's (read-only) ones.
+        assert result.colptr is matrix.colptr and result.rowval is matrix.rowval, operation
+        assert not result.nzval.flags.writeable or not np.shares_memory(result.nzval, matrix.nzval), operation
     rounded = Round().compute_eltwise(matrix)
-    assert rounded.nnz == 3 and rounded.to_dense().tolist() == [[0, -2, 2], [-3, 0, 0]]  # Round(0.4) dropped.
+    # As Julia's ``similar`` + broadcast: Round(0.4) stays stored, as a zero.
+    assert rounded.nnz == 4 and rounded.to_dense().tolist() == [[0, -2, 2], [-3, 0, 0]]
     for operation in (Log(), Clamp(min=1), Log(eps=2)):
         result = operation.compute_eltwise(matrix)
         assert isinstance(result, np.ndarray) and result.flags.f_contiguous, operation
@@ -358,7 +361,7 @@ def test_count_and_mode_of_strings():
 
 
 def test_reductions_on_the_numba_path(monkeypatch):
-    monkeypatch.setattr(reductions, "NUMBA_THRESHOLD", 0)
+    monkeypatch.setattr(reductions, "REDUCE_NUMBA_MIN_ENTRIES", 0)
     values = np.array([[0, 2, 1, 0], [5, 0, 0, 0], [1, 1, 0, 7]], dtype=np.uint16)
     matrix = sparse(values)
     assert Sum().compute_matrix(matrix, 1).tolist() == [3, 5, 9]
@@ -620,3 +623,120 @@ def test_results_never_alias_writable_inputs():
     mapped_like = sparse([[1, 0], [2, 3]])
     shared = Abs().compute_eltwise(mapped_like)
     assert shared.rowval is mapped_like.rowval and not np.shares_memory(shared.nzval, mapped_like.nzval)
+
+
+@pytest.fixture
+def large_path(monkeypatch):
+    """The large-input paths for every input: numba kernels, element-wise maps in tiny chunks on all threads."""
+    from pydaf.kernels import eltwise, threads
+
+    monkeypatch.setattr(reductions, "REDUCE_NUMBA_MIN_ENTRIES", 0)
+    monkeypatch.setattr(threads, "PARALLEL_MIN_ENTRIES", 0)
+    monkeypatch.setattr(eltwise, "MAP_CHUNK", 3)
+
+
+def test_eltwise_on_the_large_path_match_the_small_one(large_path, monkeypatch):
+    generator = np.random.default_rng(4)
+    values = generator.integers(-4, 5, (23, 7)) * (generator.random((23, 7)) < 0.5)
+    values[:, 3] = 0  # A column of zeros (Fraction keeps it; Significant drops it).
+    values[0, 5] = 9
+    operations_to_check = (Abs(), Round(), Clamp(min=-1, max=2), Clamp(min=0.5, max=3.5), Convert(type="Float32"),
+                           Fraction(), Log(eps=1), Log(base=2, eps=5), Significant(high=3, low=2),
+                           Significant(high=1))
+    for dtype in (np.int64, np.float32, np.uint16, np.bool_):
+        typed = np.abs(values).astype(dtype) if np.dtype(dtype).kind in "ub" else values.astype(dtype)
+        for matrix in (dense(typed), sparse(typed)):
+            for operation in operations_to_check:
+                with monkeypatch.context() as small:
+                    small.setattr(reductions, "REDUCE_NUMBA_MIN_ENTRIES", 1 << 40)
+                    try:
+                        expected = operation.compute_eltwise(matrix)
+                    except DafValueError as error:  # E.g. Bool(3.0) for a threshold: the same error either way.
+                        with pytest.raises(DafValueError, match=re.escape(str(error))):
+                            operation.compute_eltwise(matrix)
+                        continue
+                large = operation.compute_eltwise(matrix)
+                assert eltype(large) == eltype(expected), (operation, dtype)
+                assert type(large) is type(expected), (operation, dtype)
+                np.testing.assert_allclose(as_dense(large).astype(np.float64), as_dense(expected).astype(np.float64),
+                                           rtol=1e-6, err_msg=f"{operation} {dtype}")
+
+
+def test_eltwise_errors_report_the_first_failing_value(large_path):
+    # Chunks run concurrently; the error is still Julia's: the first value (in order) that does not convert.
+    values = np.concatenate([np.arange(40.0), [1.5], np.arange(40.0), [2.5]])
+    with pytest.raises(DafValueError, match=r"^InexactError: Int64\(1.5\)$"):
+        Convert(type="Int64").compute_eltwise(values)
+    with pytest.raises(DafValueError, match=r"^InexactError: UInt8\(300\)$"):
+        Convert(type="UInt8").compute_eltwise(sparse(np.array([[0, 1, 300], [2, 0, 400]])))
+
+
+def test_identity_operations_are_zero_copy_on_read_only_inputs(large_path):
+    counts = dense(np.array([[0, 3], [2, 0]], np.uint16))
+    assert Abs().compute_eltwise(counts) is counts
+    assert Round().compute_eltwise(counts) is counts
+    assert Convert(type="UInt16").compute_eltwise(counts) is counts
+    matrix = sparse(np.array([[0, 3], [2, 0]], np.uint16))
+    same = Abs().compute_eltwise(matrix)
+    assert same.colptr is matrix.colptr and same.rowval is matrix.rowval and same.nzval is matrix.nzval
+    assert Significant(high=1).compute_eltwise(matrix) is matrix  # Nothing to drop.
+    writable = np.array([1, 2], np.uint16)
+    assert not np.shares_memory(Abs().compute_eltwise(writable), writable)
+
+
+def test_significant_drops_zeros_and_insignificant_columns(large_path):
+    values = np.array([[4.0, 1.0, 0.5], [-1.5, 0.0, 0.2], [0.0, 2.0, -0.1]])
+    result = Significant(high=3, low=1).compute_eltwise(dense(values))
+    assert isinstance(result, SparseMatrixCSC) and result.colptr.dtype == np.int64
+    assert result.to_dense().tolist() == [[4.0, 0.0, 0.0], [-1.5, 0.0, 0.0], [0.0, 0.0, 0.0]]
+    assert result.nnz == 2
+    stored = sparse(values)
+    assert Significant(high=3, low=1).compute_eltwise(stored).to_dense().tolist() == result.to_dense().tolist()
+    # Julia compares in the element type: for unsigned types -high wraps around, so every value is "high".
+    unsigned = sparse(np.array([[1, 0], [2, 5]], np.uint16))
+    assert Significant(high=3).compute_eltwise(unsigned).to_dense().tolist() == [[1, 0], [2, 5]]
+
+
+def test_fraction_of_inexact_conversions_converts_first(large_path):
+    big = np.array([[2**24 + 1, 1], [1, 0]], np.int32)  # 2**24 + 1 is not a Float32.
+    result = Fraction().compute_eltwise(dense(big))
+    converted = big.astype(np.float32)
+    assert result.dtype == np.float32
+    np.testing.assert_array_equal(result, converted / np.where(converted.sum(axis=0) == 0, 1,
+                                                               converted.sum(axis=0)).astype(np.float32))
+
+
+def test_square_matrix_reduced_per_row_is_not_its_transpose():
+    import pydaf
+
+    daf = pydaf.MemoryDaf().add_axis("cell", ["a", "b"])
+    daf.set_matrix("cell", "cell", "m", np.array([[1, 2], [3, 4]], order="F"))
+    assert daf.get_np_query("@ cell @ cell :: m >| Sum").tolist() == [3, 7]
+    assert daf.get_np_query("@ cell @ cell :: m >- Sum").tolist() == [4, 6]
+
+
+def test_numpy_results_never_read_the_names(tmp_path):
+    import pydaf
+    from pydaf.core.cache import AxisKey
+    from pydaf.queries.results import query_result
+
+    path = str(tmp_path / "names.h5df")
+    daf = pydaf.H5df(path, "w").add_axis("cell", ["a", "b", "c"]).add_axis("gene", ["x", "y"])
+    daf.set_matrix("cell", "gene", "UMIs", np.array([[1, 2], [3, 4], [5, 6]], np.uint16, order="F"))
+    daf = pydaf.H5df(path, "r")
+
+    def axes_read() -> set[str]:
+        return {key.axis for key, _ in daf.cache.entries() if isinstance(key, AxisKey)}
+
+    assert daf.get_np_query("@ cell @ gene :: UMIs", cache=False).tolist() == [[1, 2], [3, 4], [5, 6]]
+    assert daf.get_np_query("@ cell @ gene :: UMIs >| Sum", cache=False).tolist() == [3, 7, 11]
+    assert axes_read() == set()
+    frame = daf["@ cell @ gene :: UMIs"]
+    assert list(frame.index) == ["a", "b", "c"] and list(frame.columns) == ["x", "y"]
+    assert axes_read() == {"cell", "gene"}
+    # Names read after the axis changed would not be the names of the values: an error instead.
+    writer = pydaf.MemoryDaf().add_axis("cell", ["a", "b"]).set_vector("cell", "age", [1, 2])
+    result = query_result(writer, "@ cell : age", cache=False)
+    writer.add_axis("cell", ["c", "d"], overwrite=True)
+    with pytest.raises(DafQueryError, match="the entries of the axis: cell\nchanged since the query was computed"):
+        _ = result.entries

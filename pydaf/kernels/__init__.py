@@ -4,6 +4,12 @@ Kernels compile lazily on first use and cache their machine code on disk, so imp
 process does not recompile. The package itself imports nothing until one of its names is used (so
 :mod:`pydaf.sparse` can use the relayout kernels while the reductions use :mod:`pydaf.sparse`).
 
+The numba kernels are module-level functions, one per concept: :mod:`._csc` (on the stored arrays of a 1-based CSC),
+:mod:`._dense` (column-major), :mod:`._significant`, :mod:`._transpose`, sharing the inlined helpers of
+:mod:`._shared`. Importing any of them imports numba, which only the drivers do, and only for large inputs:
+:mod:`.reductions` (a table of statistics), :mod:`.eltwise` (element-wise maps on all threads), :mod:`.relayout`;
+:mod:`.threads` runs kernels over index ranges on a shared pool of threads.
+
 The reductions (:mod:`pydaf.kernels.reductions`) can be called on the matrices of a data set directly, e.g. on the
 memory-mapped ``get_stored_matrix`` of an H5df file:
 
@@ -27,10 +33,10 @@ from typing import Any
 #: Each public name and the module that defines it.
 _EXPORTS = {
     **dict.fromkeys(
-        ("NUMBA_THRESHOLD", "STATISTICS", "column_means", "column_sums", "reduce_all", "reduce_columns",
-         "reduce_grouped_columns", "reduce_grouped_rows", "reduce_grouped_vector", "reduce_rows", "reduce_vector",
-         "row_means", "row_sums"), "reductions"),
-    **dict.fromkeys(("transpose_csc_into", "transpose_dense_into"), "relayout"),
+        ("REDUCE_NUMBA_MIN_ENTRIES", "STATISTICS", "Direction", "Statistic", "column_means", "column_sums",
+         "reduce_all", "reduce_columns", "reduce_grouped_columns", "reduce_grouped_rows", "reduce_grouped_vector",
+         "reduce_rows", "reduce_vector", "row_means", "row_sums"), "reductions"),
+    **dict.fromkeys(("RELAYOUT_NUMBA_MIN_ENTRIES", "transpose_csc_into", "transpose_dense_into"), "relayout"),
     **dict.fromkeys(("CSC_BAD_COLPTR", "CSC_BAD_ORDER", "first_csc_problem", "first_sorted_problem", "sort_csc_columns",
                      "transposed_mismatch"), "validation"),
 }

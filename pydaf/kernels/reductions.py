@@ -5,42 +5,52 @@ Every reduction works on the stored arrays as they are: the CSC index arrays are
 sparse matrices are never densified. The implicit zeros of a sparse matrix are values like any other (a column of 10
 rows with 2 stored entries has 8 zeros, which count for ``mean``, ``var``, ``max``, ``median``, ...).
 
-A reduction goes one of four *directions*:
+A reduction goes one of four :class:`Direction` s:
 
 ``columns``
     one value per column (eliminates the rows; Julia's ``>-``), in parallel over the columns;
 ``rows``
-    one value per row (eliminates the columns; Julia's ``>|``); for CSC each thread accumulates a chunk of columns
-    into its own length-``n_rows`` buffer and the buffers are added up (no transpose);
+    one value per row (eliminates the columns; Julia's ``>|``); dense rows go in cache-sized blocks, and for CSC each
+    thread accumulates a chunk of columns into its own length-``n_rows`` buffer and the buffers are added up (no
+    transpose);
 ``grouped rows``
     rows grouped by a 0-based group index per row (``-1``: skipped), one value per (group, column);
 ``grouped columns``
     columns grouped likewise, one value per (row, group).
 
-The *statistics* are ``sum`` (integers accumulate in ``int64``/``uint64``, floats in ``float64``), ``mean``, ``var``
-and ``std`` (uncorrected, two passes in ``float64``), ``geomean`` (``exp(mean(log(x + eps))) - eps``), ``max``,
-``min`` (in the input type), ``median`` and ``quantile`` (Julia's ``Statistics.quantile``, ``float64``).
+The statistics are the records of :data:`STATISTICS` (each says how it reduces per target, a whole matrix and a
+vector): ``sum`` (integers accumulate in ``int64``/``uint64``, floats in ``float64``), ``mean``, ``var`` and ``std``
+(uncorrected, two passes in ``float64``), ``geomean`` (``exp(mean(log(x + eps))) - eps``), ``max``, ``min`` (in the
+input type), ``median`` and ``quantile`` (Julia's ``Statistics.quantile``, ``float64``, by selection).
 
-Inputs with fewer than :data:`NUMBA_THRESHOLD` values (dense) or stored entries (sparse) use plain numpy, so small
-queries never wait for a compilation; larger ones use numba kernels, compiled on first use and cached on disk.
+Inputs with fewer than :data:`REDUCE_NUMBA_MIN_ENTRIES` values (dense) or stored entries (sparse) use plain numpy, so
+small queries never wait for a compilation; larger ones use the numba kernels of :mod:`._csc` and :mod:`._dense`
+(imported, and so numba with them, only then; compiled on first use and cached on disk), on all the threads of
+:mod:`.threads` once the work is large enough.
 """
 
 from __future__ import annotations
 
+import enum
+import importlib
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from fractions import Fraction
 from functools import cache
+from types import ModuleType
 from typing import Any
 
 import numpy as np
 
 from ..sparse import SparseMatrixCSC
-from .threads import number_of_threads, thread_pool
+from .threads import even_bounds, run_ranges, threads_for
 
 __all__ = [
-    "NUMBA_THRESHOLD",
+    "REDUCE_NUMBA_MIN_ENTRIES",
     "STATISTICS",
+    "Direction",
+    "Statistic",
     "column_means",
     "column_sums",
     "group_members",
@@ -57,23 +67,24 @@ __all__ = [
     "row_sums",
 ]
 
-#: Below this many values (dense) or stored entries (sparse), numpy is used instead of the numba kernels.
-NUMBA_THRESHOLD = 1 << 16
-
-#: The statistics the reductions compute.
-STATISTICS = ("sum", "mean", "var", "std", "geomean", "max", "min", "median", "quantile")
-
-# Directions.
-_COLUMNS, _ROWS, _GROUPED_ROWS, _GROUPED_COLUMNS = range(4)
-
-# Float statistics of the ``fstat`` kernels.
-_SQUARED_DEVIATIONS, _LOG_SUMS = 1, 2
+#: Below this many values (dense) or stored entries (sparse), numpy is used instead of the numba kernels (it is faster
+#: than loading even a cached kernel).
+REDUCE_NUMBA_MIN_ENTRIES = 1 << 16
 
 # Values per chunk when a vector is reduced in chunks (bounding the temporaries).
 _VECTOR_CHUNK = 1 << 20
 
-# Rows per block when a dense matrix is reduced per row (the block's accumulators stay in the L1 cache).
-_DENSE_ROW_BLOCK = 2048
+# Rows per block when a dense matrix is accumulated per row: the block's float64 accumulators (256 KB) stay in L2;
+# longer column runs stream faster than short ones (5.5 ms for 80 MB with 2,048-row blocks, 4.6 ms with 32,768).
+_ROW_BLOCK = 1 << 15
+
+# Bytes of a dense block that two passes read (per-row variances, order statistics): it stays in the L2 cache between
+# them (2 x 1 MB on the 2-core VM).
+_CACHED_BLOCK_BYTES = 1 << 18
+
+# Values per block that numpy transforms (logarithms) before a kernel accumulates them: numpy's SIMD ``log`` is 4-10x
+# faster than numba's scalar one (no SVML here), and the block stays in cache between the two.
+_TRANSFORM_BLOCK = 1 << 16
 
 # At most this many bytes of per-thread buffers: above it, per-row reductions use fewer threads and grouped columns are
 # reduced one group per thread (into one shared buffer) instead.
@@ -82,736 +93,84 @@ _PRIVATE_BUFFERS_LIMIT = 1 << 30
 Matrix = SparseMatrixCSC | np.ndarray
 
 
-@cache
-def _kernels() -> dict[str, Any]:  # pragma: no cover - compiled code is exercised through the public functions
-    import numba
+class Direction(enum.Enum):
+    """What a reduction eliminates (see the module documentation)."""
 
-    # ``row_mode``: 0 = the target is the column's (accumulate in a register), 1 = target + row, 2 = target +
-    # row_map[row] (skipping rows mapped to -1). ``col_map[column]`` is the column's base target (-1: skip it).
-    # Chunks of ``col_order[bounds[c]:bounds[c + 1]]`` run in parallel, each into its own buffer ``out[c]``, or all
-    # into ``out[0]`` when their targets are disjoint (``shared``).
-    # Every kernel is serial over its parallel index range ``[first, last)``; :func:`_parallel` runs ranges of it on
-    # a pool of Python threads (the kernels release the GIL). Loading ``parallel=True`` kernels from numba's cache costs
-    # ~0.6-0.9 s each per process, which made the first query of a process take over a second.
+    COLUMNS = "columns"
+    """One value per column (Julia's ``>-``)."""
+    ROWS = "rows"
+    """One value per row (Julia's ``>|``)."""
+    GROUPED_ROWS = "grouped rows"
+    """One value per (group of rows, column)."""
+    GROUPED_COLUMNS = "grouped columns"
+    """One value per (row, group of columns)."""
 
-    @numba.njit(cache=True, nogil=True)
-    def csc_sum(first_chunk, last_chunk, colptr, rowval, nzval, row_mode, row_map, col_order, col_map, bounds, shared,
-                out):
-        for chunk in range(first_chunk, last_chunk):
-            buffer = out[0] if shared else out[chunk]
-            for position in range(bounds[chunk], bounds[chunk + 1]):
-                column = col_order[position]
-                target = col_map[column]
-                if target < 0:
-                    continue
-                start = np.int64(colptr[column]) - 1
-                stop = np.int64(colptr[column + 1]) - 1
-                if row_mode == 0:
-                    total = buffer[target]
-                    for index in range(start, stop):
-                        total += nzval[index]
-                    buffer[target] = total
-                elif row_mode == 1:
-                    for index in range(start, stop):
-                        buffer[target + np.int64(rowval[index]) - 1] += nzval[index]
-                else:
-                    for index in range(start, stop):
-                        group = row_map[np.int64(rowval[index]) - 1]
-                        if group >= 0:
-                            buffer[target + group] += nzval[index]
+    @property
+    def transposed(self) -> Direction:
+        """The same reduction of the transposed matrix."""
+        return _TRANSPOSED[self]
 
-    @numba.njit(cache=True, nogil=True)
-    def csc_fstat(first_chunk, last_chunk, colptr, rowval, nzval, row_mode, row_map, col_order, col_map, bounds,
-                  shared, stat, eps, center, out, counts):
-        counting = counts.shape[1] > 0
-        for chunk in range(first_chunk, last_chunk):
-            buffer = out[0] if shared else out[chunk]
-            counts_buffer = counts[0] if shared else counts[chunk]
-            for position in range(bounds[chunk], bounds[chunk + 1]):
-                column = col_order[position]
-                base = col_map[column]
-                if base < 0:
-                    continue
-                for index in range(np.int64(colptr[column]) - 1, np.int64(colptr[column + 1]) - 1):
-                    if row_mode == 0:
-                        target = base
-                    elif row_mode == 1:
-                        target = base + np.int64(rowval[index]) - 1
-                    else:
-                        group = row_map[np.int64(rowval[index]) - 1]
-                        if group < 0:
-                            continue
-                        target = base + group
-                    value = np.float64(nzval[index])
-                    if stat == 1:
-                        deviation = value - center[target]
-                        buffer[target] += deviation * deviation
-                    else:
-                        buffer[target] += np.log(value + eps)
-                    if counting:
-                        counts_buffer[target] += 1
+    @property
+    def is_grouped(self) -> bool:
+        return self in (Direction.GROUPED_ROWS, Direction.GROUPED_COLUMNS)
 
-    @numba.njit(cache=True, nogil=True)
-    def csc_extreme(first_chunk, last_chunk, colptr, rowval, nzval, row_mode, row_map, col_order, col_map, bounds,
-                    shared, is_max, out, counts):
-        counting = counts.shape[1] > 0
-        for chunk in range(first_chunk, last_chunk):
-            buffer = out[0] if shared else out[chunk]
-            counts_buffer = counts[0] if shared else counts[chunk]
-            for position in range(bounds[chunk], bounds[chunk + 1]):
-                column = col_order[position]
-                base = col_map[column]
-                if base < 0:
-                    continue
-                for index in range(np.int64(colptr[column]) - 1, np.int64(colptr[column + 1]) - 1):
-                    if row_mode == 0:
-                        target = base
-                    elif row_mode == 1:
-                        target = base + np.int64(rowval[index]) - 1
-                    else:
-                        group = row_map[np.int64(rowval[index]) - 1]
-                        if group < 0:
-                            continue
-                        target = base + group
-                    value = nzval[index]
-                    current = buffer[target]
-                    # ``value != value`` is NaN: it wins and then stays, as Julia's maximum/minimum propagate it.
-                    if (value > current if is_max else value < current) or value != value:
-                        buffer[target] = value
-                    if counting:
-                        counts_buffer[target] += 1
 
-    # Dense column-major kernels: ``row_mode`` 0 (per column) and 2 (grouped rows) run in parallel over the columns;
-    # 1 (per row, or grouped columns) over blocks of rows, so each block's targets are disjoint.
+_TRANSPOSED = {Direction.COLUMNS: Direction.ROWS, Direction.ROWS: Direction.COLUMNS,
+               Direction.GROUPED_ROWS: Direction.GROUPED_COLUMNS, Direction.GROUPED_COLUMNS: Direction.GROUPED_ROWS}
 
-    @numba.njit(cache=True, nogil=True)
-    def dense_sum(first_index, last_index, matrix, row_mode, row_map, col_map, block, out):
-        n_rows, n_columns = matrix.shape
-        if row_mode == 1:
-            for block_index in range(first_index, last_index):
-                first = block_index * block
-                last = min(first + block, n_rows)
-                for column in range(n_columns):
-                    base = col_map[column]
-                    if base < 0:
-                        continue
-                    for row in range(first, last):
-                        out[base + row] += matrix[row, column]
-        else:
-            for column in range(first_index, last_index):
-                base = col_map[column]
-                if base < 0:
-                    continue
-                if row_mode == 0:
-                    total = out[base]
-                    for row in range(n_rows):
-                        total += matrix[row, column]
-                    out[base] = total
-                else:
-                    for row in range(n_rows):
-                        group = row_map[row]
-                        if group >= 0:
-                            out[base + group] += matrix[row, column]
 
-    @numba.njit(cache=True, nogil=True)
-    def dense_fstat(first_index, last_index, matrix, row_mode, row_map, col_map, block, stat, eps, center, out):
-        n_rows, n_columns = matrix.shape
-        if row_mode == 1:
-            for block_index in range(first_index, last_index):
-                first = block_index * block
-                last = min(first + block, n_rows)
-                for column in range(n_columns):
-                    base = col_map[column]
-                    if base < 0:
-                        continue
-                    for row in range(first, last):
-                        value = np.float64(matrix[row, column])
-                        if stat == 1:
-                            deviation = value - center[base + row]
-                            out[base + row] += deviation * deviation
-                        else:
-                            out[base + row] += np.log(value + eps)
-        else:
-            for column in range(first_index, last_index):
-                base = col_map[column]
-                if base < 0:
-                    continue
-                for row in range(n_rows):
-                    if row_mode == 0:
-                        target = base
-                    else:
-                        group = row_map[row]
-                        if group < 0:
-                            continue
-                        target = base + group
-                    value = np.float64(matrix[row, column])
-                    if stat == 1:
-                        deviation = value - center[target]
-                        out[target] += deviation * deviation
-                    else:
-                        out[target] += np.log(value + eps)
+@dataclass(frozen=True)
+class Options:
+    """The parameters of the statistics that take one: ``eps`` (``geomean``) and ``p`` (``quantile``)."""
 
-    @numba.njit(cache=True, nogil=True)
-    def dense_extreme(first_index, last_index, matrix, row_mode, row_map, col_map, block, is_max, out):
-        n_rows, n_columns = matrix.shape
-        if row_mode == 1:
-            for block_index in range(first_index, last_index):
-                first = block_index * block
-                last = min(first + block, n_rows)
-                for column in range(n_columns):
-                    base = col_map[column]
-                    if base < 0:
-                        continue
-                    for row in range(first, last):
-                        value = matrix[row, column]
-                        current = out[base + row]
-                        if (value > current if is_max else value < current) or value != value:
-                            out[base + row] = value
-        else:
-            for column in range(first_index, last_index):
-                base = col_map[column]
-                if base < 0:
-                    continue
-                for row in range(n_rows):
-                    if row_mode == 0:
-                        target = base
-                    else:
-                        group = row_map[row]
-                        if group < 0:
-                            continue
-                        target = base + group
-                    value = matrix[row, column]
-                    current = out[target]
-                    if (value > current if is_max else value < current) or value != value:
-                        out[target] = value
+    eps: float = 0.0
+    p: float | None = None
 
-    # Order statistics per column: the column's stored values sorted, with its implicit zeros between the negative
-    # and the non-negative ones. ``first`` is the 0-based index of Julia's ``a = v[j]``, ``gamma`` its weight.
-    # (No helper njit function here: a kernel calling another closure-defined kernel is never found in the cache.)
-    @numba.njit(cache=True, nogil=True)
-    def csc_columns_quantile(first_column, last_column, colptr, nzval, n_rows, is_median, first, gamma, out):
-        for column in range(first_column, last_column):
-            start = np.int64(colptr[column]) - 1
-            stop = np.int64(colptr[column + 1]) - 1
-            values = nzval[start:stop].copy()
-            values.sort()
-            n_negative = 0
-            has_nan = False
-            for index in range(values.shape[0]):
-                if values[index] < 0:
-                    n_negative += 1
-                if values[index] != values[index]:
-                    has_nan = True
-            n_zeros = n_rows - (stop - start)
-            if is_median:
-                low_index = (n_rows - 1) // 2
-                high_index = n_rows // 2
-            else:
-                low_index = first
-                high_index = min(first + 1, n_rows - 1)
-            low = 0.0
-            high = 0.0
-            for which in range(2):
-                index = low_index if which == 0 else high_index
-                if index < n_negative:
-                    value = np.float64(values[index])
-                elif index < n_negative + n_zeros:
-                    value = 0.0
-                else:
-                    value = np.float64(values[index - n_zeros])
-                if which == 0:
-                    low = value
-                else:
-                    high = value
-            if has_nan:
-                out[column] = np.nan
-            elif is_median:
-                out[column] = low if n_rows % 2 == 1 else low / 2 + high / 2
-            elif np.isfinite(low) and np.isfinite(high):
-                out[column] = low + gamma * (high - low)
-            else:
-                out[column] = (1 - gamma) * low + gamma * high
+    def quantile(self) -> float:
+        if self.p is None:
+            raise ValueError("the quantile statistic needs p")
+        return float(self.p)
 
-    def csc_chunks(colptr, rowval, nzval, row_mode, row_map, col_order, col_map, bounds, *_):
-        return bounds.shape[0] - 1
 
-    def dense_indices(matrix, row_mode, row_map, col_map, block, *_):
-        return (matrix.shape[0] + block - 1) // block if row_mode == 1 else matrix.shape[1]
+@dataclass(frozen=True)
+class Statistic:
+    """A statistic the reductions compute: its value per target of a matrix (before grouped results are shaped),
+    for a whole matrix, and for a vector. :data:`STATISTICS` holds them by name.
 
-    def quantile_columns(colptr, *_):
-        return colptr.shape[0] - 1
+    Example:
+        >>> STATISTICS["mean"].of_vector(np.array([1, 2, 6]), Options())
+        np.float64(3.0)
+    """
 
-    return {
-        "csc_sum": _parallel(csc_sum, csc_chunks),
-        "csc_fstat": _parallel(csc_fstat, csc_chunks),
-        "csc_extreme": _parallel(csc_extreme, csc_chunks),
-        "dense_sum": _parallel(dense_sum, dense_indices),
-        "dense_fstat": _parallel(dense_fstat, dense_indices),
-        "dense_extreme": _parallel(dense_extreme, dense_indices),
-        "csc_columns_quantile": _parallel(csc_columns_quantile, quantile_columns),
-    }
+    name: str
+    of_targets: Callable[[Matrix, _Targets, Options], np.ndarray]
+    of_all: Callable[[Matrix, Options], Any]
+    of_vector: Callable[[np.ndarray, Options], Any]
 
 
-def _parallel(kernel: Any, count: Any) -> Any:
-    """Run ``kernel(first, last, *arguments)`` over ``[0, count(*arguments))`` split in one contiguous range per
-    thread, concurrently."""
+def _statistic(name: str) -> Statistic:
+    statistic = STATISTICS.get(name)
+    if statistic is None:
+        raise ValueError(f"unknown statistic: {name} (expected one of: {', '.join(STATISTICS)})")
+    return statistic
 
-    def run(*arguments: Any) -> None:
-        total = int(count(*arguments))
-        n_threads = min(number_of_threads(), total)
-        if n_threads <= 1:
-            kernel(0, total, *arguments)
-            return
-        edges = np.linspace(0, total, n_threads + 1).astype(np.int64).tolist()
-        futures = [thread_pool().submit(kernel, edges[index], edges[index + 1], *arguments)
-                   for index in range(n_threads)]
-        for future in futures:
-            future.result()
 
-    return run
+# The public reductions.
 
 
-# Input normalization.
-
-
-def _as_matrix(matrix: Any) -> Matrix:
-    """A :class:`SparseMatrixCSC` or a 2-D numpy array (scipy sparse matrices are converted)."""
-    if isinstance(matrix, SparseMatrixCSC):
-        return matrix
-    if hasattr(matrix, "tocsc") and hasattr(matrix, "nnz"):
-        return SparseMatrixCSC.from_scipy(matrix)
-    array = np.asarray(matrix)
-    if array.ndim != 2:
-        raise ValueError(f"not a matrix: an array of shape {array.shape}")
-    return array
-
-
-def _numeric_view(values: np.ndarray) -> np.ndarray:
-    """Bool values as ``uint8`` (a zero-copy view), so kernels only ever see numbers."""
-    if values.dtype == np.bool_:
-        return values.view(np.uint8) if values.flags.c_contiguous or values.flags.f_contiguous \
-            else values.astype(np.uint8)
-    return values
-
-
-def _kernel_values(values: np.ndarray) -> np.ndarray:
-    """Values as a kernel takes them: numbers (Bool as ``uint8``) in a read-only view, so writable and read-only
-    (mapped) inputs share one compiled specialization."""
-    view = _numeric_view(values).view()
-    view.flags.writeable = False
-    return view
-
-
-def _kernel_indices(indices: np.ndarray) -> np.ndarray:
-    """1-based indices as a kernel takes them: a read-only view as ``uint32`` (32-bit; valid indices are positive, so
-    an ``int32`` reads the same) or ``int64`` (64-bit; no index reaches 2**63), so all index types share two compiled
-    specializations. Other sizes are rare and converted."""
-    if indices.dtype.itemsize == 4 and indices.dtype.kind in "iu":
-        view = indices.view(np.uint32)
-    elif indices.dtype.itemsize == 8 and indices.dtype.kind in "iu":
-        view = indices.view(np.int64)
-    else:
-        view = indices.astype(np.int64)
-    view.flags.writeable = False
-    return view
-
-
-def _sum_dtype(dtype: np.dtype) -> np.dtype:
-    """The accumulation type of sums: ``int64`` for signed and Bool, ``uint64`` for unsigned, ``float64`` for floats
-    (so a kernel never mixes signed and unsigned 64-bit arithmetic)."""
-    if dtype.kind == "u":
-        return np.dtype(np.uint64)
-    if dtype.kind in "ib":
-        return np.dtype(np.int64)
-    return np.dtype(np.float64)
-
-
-def _extreme_identity(dtype: np.dtype, is_max: bool) -> Any:
-    if dtype.kind == "f":
-        return -np.inf if is_max else np.inf
-    info = np.iinfo(dtype)
-    return info.min if is_max else info.max
-
-
-def _is_small(matrix: Matrix) -> bool:
-    size = matrix.nnz if isinstance(matrix, SparseMatrixCSC) else matrix.size
-    return size < NUMBA_THRESHOLD
-
-
-def _matrix_values_dtype(matrix: Matrix) -> np.dtype:
-    return matrix.nzval.dtype if isinstance(matrix, SparseMatrixCSC) else matrix.dtype
-
-
-# The target space of a direction.
-
-
-class _Targets:
-    """Where each value of a matrix goes in a reduction, and how many values (zeros included) each target gets."""
-
-    def __init__(self, shape: tuple[int, int], direction: int, groups: np.ndarray | None, n_groups: int) -> None:
-        n_rows, n_columns = shape
-        self.direction = direction
-        self.n_rows, self.n_columns = n_rows, n_columns
-        self.n_groups = n_groups
-        if direction == _COLUMNS:
-            self.n_targets = n_columns
-            self.totals = np.full(n_columns, n_rows, dtype=np.int64)
-        elif direction == _ROWS:
-            self.n_targets = n_rows
-            self.totals = np.full(n_rows, n_columns, dtype=np.int64)
-        else:
-            assert groups is not None
-            self.groups = np.asarray(groups, dtype=np.int64)
-            expected = n_rows if direction == _GROUPED_ROWS else n_columns
-            if self.groups.shape != (expected,):
-                raise ValueError(f"groups of length {self.groups.shape[0]} for {expected} "
-                                 f"{'rows' if direction == _GROUPED_ROWS else 'columns'}")
-            if self.groups.shape[0] and int(self.groups.max()) >= n_groups:
-                raise ValueError(f"group index {int(self.groups.max())} for {n_groups} groups")
-            sizes = np.bincount(self.groups[self.groups >= 0], minlength=n_groups).astype(np.int64)
-            self.group_sizes = sizes
-            self.n_targets = n_groups * (n_columns if direction == _GROUPED_ROWS else n_rows)
-            # Targets are the column-major positions of the (n_groups x n_columns) or (n_rows x n_groups) result.
-            self.totals = np.tile(sizes, n_columns) if direction == _GROUPED_ROWS else np.repeat(sizes, n_rows)
-
-    def shape_result(self, values: np.ndarray) -> np.ndarray:
-        if self.direction == _GROUPED_ROWS:
-            return values.reshape((self.n_groups, self.n_columns), order="F")
-        if self.direction == _GROUPED_COLUMNS:
-            return values.reshape((self.n_rows, self.n_groups), order="F")
-        return values
-
-    def entry_targets(self, rows: np.ndarray, columns: np.ndarray) -> np.ndarray:
-        """The target of each (row, column) entry (-1: skipped)."""
-        if self.direction == _COLUMNS:
-            return columns
-        if self.direction == _ROWS:
-            return rows
-        if self.direction == _GROUPED_ROWS:
-            group = self.groups[rows]
-            return np.where(group >= 0, group + columns * self.n_groups, -1)
-        group = self.groups[columns]
-        return np.where(group >= 0, rows + group * self.n_rows, -1)
-
-    def kernel_maps(self) -> tuple[int, np.ndarray, np.ndarray]:
-        """``row_mode``, ``row_map`` and ``col_map`` of the kernels."""
-        no_map = _kernel_indices(np.zeros(0, dtype=np.int64))
-        if self.direction == _COLUMNS:
-            return 0, no_map, np.arange(self.n_columns, dtype=np.int64)
-        if self.direction == _ROWS:
-            return 1, no_map, np.zeros(self.n_columns, dtype=np.int64)
-        if self.direction == _GROUPED_ROWS:
-            return 2, _kernel_indices(self.groups), np.arange(self.n_columns, dtype=np.int64) * self.n_groups
-        return 1, no_map, np.where(self.groups >= 0, self.groups * self.n_rows, -1)
-
-
-# Accumulation: one pass over the values, into one accumulator per target.
-
-
-def _entries(matrix: Matrix) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The 0-based rows, columns and values of the stored entries of a small matrix (every entry of a dense one)."""
-    n_rows, n_columns = matrix.shape
-    if isinstance(matrix, SparseMatrixCSC):
-        return matrix.rowval.astype(np.int64) - 1, matrix.entry_columns(), np.asarray(matrix.nzval)
-    rows = np.tile(np.arange(n_rows, dtype=np.int64), n_columns)
-    columns = np.repeat(np.arange(n_columns, dtype=np.int64), n_rows)
-    return rows, columns, np.asarray(matrix).ravel(order="F")
-
-
-def _accumulate(matrix: Matrix, targets: _Targets, kind: str, *, eps: float = 0.0,
-                center: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Per target: the ``sum`` (in :func:`_sum_dtype`), the sum of ``squares`` of deviations from ``center``, the sum
-    of ``logs`` of ``value + eps`` (float64), or the ``max``/``min`` (input type, or its identity when no stored value);
-    and the number of stored values (the totals, for dense matrices)."""
-    dtype = _matrix_values_dtype(matrix)
-    if kind == "sum":
-        out_dtype = _sum_dtype(dtype)
-        initial: Any = 0
-    elif kind in ("squares", "logs"):
-        out_dtype = np.dtype(np.float64)
-        initial = 0.0
-    else:
-        out_dtype = np.dtype(np.uint8) if dtype == np.bool_ else dtype
-        initial = _extreme_identity(out_dtype, kind == "max")
-    is_sparse = isinstance(matrix, SparseMatrixCSC)
-    if _is_small(matrix):
-        return _accumulate_small(matrix, targets, kind, out_dtype, initial, eps, center)
-    if is_sparse:
-        return _accumulate_csc(matrix, targets, kind, out_dtype, initial, eps, center)
-    return _accumulate_dense(matrix, targets, kind, out_dtype, initial, eps, center), targets.totals
-
-
-def _accumulate_small(matrix: Matrix, targets: _Targets, kind: str, out_dtype: np.dtype, initial: Any, eps: float,
-                      center: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-    rows, columns, values = _entries(matrix)
-    values = _numeric_view(values)
-    entry_targets = targets.entry_targets(rows, columns)
-    if targets.direction >= _GROUPED_ROWS:
-        kept = entry_targets >= 0
-        entry_targets, values = entry_targets[kept], values[kept]
-    out = np.full(targets.n_targets, initial, dtype=out_dtype)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        if kind == "sum":
-            np.add.at(out, entry_targets, values.astype(out_dtype))
-        elif kind == "squares":
-            assert center is not None
-            deviations = values.astype(np.float64) - center[entry_targets]
-            np.add.at(out, entry_targets, deviations * deviations)
-        elif kind == "logs":
-            np.add.at(out, entry_targets, np.log(values.astype(np.float64) + eps))
-        elif kind == "max":
-            np.maximum.at(out, entry_targets, values)
-        else:
-            np.minimum.at(out, entry_targets, values)
-    if isinstance(matrix, SparseMatrixCSC):
-        return out, np.bincount(entry_targets, minlength=targets.n_targets).astype(np.int64)
-    return out, targets.totals
-
-
-def _chunk_bounds(colptr: np.ndarray, n_chunks: int) -> np.ndarray:
-    """Split the columns into ``n_chunks`` runs holding about the same number of stored entries."""
-    n_columns = colptr.shape[0] - 1
-    nnz = int(colptr[-1]) - 1
-    n_chunks = max(1, min(n_chunks, n_columns))
-    wanted = np.linspace(1, nnz + 1, n_chunks + 1)
-    bounds = np.searchsorted(colptr, wanted, side="left").astype(np.int64)
-    bounds[0], bounds[-1] = 0, n_columns
-    return np.maximum.accumulate(np.minimum(bounds, n_columns))
-
-
-def _accumulate_csc(matrix: SparseMatrixCSC, targets: _Targets, kind: str, out_dtype: np.dtype, initial: Any,
-                    eps: float, center: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-    kernels = _kernels()
-    n_threads = number_of_threads()
-    row_mode, row_map, col_map = targets.kernel_maps()
-    n_columns = targets.n_columns
-    col_order = np.arange(n_columns, dtype=np.int64)
-    shared = targets.direction in (_COLUMNS, _GROUPED_ROWS)
-    buffer_bytes = targets.n_targets * (out_dtype.itemsize + (8 if kind != "sum" else 0))
-    if shared:
-        bounds = _chunk_bounds(matrix.colptr, 8 * n_threads)
-    elif targets.direction == _ROWS:
-        bounds = _chunk_bounds(matrix.colptr, min(n_threads, max(1, _PRIVATE_BUFFERS_LIMIT // max(buffer_bytes, 1))))
-    elif n_threads * buffer_bytes <= _PRIVATE_BUFFERS_LIMIT:
-        bounds = _chunk_bounds(matrix.colptr, n_threads)
-    else:
-        # Too many targets for a buffer per thread: one group of columns per chunk, all into one buffer.
-        shared = True
-        col_order = np.argsort(targets.groups, kind="stable").astype(np.int64)
-        sorted_groups = targets.groups[col_order]
-        col_order = col_order[sorted_groups >= 0]
-        sorted_groups = sorted_groups[sorted_groups >= 0]
-        bounds = np.searchsorted(sorted_groups, np.arange(targets.n_groups + 1)).astype(np.int64)
-    n_buffers = 1 if shared else bounds.shape[0] - 1
-    out = np.full((n_buffers, targets.n_targets), initial, dtype=out_dtype)
-    counting = kind != "sum" and targets.direction != _COLUMNS
-    counts = np.zeros((n_buffers, targets.n_targets if counting else 0), dtype=np.int64)
-    common = (_kernel_indices(matrix.colptr), _kernel_indices(matrix.rowval), _kernel_values(matrix.nzval), row_mode,
-              row_map, col_order, col_map, bounds, shared)
-    if kind == "sum":
-        kernels["csc_sum"](*common, out)
-    elif kind in ("squares", "logs"):
-        stat = _SQUARED_DEVIATIONS if kind == "squares" else _LOG_SUMS
-        center_values = center if center is not None else np.zeros(0, dtype=np.float64)
-        kernels["csc_fstat"](*common, stat, float(eps), center_values, out, counts)
-    else:
-        kernels["csc_extreme"](*common, kind == "max", out, counts)
-    if n_buffers == 1:
-        result = out[0]
-    elif kind == "sum" or kind in ("squares", "logs"):
-        result = out.sum(axis=0, dtype=out_dtype)
-    else:
-        result = out.max(axis=0) if kind == "max" else out.min(axis=0)
-    if counting:
-        stored = counts[0] if n_buffers == 1 else counts.sum(axis=0)
-    elif targets.direction == _COLUMNS:
-        stored = np.diff(matrix.colptr.astype(np.int64))
-    else:
-        stored = np.zeros(0, dtype=np.int64)  # Not needed for sums.
-    return result, stored
-
-
-def _accumulate_dense(matrix: np.ndarray, targets: _Targets, kind: str, out_dtype: np.dtype, initial: Any,
-                      eps: float, center: np.ndarray | None) -> np.ndarray:
-    kernels = _kernels()
-    row_mode, row_map, col_map = targets.kernel_maps()
-    out = np.full(targets.n_targets, initial, dtype=out_dtype)
-    values = _kernel_values(matrix)
-    if kind == "sum":
-        kernels["dense_sum"](values, row_mode, row_map, col_map, _DENSE_ROW_BLOCK, out)
-    elif kind in ("squares", "logs"):
-        stat = _SQUARED_DEVIATIONS if kind == "squares" else _LOG_SUMS
-        center_values = center if center is not None else np.zeros(0, dtype=np.float64)
-        kernels["dense_fstat"](values, row_mode, row_map, col_map, _DENSE_ROW_BLOCK, stat, float(eps), center_values,
-                               out)
-    else:
-        kernels["dense_extreme"](values, row_mode, row_map, col_map, _DENSE_ROW_BLOCK, kind == "max", out)
-    return out
-
-
-# Statistics from accumulations.
-
-
-def _statistic(matrix: Matrix, targets: _Targets, statistic: str, eps: float, p: float | None) -> np.ndarray:
-    """One value per target (before reshaping grouped results)."""
-    totals = targets.totals
-    is_sparse = isinstance(matrix, SparseMatrixCSC)
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        if statistic == "sum":
-            return _accumulate(matrix, targets, "sum")[0]
-        if statistic == "mean":
-            sums = _accumulate(matrix, targets, "sum")[0]
-            return sums.astype(np.float64) / totals
-        if statistic in ("var", "std"):
-            variances = _variances(matrix, targets)
-            return np.sqrt(variances) if statistic == "std" else variances
-        if statistic == "geomean":
-            logs, stored = _accumulate(matrix, targets, "logs", eps=eps)
-            if is_sparse:
-                implicit = totals - stored
-                logs = logs + np.where(implicit > 0, implicit * math.log(eps) if eps > 0 else -np.inf, 0.0)
-            return np.exp(logs / totals) - eps
-        if statistic in ("max", "min"):
-            extremes, stored = _accumulate(matrix, targets, statistic)
-            if is_sparse:
-                has_zeros = stored < totals
-                zero = extremes.dtype.type(0)
-                combine = np.maximum if statistic == "max" else np.minimum
-                extremes = np.where(has_zeros, combine(extremes, zero), extremes)
-            return extremes.astype(np.bool_) if _matrix_values_dtype(matrix) == np.bool_ else extremes
-        if statistic in ("median", "quantile"):
-            return _order_statistics(matrix, targets, statistic == "median", p)
-    raise ValueError(f"unknown statistic: {statistic} (expected one of: {', '.join(STATISTICS)})")
-
-
-def _variances(matrix: Matrix, targets: _Targets) -> np.ndarray:
-    """Uncorrected variances in two passes (the mean, then the squared deviations from it), as Julia computes them
-    (one pass of sums of squares loses precision when the mean is large)."""
-    totals = targets.totals
-    means = _accumulate(matrix, targets, "sum")[0].astype(np.float64) / totals
-    squares, stored = _accumulate(matrix, targets, "squares", center=np.nan_to_num(means))
-    if isinstance(matrix, SparseMatrixCSC):
-        squares = squares + (totals - stored) * means * means
-    return squares / totals
-
-
-# Order statistics (median, quantile).
-
-
-def _quantile_position(n: int, p: float) -> tuple[int, float]:
-    """Julia's ``Statistics.quantile`` (type 7): the 0-based index of ``a = v[j]`` and the weight ``γ`` of ``v[j+1]``,
-    with ``aleph = fma(n, p, 1 - p)`` computed exactly (so results match Julia to the bit)."""
-    m = 1.0 + p * (1.0 - 1.0 - 1.0)
-    aleph = float(Fraction(n) * Fraction(p) + Fraction(m))
-    j = min(max(math.trunc(aleph), 1), n - 1)
-    gamma = min(max(aleph - j, 0.0), 1.0)
-    return max(j - 1, 0), gamma
-
-
-def _interpolate(low: np.ndarray, high: np.ndarray, gamma: np.ndarray | float) -> np.ndarray:
-    finite = np.isfinite(low) & np.isfinite(high)
-    return np.where(finite, low + gamma * (high - low), (1 - gamma) * low + gamma * high)
-
-
-def _order_statistics(matrix: Matrix, targets: _Targets, is_median: bool, p: float | None) -> np.ndarray:
-    if not is_median and p is None:
-        raise ValueError("the quantile statistic needs p")
-    quantile = 0.5 if p is None else float(p)
-    direction = targets.direction
-    if not _is_small(matrix) and direction in (_COLUMNS, _ROWS):
-        return _order_statistics_numba(matrix, targets, is_median, quantile)
-    return _order_statistics_numpy(matrix, targets, is_median, quantile)
-
-
-def _order_statistics_numba(matrix: Matrix, targets: _Targets, is_median: bool, p: float) -> np.ndarray:
-    if targets.direction == _ROWS:
-        if isinstance(matrix, SparseMatrixCSC):
-            # Kernel-typed inputs, so every index and value type shares one compiled transpose.
-            matrix = SparseMatrixCSC(matrix.shape, _kernel_indices(matrix.colptr), _kernel_indices(matrix.rowval),
-                                     _kernel_values(matrix.nzval)).transpose()
-        else:
-            matrix = np.ascontiguousarray(matrix).T
-    if not isinstance(matrix, SparseMatrixCSC):
-        # A dense matrix is a CSC whose every entry is stored (no implicit zeros); its index arrays are implied.
-        n_rows, n_columns = matrix.shape
-        colptr = 1 + n_rows * np.arange(n_columns + 1, dtype=np.int64)
-        nzval = np.asfortranarray(matrix).ravel(order="F")
-    else:
-        n_rows = matrix.shape[0]
-        colptr, nzval = matrix.colptr, matrix.nzval
-    first, gamma = _quantile_position(n_rows, p) if n_rows > 0 else (0, 0.0)
-    out = np.empty(colptr.shape[0] - 1, dtype=np.float64)
-    _kernels()["csc_columns_quantile"](_kernel_indices(colptr), _kernel_values(nzval), n_rows, is_median, first, gamma,
-                                       out)
-    return out
-
-
-def _order_statistics_numpy(matrix: Matrix, targets: _Targets, is_median: bool, p: float) -> np.ndarray:
-    """Order statistics of any direction: sort the (target, value) pairs, then pick each target's statistic, placing
-    its implicit zeros between its negative and non-negative stored values."""
-    rows, columns, values = _entries(matrix)
-    entry_targets = targets.entry_targets(rows, columns)
-    kept = entry_targets >= 0
-    entry_targets, values = entry_targets[kept], _numeric_view(values)[kept].astype(np.float64)
-    order = np.lexsort((values, entry_targets))
-    values = values[order]
-    n_targets = targets.n_targets
-    stored = np.bincount(entry_targets, minlength=n_targets).astype(np.int64)
-    starts = np.cumsum(stored) - stored
-    sorted_targets = entry_targets[order]
-    negatives = np.bincount(sorted_targets[values < 0], minlength=n_targets).astype(np.int64)
-    nans = np.bincount(sorted_targets[np.isnan(values)], minlength=n_targets) > 0
-    totals = targets.totals
-    zeros = totals - stored
-
-    def statistic_at(index: np.ndarray) -> np.ndarray:
-        in_negatives = index < negatives
-        in_zeros = ~in_negatives & (index < negatives + zeros)
-        position = np.where(in_negatives, index, index - zeros)
-        position = np.clip(starts + position, 0, max(values.shape[0] - 1, 0))
-        picked = values[position] if values.shape[0] else np.zeros(n_targets)
-        return np.where(in_zeros, 0.0, picked)
-
-    result = np.full(n_targets, np.nan)
-    valid = totals > 0
-    with np.errstate(invalid="ignore", over="ignore"):
-        if is_median:
-            half = totals // 2
-            odd = totals % 2 == 1
-            low = statistic_at(np.where(odd, half, np.maximum(half - 1, 0)))
-            high = statistic_at(half)
-            result = np.where(odd, low, low / 2 + high / 2)
-        else:
-            first = np.zeros(n_targets, dtype=np.int64)
-            gamma = np.zeros(n_targets, dtype=np.float64)
-            for n in np.unique(totals[valid]):
-                first_n, gamma_n = _quantile_position(int(n), p)
-                first[totals == n], gamma[totals == n] = first_n, gamma_n
-            low = statistic_at(first)
-            high = statistic_at(np.minimum(first + 1, np.maximum(totals - 1, 0)))
-            result = _interpolate(low, high, gamma)
-    result = np.where(nans, np.nan, result)
-    return np.where(valid, result, np.nan)
-
-
-# Directions.
-
-
-def _reduce(matrix: Any, statistic: str, direction: int, groups: np.ndarray | None = None, n_groups: int = 0, *,
-            eps: float = 0.0, p: float | None = None) -> np.ndarray:
+def _reduce(matrix: Any, statistic: str, direction: Direction, groups: np.ndarray | None = None, n_groups: int = 0,
+            *, eps: float = 0.0, p: float | None = None) -> np.ndarray:
     matrix = _as_matrix(matrix)
-    if statistic not in STATISTICS:
-        raise ValueError(f"unknown statistic: {statistic} (expected one of: {', '.join(STATISTICS)})")
+    record = _statistic(statistic)
     if not isinstance(matrix, SparseMatrixCSC) and not matrix.flags.f_contiguous:
         if matrix.flags.c_contiguous:
             # A row-major matrix is the column-major layout of its transpose: reduce that the other way.
-            swapped = {_COLUMNS: _ROWS, _ROWS: _COLUMNS, _GROUPED_ROWS: _GROUPED_COLUMNS,
-                       _GROUPED_COLUMNS: _GROUPED_ROWS}[direction]
-            result = _reduce(matrix.T, statistic, swapped, groups, n_groups, eps=eps, p=p)
+            result = _reduce(matrix.T, statistic, direction.transposed, groups, n_groups, eps=eps, p=p)
             return np.asfortranarray(result.T) if result.ndim == 2 else result
         matrix = np.asfortranarray(matrix)
     targets = _Targets(matrix.shape, direction, groups, n_groups)
-    return targets.shape_result(_statistic(matrix, targets, statistic, eps, p))
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        return targets.shape_result(record.of_targets(matrix, targets, Options(eps, p)))
 
 
 def reduce_columns(matrix: Any, statistic: str, *, eps: float = 0.0, p: float | None = None) -> np.ndarray:
@@ -828,7 +187,7 @@ def reduce_columns(matrix: Any, statistic: str, *, eps: float = 0.0, p: float | 
         >>> reduce_columns(m, "sum").tolist(), reduce_columns(m, "max").tolist(), reduce_columns(m, "median").tolist()
         ([4, 6], [4, 5], [0.0, 1.0])
     """
-    return _reduce(matrix, statistic, _COLUMNS, eps=eps, p=p)
+    return _reduce(matrix, statistic, Direction.COLUMNS, eps=eps, p=p)
 
 
 def reduce_rows(matrix: Any, statistic: str, *, eps: float = 0.0, p: float | None = None) -> np.ndarray:
@@ -838,7 +197,7 @@ def reduce_rows(matrix: Any, statistic: str, *, eps: float = 0.0, p: float | Non
         >>> reduce_rows(np.array([[1.0, 3.0], [2.0, 6.0]], order="F"), "mean").tolist()
         [2.0, 4.0]
     """
-    return _reduce(matrix, statistic, _ROWS, eps=eps, p=p)
+    return _reduce(matrix, statistic, Direction.ROWS, eps=eps, p=p)
 
 
 def reduce_grouped_rows(matrix: Any, statistic: str, groups: np.ndarray, n_groups: int, *, eps: float = 0.0,
@@ -852,7 +211,7 @@ def reduce_grouped_rows(matrix: Any, statistic: str, groups: np.ndarray, n_group
         >>> reduce_grouped_rows(m, "sum", np.array([0, 1, 0]), 2).tolist()
         [[6, 8], [3, 4]]
     """
-    return _reduce(matrix, statistic, _GROUPED_ROWS, groups, n_groups, eps=eps, p=p)
+    return _reduce(matrix, statistic, Direction.GROUPED_ROWS, groups, n_groups, eps=eps, p=p)
 
 
 def reduce_grouped_columns(matrix: Any, statistic: str, groups: np.ndarray, n_groups: int, *, eps: float = 0.0,
@@ -865,7 +224,7 @@ def reduce_grouped_columns(matrix: Any, statistic: str, groups: np.ndarray, n_gr
         >>> reduce_grouped_columns(m, "max", np.array([1, 0, 1]), 2).tolist()
         [[2, 3], [5, 6]]
     """
-    return _reduce(matrix, statistic, _GROUPED_COLUMNS, groups, n_groups, eps=eps, p=p)
+    return _reduce(matrix, statistic, Direction.GROUPED_COLUMNS, groups, n_groups, eps=eps, p=p)
 
 
 def reduce_all(matrix: Any, statistic: str, *, eps: float = 0.0, p: float | None = None) -> Any:
@@ -877,83 +236,17 @@ def reduce_all(matrix: Any, statistic: str, *, eps: float = 0.0, p: float | None
         (0.75, 1.6875)
     """
     matrix = _as_matrix(matrix)
-    if statistic not in STATISTICS:
-        raise ValueError(f"unknown statistic: {statistic} (expected one of: {', '.join(STATISTICS)})")
-    n_rows, n_columns = matrix.shape
-    size = n_rows * n_columns
-    if statistic in ("median", "quantile"):
-        return _order_statistics_of_all(matrix, statistic == "median", p)
+    record = _statistic(statistic)
+    options = Options(eps, p)
     if not isinstance(matrix, SparseMatrixCSC):
-        if size == 0 or 1 in matrix.shape:
-            return reduce_vector(matrix.reshape(-1), statistic, eps=eps, p=p)
+        if matrix.size == 0 or 1 in matrix.shape:
+            return record.of_vector(matrix.reshape(-1), options)
         # The order of the values does not matter here: a row-major matrix is reduced as its (column-major) transpose.
         matrix = matrix.T if matrix.flags.c_contiguous and not matrix.flags.f_contiguous else np.asfortranarray(matrix)
-    elif size == 0:
-        return reduce_vector(np.zeros(0, dtype=matrix.nzval.dtype), statistic, eps=eps, p=p)
-    targets = _Targets(matrix.shape, _COLUMNS, None, 0)
+    elif matrix.shape[0] * matrix.shape[1] == 0:
+        return record.of_vector(np.zeros(0, dtype=matrix.nzval.dtype), options)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        if statistic in ("sum", "mean"):
-            sums = _accumulate(matrix, targets, "sum")[0]
-            total = sums.sum(dtype=sums.dtype)
-            return total if statistic == "sum" else np.float64(float(total) / size)
-        if statistic in ("max", "min"):
-            extremes = _statistic(matrix, targets, statistic, eps, p)
-            return extremes.max() if statistic == "max" else extremes.min()
-        if statistic in ("var", "std"):
-            return _reduce_all_variance(matrix, statistic == "std")
-        logs = _accumulate(matrix, targets, "logs", eps=eps)[0]
-        total_logs = float(logs.sum())
-        if isinstance(matrix, SparseMatrixCSC) and size > matrix.nnz:
-            total_logs += (size - matrix.nnz) * (math.log(eps) if eps > 0 else -math.inf)
-        return np.float64(np.exp(total_logs / size) - eps)
-
-
-def _reduce_all_variance(matrix: Matrix, is_std: bool) -> Any:
-    n_rows, n_columns = matrix.shape
-    size = n_rows * n_columns
-    if size == 0:
-        return np.float64(np.nan)
-    mean = float(reduce_columns(matrix, "sum").sum()) / size
-    targets = _Targets(matrix.shape, _COLUMNS, None, 0)
-    squares, stored = _accumulate(matrix, targets, "squares", center=np.full(n_columns, mean))
-    total = float(squares.sum())
-    if isinstance(matrix, SparseMatrixCSC):
-        total += float((targets.totals - stored).sum()) * mean * mean
-    variance = np.float64(total / size)
-    return np.sqrt(variance) if is_std else variance
-
-
-def _order_statistics_of_all(matrix: Matrix, is_median: bool, p: float | None) -> Any:
-    if isinstance(matrix, SparseMatrixCSC):
-        values = np.sort(_numeric_view(matrix.nzval).astype(np.float64))
-        n_zeros = matrix.shape[0] * matrix.shape[1] - matrix.nnz
-    else:
-        values = np.sort(_numeric_view(np.asarray(matrix)).astype(np.float64).ravel(order="K"))
-        n_zeros = 0
-    return _order_statistic_of_sorted(values, n_zeros, is_median, p)
-
-
-def _order_statistic_of_sorted(values: np.ndarray, n_zeros: int, is_median: bool, p: float | None) -> np.float64:
-    n = values.shape[0] + n_zeros
-    if n == 0 or np.isnan(values).any():
-        return np.float64(np.nan)
-    n_negative = int(np.searchsorted(values, 0.0, side="left"))
-
-    def at(index: int) -> float:
-        if index < n_negative:
-            return float(values[index])
-        if index < n_negative + n_zeros:
-            return 0.0
-        return float(values[index - n_zeros])
-
-    if is_median:
-        half = n // 2
-        return np.float64(at(half) if n % 2 == 1 else at(half - 1) / 2 + at(half) / 2)
-    if p is None:
-        raise ValueError("the quantile statistic needs p")
-    first, gamma = _quantile_position(n, float(p))
-    low, high = at(first), at(min(first + 1, n - 1))
-    return np.float64(_interpolate(np.array(low), np.array(high), gamma))
+        return record.of_all(matrix, options)
 
 
 def reduce_vector(values: np.ndarray, statistic: str, *, eps: float = 0.0, p: float | None = None) -> Any:
@@ -971,35 +264,11 @@ def reduce_vector(values: np.ndarray, statistic: str, *, eps: float = 0.0, p: fl
     values = np.asarray(values)
     if values.ndim != 1:
         raise ValueError(f"not a vector: an array of shape {values.shape}")
-    if statistic not in STATISTICS:
-        raise ValueError(f"unknown statistic: {statistic} (expected one of: {', '.join(STATISTICS)})")
-    numbers = _numeric_view(values)
-    size = numbers.shape[0]
-    if statistic == "sum":
-        return numbers.sum(dtype=_sum_dtype(values.dtype))
-    if size == 0:
+    record = _statistic(statistic)
+    if values.shape[0] == 0 and record.name != "sum":
         return np.float64(np.nan)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        if statistic in ("max", "min"):
-            extreme = numbers.max() if statistic == "max" else numbers.min()
-            return values.dtype.type(extreme)
-        if statistic in ("median", "quantile"):
-            return _order_statistic_of_sorted(np.sort(numbers.astype(np.float64)), 0, statistic == "median", p)
-        mean = float(numbers.sum(dtype=np.float64)) / size
-        if statistic == "mean":
-            return np.float64(mean)
-        total = 0.0
-        for first in range(0, size, _VECTOR_CHUNK):
-            chunk = numbers[first:first + _VECTOR_CHUNK].astype(np.float64)
-            if statistic == "geomean":
-                total += float(np.log(chunk + eps).sum())
-            else:
-                deviations = chunk - mean
-                total += float(np.dot(deviations, deviations))
-        if statistic == "geomean":
-            return np.float64(np.exp(total / size) - eps)
-        variance = total / size
-        return np.float64(math.sqrt(variance) if statistic == "std" else variance)
+        return record.of_vector(values, Options(eps, p))
 
 
 def reduce_grouped_vector(values: np.ndarray, statistic: str, groups: np.ndarray, n_groups: int, *,
@@ -1054,6 +323,982 @@ def row_means(matrix: Any) -> np.ndarray:
         [1.5, 4.0]
     """
     return reduce_rows(matrix, "mean")
+
+
+# Input normalization.
+
+
+def _as_matrix(matrix: Any) -> Matrix:
+    """A :class:`SparseMatrixCSC` or a 2-D numpy array (scipy sparse matrices are converted)."""
+    if isinstance(matrix, SparseMatrixCSC):
+        return matrix
+    if hasattr(matrix, "tocsc") and hasattr(matrix, "nnz"):
+        return SparseMatrixCSC.from_scipy(matrix)
+    array = np.asarray(matrix)
+    if array.ndim != 2:
+        raise ValueError(f"not a matrix: an array of shape {array.shape}")
+    return array
+
+
+def _numeric_view(values: np.ndarray) -> np.ndarray:
+    """Bool values as ``uint8`` (a zero-copy view), so kernels only ever see numbers."""
+    if values.dtype == np.bool_:
+        return values.view(np.uint8) if values.flags.c_contiguous or values.flags.f_contiguous \
+            else values.astype(np.uint8)
+    return values
+
+
+def _read_only_view(array: np.ndarray) -> np.ndarray:
+    view = array.view()
+    view.flags.writeable = False
+    return view
+
+
+def _kernel_values(values: np.ndarray) -> np.ndarray:
+    """Values as a kernel takes them: numbers (Bool as ``uint8``) in a read-only view, so writable and read-only
+    (mapped) inputs share one compiled specialization."""
+    return _read_only_view(_numeric_view(values))
+
+
+def _kernel_indices(indices: np.ndarray) -> np.ndarray:
+    """1-based indices as a kernel takes them: a read-only view as ``uint32`` (32-bit; valid indices are positive, so
+    an ``int32`` reads the same) or ``int64`` (64-bit; no index reaches 2**63), so all index types share two compiled
+    specializations. Other sizes are rare and converted."""
+    if indices.dtype.itemsize == 4 and indices.dtype.kind in "iu":
+        return _read_only_view(indices.view(np.uint32))
+    if indices.dtype.itemsize == 8 and indices.dtype.kind in "iu":
+        return _read_only_view(indices.view(np.int64))
+    return _read_only_view(indices.astype(np.int64))
+
+
+def _sum_dtype(dtype: np.dtype) -> np.dtype:
+    """The accumulation type of sums: ``int64`` for signed and Bool, ``uint64`` for unsigned, ``float64`` for floats
+    (so a kernel never mixes signed and unsigned 64-bit arithmetic)."""
+    if dtype.kind == "u":
+        return np.dtype(np.uint64)
+    if dtype.kind in "ib":
+        return np.dtype(np.int64)
+    return np.dtype(np.float64)
+
+
+def _extreme_identity(dtype: np.dtype, is_max: bool) -> Any:
+    if dtype.kind == "f":
+        return -np.inf if is_max else np.inf
+    info = np.iinfo(dtype)
+    return info.min if is_max else info.max
+
+
+def _is_small(matrix: Matrix) -> bool:
+    size = matrix.nnz if isinstance(matrix, SparseMatrixCSC) else matrix.size
+    return size < REDUCE_NUMBA_MIN_ENTRIES
+
+
+def _work(matrix: Matrix) -> int:
+    return matrix.nnz if isinstance(matrix, SparseMatrixCSC) else matrix.size
+
+
+def _matrix_values_dtype(matrix: Matrix) -> np.dtype:
+    return matrix.nzval.dtype if isinstance(matrix, SparseMatrixCSC) else matrix.dtype
+
+
+@cache
+def _csc_kernels() -> ModuleType:
+    """The sparse kernels (:mod:`._csc`): importing them imports numba, so only a large input does."""
+    return importlib.import_module(f"{__package__}._csc")
+
+
+@cache
+def _dense_kernels() -> ModuleType:
+    """The dense kernels (:mod:`._dense`): importing them imports numba, so only a large input does."""
+    return importlib.import_module(f"{__package__}._dense")
+
+
+# The target space of a direction.
+
+
+class _Targets:
+    """Where each value of a matrix goes in a reduction, and how many values (zeros included) each target gets."""
+
+    def __init__(self, shape: tuple[int, int], direction: Direction, groups: np.ndarray | None,
+                 n_groups: int) -> None:
+        n_rows, n_columns = shape
+        self.direction = direction
+        self.n_rows, self.n_columns = n_rows, n_columns
+        self.n_groups = n_groups
+        if direction is Direction.COLUMNS:
+            self.n_targets = n_columns
+            self.totals = np.full(n_columns, n_rows, dtype=np.int64)
+        elif direction is Direction.ROWS:
+            self.n_targets = n_rows
+            self.totals = np.full(n_rows, n_columns, dtype=np.int64)
+        else:
+            assert groups is not None
+            self.groups = np.asarray(groups, dtype=np.int64)
+            expected = n_rows if direction is Direction.GROUPED_ROWS else n_columns
+            if self.groups.shape != (expected,):
+                raise ValueError(f"groups of length {self.groups.shape[0]} for {expected} "
+                                 f"{'rows' if direction is Direction.GROUPED_ROWS else 'columns'}")
+            if self.groups.shape[0] and int(self.groups.max()) >= n_groups:
+                raise ValueError(f"group index {int(self.groups.max())} for {n_groups} groups")
+            sizes = np.bincount(self.groups[self.groups >= 0], minlength=n_groups).astype(np.int64)
+            self.n_targets = n_groups * (n_columns if direction is Direction.GROUPED_ROWS else n_rows)
+            # Targets are the column-major positions of the (n_groups x n_columns) or (n_rows x n_groups) result.
+            self.totals = np.tile(sizes, n_columns) if direction is Direction.GROUPED_ROWS \
+                else np.repeat(sizes, n_rows)
+
+    def shape_result(self, values: np.ndarray) -> np.ndarray:
+        if self.direction is Direction.GROUPED_ROWS:
+            return values.reshape((self.n_groups, self.n_columns), order="F")
+        if self.direction is Direction.GROUPED_COLUMNS:
+            return values.reshape((self.n_rows, self.n_groups), order="F")
+        return values
+
+    def entry_targets(self, rows: np.ndarray, columns: np.ndarray) -> np.ndarray:
+        """The target of each (row, column) entry (-1: skipped)."""
+        if self.direction is Direction.COLUMNS:
+            return columns
+        if self.direction is Direction.ROWS:
+            return rows
+        if self.direction is Direction.GROUPED_ROWS:
+            group = self.groups[rows]
+            return np.where(group >= 0, group + columns * self.n_groups, -1)
+        group = self.groups[columns]
+        return np.where(group >= 0, rows + group * self.n_rows, -1)
+
+    def kernel_maps(self) -> tuple[int, np.ndarray, np.ndarray]:
+        """``row_mode``, ``row_map`` and ``col_map`` of the kernels (see :data:`._shared.PER_COLUMN`)."""
+        no_map = _kernel_indices(np.zeros(0, dtype=np.int64))
+        if self.direction is Direction.COLUMNS:
+            return _PER_COLUMN, no_map, np.arange(self.n_columns, dtype=np.int64)
+        if self.direction is Direction.ROWS:
+            return _PER_ROW, no_map, np.zeros(self.n_columns, dtype=np.int64)
+        if self.direction is Direction.GROUPED_ROWS:
+            return _PER_GROUP_OF_ROWS, _kernel_indices(self.groups), \
+                np.arange(self.n_columns, dtype=np.int64) * self.n_groups
+        return _PER_ROW, no_map, np.where(self.groups >= 0, self.groups * self.n_rows, -1)
+
+
+# The same values as :mod:`._shared` (which imports numba, so it is not imported here).
+_PER_COLUMN, _PER_ROW, _PER_GROUP_OF_ROWS = 0, 1, 2
+
+
+# Accumulation: one pass over the values, into one accumulator per target.
+
+
+class Accumulation(enum.Enum):
+    """What one pass accumulates per target."""
+
+    SUM = "sum"
+    """The sum (in :func:`_sum_dtype`)."""
+    SQUARES = "squares"
+    """The sum of the squared deviations from each target's center (``float64``)."""
+    LOGS = "logs"
+    """The sum of ``log(value + eps)`` (``float64``)."""
+    MAX = "max"
+    """The largest value (input type; NaN propagates)."""
+    MIN = "min"
+    """The smallest value (input type; NaN propagates)."""
+
+
+@dataclass(frozen=True)
+class _Pass:
+    """One accumulation pass: the kernels' inputs and where they write."""
+
+    matrix: Matrix
+    targets: _Targets
+    accumulation: Accumulation
+    eps: float
+    centers: np.ndarray
+    row_mode: int
+    row_map: np.ndarray
+    col_map: np.ndarray
+
+    def out_dtype(self) -> np.dtype:
+        dtype = _matrix_values_dtype(self.matrix)
+        if self.accumulation is Accumulation.SUM:
+            return _sum_dtype(dtype)
+        if self.accumulation in (Accumulation.SQUARES, Accumulation.LOGS):
+            return np.dtype(np.float64)
+        return np.dtype(np.uint8) if dtype == np.bool_ else dtype
+
+    def initial(self) -> Any:
+        if self.accumulation in (Accumulation.MAX, Accumulation.MIN):
+            return _extreme_identity(self.out_dtype(), self.accumulation is Accumulation.MAX)
+        return 0
+
+    def log_type(self) -> np.dtype:
+        """The type logarithms are computed in, as Julia's ``geomean``: ``Float32`` values with no ``eps`` in
+        ``Float32`` (numpy's ``Float32`` ``log`` is also 4x faster), everything else in ``Float64`` (Julia adds the
+        ``Float64`` eps first)."""
+        is_float32 = _matrix_values_dtype(self.matrix) == np.float32
+        return np.dtype(np.float32) if is_float32 and self.eps == 0 else np.dtype(np.float64)
+
+
+def _accumulate(matrix: Matrix, targets: _Targets, accumulation: Accumulation, *, eps: float = 0.0,
+                centers: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Per target: the :class:`Accumulation` of its values (MAX/MIN: the identity when it has no stored value), and
+    the number of its stored values (the totals, for dense matrices)."""
+    row_mode, row_map, col_map = targets.kernel_maps()
+    work = _Pass(matrix, targets, accumulation, float(eps),
+                 np.zeros(0, dtype=np.float64) if centers is None else np.ascontiguousarray(centers, np.float64),
+                 row_mode, row_map, col_map)
+    if _is_small(matrix):
+        return _accumulate_small(work)
+    if isinstance(matrix, SparseMatrixCSC):
+        return _accumulate_csc(work)
+    return _accumulate_dense(work), targets.totals
+
+
+def _entries(matrix: Matrix) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The 0-based rows, columns and values of the stored entries of a small matrix (every entry of a dense one)."""
+    n_rows, n_columns = matrix.shape
+    if isinstance(matrix, SparseMatrixCSC):
+        return matrix.rowval.astype(np.int64) - 1, matrix.entry_columns(), np.asarray(matrix.nzval)
+    rows = np.tile(np.arange(n_rows, dtype=np.int64), n_columns)
+    columns = np.repeat(np.arange(n_columns, dtype=np.int64), n_rows)
+    return rows, columns, np.asarray(matrix).ravel(order="F")
+
+
+#: How the small (numpy) path accumulates: the ufunc whose ``.at`` gathers into the targets, and the value each entry
+#: contributes (from its values, its targets, the pass).
+_SMALL: dict[Accumulation, tuple[np.ufunc, Callable[[np.ndarray, np.ndarray, _Pass], np.ndarray]]] = {
+    Accumulation.SUM: (np.add, lambda values, _targets, work: values.astype(work.out_dtype())),
+    Accumulation.SQUARES: (np.add, lambda values, targets, work: (values.astype(np.float64)
+                                                                  - work.centers[targets]) ** 2),
+    Accumulation.LOGS: (np.add, lambda values, _targets, work: np.log(values.astype(np.float64) + work.eps)),
+    Accumulation.MAX: (np.maximum, lambda values, _targets, _work: values),
+    Accumulation.MIN: (np.minimum, lambda values, _targets, _work: values),
+}
+
+
+def _accumulate_small(work: _Pass) -> tuple[np.ndarray, np.ndarray]:
+    rows, columns, values = _entries(work.matrix)
+    values = _numeric_view(values)
+    targets = work.targets
+    entry_targets = targets.entry_targets(rows, columns)
+    if targets.direction.is_grouped:
+        kept = entry_targets >= 0
+        entry_targets, values = entry_targets[kept], values[kept]
+    out = np.full(targets.n_targets, work.initial(), dtype=work.out_dtype())
+    ufunc, contribution = _SMALL[work.accumulation]
+    ufunc.at(out, entry_targets, contribution(values, entry_targets, work))
+    if isinstance(work.matrix, SparseMatrixCSC):
+        return out, np.bincount(entry_targets, minlength=targets.n_targets).astype(np.int64)
+    return out, targets.totals
+
+
+# Sparse (CSC) accumulation.
+
+
+def _chunk_bounds(colptr: np.ndarray, n_chunks: int) -> np.ndarray:
+    """Split the columns into ``n_chunks`` runs holding about the same number of stored entries."""
+    n_columns = colptr.shape[0] - 1
+    nnz = int(colptr[-1]) - 1
+    n_chunks = max(1, min(n_chunks, n_columns))
+    wanted = np.linspace(1, nnz + 1, n_chunks + 1)
+    bounds = np.searchsorted(colptr, wanted, side="left").astype(np.int64)
+    bounds[0], bounds[-1] = 0, n_columns
+    return np.maximum.accumulate(np.minimum(bounds, n_columns))
+
+
+@dataclass
+class _CscChunks:
+    """How a CSC pass is split: chunk ``c`` is the columns ``col_order[bounds[c]:bounds[c + 1]]``; the chunks write
+    into one shared buffer when their targets are disjoint, else each into its own."""
+
+    col_order: np.ndarray
+    bounds: np.ndarray
+    shared: bool
+
+    @property
+    def n_chunks(self) -> int:
+        return self.bounds.shape[0] - 1
+
+    @property
+    def n_buffers(self) -> int:
+        return 1 if self.shared else self.n_chunks
+
+    @staticmethod
+    def of(work: _Pass) -> _CscChunks:
+        matrix, targets = work.matrix, work.targets
+        assert isinstance(matrix, SparseMatrixCSC)
+        n_threads = threads_for(matrix.nnz)
+        identity = np.arange(targets.n_columns, dtype=np.int64)
+        if targets.direction in (Direction.COLUMNS, Direction.GROUPED_ROWS):
+            # Disjoint targets per column: several chunks per thread balance uneven columns.
+            return _CscChunks(identity, _chunk_bounds(matrix.colptr, 4 * n_threads if n_threads > 1 else 1), True)
+        buffer_bytes = max(1, targets.n_targets * (work.out_dtype().itemsize + 8))
+        if targets.direction is Direction.ROWS:
+            n_chunks = min(n_threads, max(1, _PRIVATE_BUFFERS_LIMIT // buffer_bytes))
+            return _CscChunks(identity, _chunk_bounds(matrix.colptr, n_chunks), n_chunks == 1)
+        if n_threads * buffer_bytes <= _PRIVATE_BUFFERS_LIMIT:
+            return _CscChunks(identity, _chunk_bounds(matrix.colptr, n_threads), n_threads == 1)
+        # Too many targets for a buffer per thread: one group of columns per chunk, all into one buffer.
+        order = np.argsort(targets.groups, kind="stable").astype(np.int64)
+        sorted_groups = targets.groups[order]
+        kept = sorted_groups >= 0
+        return _CscChunks(order[kept], np.searchsorted(sorted_groups[kept], np.arange(targets.n_groups + 1))
+                          .astype(np.int64), True)
+
+
+def _accumulate_csc(work: _Pass) -> tuple[np.ndarray, np.ndarray]:
+    matrix, targets, accumulation = work.matrix, work.targets, work.accumulation
+    assert isinstance(matrix, SparseMatrixCSC)
+    chunks = _CscChunks.of(work)
+    out_dtype = work.out_dtype()
+    out = np.full((chunks.n_buffers, targets.n_targets), work.initial(), dtype=out_dtype)
+    counting = accumulation is not Accumulation.SUM and targets.direction is not Direction.COLUMNS
+    counts = np.zeros((chunks.n_buffers, targets.n_targets if counting else 0), dtype=np.int64)
+    csc = _csc_kernels()
+    colptr, rowval, values = (_kernel_indices(matrix.colptr), _kernel_indices(matrix.rowval),
+                              _kernel_values(matrix.nzval))
+    maps = (work.row_mode, work.row_map, chunks.col_order, work.col_map)
+
+    def run_chunks(first: int, last: int) -> None:
+        if accumulation is Accumulation.SUM:
+            csc.sums(first, last, colptr, rowval, values, 0, *maps, chunks.bounds, chunks.shared, out, counts)
+        elif accumulation is Accumulation.SQUARES:
+            csc.squared_deviations(first, last, colptr, rowval, values, 0, *maps, chunks.bounds, chunks.shared,
+                                   work.centers, out, counts)
+        elif accumulation is Accumulation.LOGS:
+            for chunk in range(first, last):
+                _csc_chunk_logs(work, chunks, chunk, colptr, rowval, out, counts)
+        else:
+            csc.extremes(first, last, colptr, rowval, values, *maps, chunks.bounds, chunks.shared,
+                         accumulation is Accumulation.MAX, out, counts)
+
+    run_ranges(run_chunks, even_bounds(chunks.n_chunks, threads_for(matrix.nnz)))
+    if chunks.n_buffers == 1:
+        result = out[0]
+    elif accumulation in (Accumulation.MAX, Accumulation.MIN):
+        result = out.max(axis=0) if accumulation is Accumulation.MAX else out.min(axis=0)
+    else:
+        result = out.sum(axis=0, dtype=out_dtype)
+    if counting:
+        stored = counts[0] if chunks.n_buffers == 1 else counts.sum(axis=0)
+    elif targets.direction is Direction.COLUMNS:
+        stored = np.diff(matrix.colptr.astype(np.int64))
+    else:
+        stored = np.zeros(0, dtype=np.int64)  # Not needed for sums.
+    return result, stored
+
+
+def _csc_chunk_logs(work: _Pass, chunks: _CscChunks, chunk: int, colptr: np.ndarray, rowval: np.ndarray,
+                    out: np.ndarray, counts: np.ndarray) -> None:
+    """Accumulate ``log(value + eps)`` of one chunk: numpy computes the logarithms of a block of columns (SIMD, in
+    cache), then the sums kernel adds them up."""
+    csc = _csc_kernels()
+    assert isinstance(work.matrix, SparseMatrixCSC)
+    nzval = np.asarray(work.matrix.nzval)
+    log_type = work.log_type()
+    eps = log_type.type(work.eps)
+    buffer = slice(0, 1) if chunks.shared else slice(chunk, chunk + 1)
+    first, last = int(chunks.bounds[chunk]), int(chunks.bounds[chunk + 1])
+    columns = chunks.col_order[first:last]
+    starts = np.asarray(work.matrix.colptr, dtype=np.int64)[columns] - 1
+    stops = np.asarray(work.matrix.colptr, dtype=np.int64)[columns + 1] - 1
+    if last - first > 1 and np.array_equal(starts[1:], stops[:-1]):
+        # Consecutive in storage: blocks of whole columns of about _TRANSFORM_BLOCK entries (at least one column).
+        wanted = np.arange(int(starts[0]), int(stops[-1]), _TRANSFORM_BLOCK)
+        cuts = np.unique(np.concatenate([np.searchsorted(starts, wanted, side="right") - 1, [last - first]]))
+        cuts = cuts[cuts > 0] if cuts[0] == 0 else cuts
+        blocks = zip([0, *cuts[:-1].tolist()], cuts.tolist(), strict=True)
+    else:
+        blocks = ((index, index + 1) for index in range(last - first))
+    for block_first, block_last in blocks:
+        start, stop = int(starts[block_first]), int(stops[block_last - 1])
+        logs = np.add(nzval[start:stop], eps, dtype=log_type)
+        np.log(logs, out=logs)
+        csc.sums(0, 1, colptr, rowval, logs, start, work.row_mode, work.row_map, chunks.col_order, work.col_map,
+                 np.array([first + block_first, first + block_last], dtype=np.int64), True, out[buffer],
+                 counts[buffer])
+
+
+# Dense accumulation.
+
+
+def _accumulate_dense(work: _Pass) -> np.ndarray:
+    matrix, targets, accumulation = work.matrix, work.targets, work.accumulation
+    assert isinstance(matrix, np.ndarray)
+    out = np.full(targets.n_targets, work.initial(), dtype=work.out_dtype())
+    dense = _dense_kernels()
+    values = _kernel_values(matrix)
+    n_rows, n_columns = matrix.shape
+    by_rows = work.row_mode == _PER_ROW
+    n_threads = threads_for(matrix.size)
+
+    def rectangle(row0: int, col0: int, height: int, width: int, source: np.ndarray, source_row0: int,
+                  source_col0: int) -> None:
+        maps = (work.row_mode, work.row_map[row0:row0 + height] if work.row_map.shape[0] else work.row_map,
+                work.col_map[col0:col0 + width], row0, _ROW_BLOCK)
+        if accumulation in (Accumulation.SUM, Accumulation.LOGS):
+            dense.sums(source, source_row0, source_col0, height, width, *maps, out)
+        elif accumulation is Accumulation.SQUARES:
+            dense.squared_deviations(source, source_row0, source_col0, height, width, *maps, work.centers, out)
+        else:
+            dense.extremes(source, source_row0, source_col0, height, width, *maps,
+                           accumulation is Accumulation.MAX, out)
+
+    def run(first: int, last: int) -> None:
+        # Rows (per row, grouped columns) or columns (per column, grouped rows): disjoint targets per range.
+        row0, height = (first, last - first) if by_rows else (0, n_rows)
+        col0, width = (0, n_columns) if by_rows else (first, last - first)
+        if accumulation is not Accumulation.LOGS:
+            rectangle(row0, col0, height, width, values, row0, col0)
+            return
+        for block_row0, block_col0, block_height, block_width in _blocks(row0, col0, height, width, by_rows):
+            logs = np.add(values[block_row0:block_row0 + block_height, block_col0:block_col0 + block_width],
+                          work.log_type().type(work.eps), dtype=work.log_type(), order="F")
+            np.log(logs, out=logs)
+            rectangle(block_row0, block_col0, block_height, block_width, logs, 0, 0)
+
+    run_ranges(run, even_bounds(n_rows if by_rows else n_columns, n_threads))
+    return out
+
+
+def _blocks(row0: int, col0: int, height: int, width: int, by_rows: bool) -> Iterator[tuple[int, int, int, int]]:
+    """Sub-rectangles of about :data:`_TRANSFORM_BLOCK` values: blocks of whole rows (``by_rows``) or of whole
+    columns of the rectangle."""
+    if by_rows:
+        step = max(1, _TRANSFORM_BLOCK // max(width, 1))
+        for start in range(row0, row0 + height, step):
+            yield start, col0, min(step, row0 + height - start), width
+    else:
+        step = max(1, _TRANSFORM_BLOCK // max(height, 1))
+        for start in range(col0, col0 + width, step):
+            yield row0, start, height, min(step, col0 + width - start)
+
+
+# Per-column kernels (one statistic per column directly, in SIMD-friendly loops).
+
+
+def _column_ranges(matrix: Matrix) -> list[int]:
+    """Column ranges for the threads, balanced by stored entries."""
+    n_threads = threads_for(_work(matrix))
+    if isinstance(matrix, SparseMatrixCSC):
+        return _chunk_bounds(matrix.colptr, n_threads).tolist()
+    return even_bounds(matrix.shape[1], n_threads)
+
+
+def _column_variances(matrix: Matrix) -> tuple[np.ndarray, np.ndarray]:
+    """The mean and the variance of each column, in one pass over memory."""
+    n_columns = matrix.shape[1]
+    means = np.empty(n_columns, dtype=np.float64)
+    variances = np.empty(n_columns, dtype=np.float64)
+    if isinstance(matrix, SparseMatrixCSC):
+        csc, n_rows = _csc_kernels(), matrix.shape[0]
+        colptr, values = _kernel_indices(matrix.colptr), _kernel_values(matrix.nzval)
+        run_ranges(lambda first, last: csc.column_variances(first, last, colptr, values, n_rows, means, variances),
+                   _column_ranges(matrix))
+    else:
+        dense, values = _dense_kernels(), _kernel_values(matrix)
+        run_ranges(lambda first, last: dense.column_variances(first, last, values, means, variances),
+                   _column_ranges(matrix))
+    return means, variances
+
+
+def _cached_rows(matrix: np.ndarray) -> int:
+    """Rows per block of a dense matrix such that the block stays in cache (a multiple of 8, at least 8)."""
+    per_row = max(1, matrix.shape[1] * max(matrix.dtype.itemsize, 8))
+    return max(8, min(_ROW_BLOCK, (_CACHED_BLOCK_BYTES // per_row) // 8 * 8))
+
+
+def _row_ranges(n_rows: int, block: int, work: int) -> list[int]:
+    """Row ranges for the threads, in whole blocks."""
+    n_blocks = (n_rows + block - 1) // block
+    return [min(bound * block, n_rows) for bound in even_bounds(n_blocks, threads_for(work))]
+
+
+def _column_extremes(matrix: Matrix, is_max: bool) -> tuple[np.ndarray, np.ndarray]:
+    """The largest (``is_max``) or smallest stored value of each column (the identity if none; NaN if it has one),
+    and the number of stored values."""
+    values = _kernel_values(matrix.nzval if isinstance(matrix, SparseMatrixCSC) else matrix)
+    dtype = values.dtype
+    if dtype == np.uint64:
+        # Keys are signed 64-bit integers; UInt64 goes the general way.
+        targets = _Targets(matrix.shape, Direction.COLUMNS, None, 0)
+        return _accumulate(matrix, targets, Accumulation.MAX if is_max else Accumulation.MIN)
+    is_float = dtype.kind == "f"
+    bits = dtype.itemsize * 8
+    key_type = np.dtype(f"int{bits}") if is_float else dtype
+    keys = values.view(key_type) if is_float else values
+    identity = np.array([_extreme_identity(dtype, is_max)], dtype=dtype)
+    initial = _ordered_keys(identity.view(key_type))[0] if is_float else int(identity[0])
+    n_columns = matrix.shape[1]
+    out_keys = np.full(n_columns, initial, dtype=np.int64)
+    nans = np.zeros(n_columns, dtype=np.int64)
+    if isinstance(matrix, SparseMatrixCSC):
+        csc, colptr = _csc_kernels(), _kernel_indices(matrix.colptr)
+        run_ranges(lambda first, last: csc.column_extremes(first, last, colptr, values, keys, is_float, bits - 1,
+                                                           (1 << (bits - 1)) - 1, is_max, out_keys, nans),
+                   _column_ranges(matrix))
+        stored = np.diff(matrix.colptr.astype(np.int64))
+    else:
+        dense = _dense_kernels()
+        run_ranges(lambda first, last: dense.column_extremes(first, last, values, keys, is_float, bits - 1,
+                                                             (1 << (bits - 1)) - 1, is_max, out_keys, nans),
+                   _column_ranges(matrix))
+        stored = np.full(n_columns, matrix.shape[0], dtype=np.int64)
+    if not is_float:
+        return out_keys.astype(dtype), stored
+    result = _ordered_keys(out_keys.astype(key_type)).view(dtype)
+    result[nans > 0] = np.nan
+    return result, stored
+
+
+def _ordered_keys(bits: np.ndarray) -> np.ndarray:
+    """:func:`._shared.ordered_key` in numpy (its own inverse)."""
+    shift = bits.dtype.itemsize * 8 - 1
+    return bits ^ ((bits >> shift) & bits.dtype.type((1 << shift) - 1))
+
+
+# Statistics per target.
+
+
+def _sums(matrix: Matrix, targets: _Targets, _options: Options) -> np.ndarray:
+    return _accumulate(matrix, targets, Accumulation.SUM)[0]
+
+
+def _means(matrix: Matrix, targets: _Targets, _options: Options) -> np.ndarray:
+    return _accumulate(matrix, targets, Accumulation.SUM)[0].astype(np.float64) / targets.totals
+
+
+def _variances(matrix: Matrix, targets: _Targets, options: Options) -> np.ndarray:
+    """Uncorrected variances in two passes (the mean, then the squared deviations from it), as Julia computes them
+    (one pass of sums of squares loses precision when the mean is large); per column (or per row of a dense matrix),
+    both passes run on a cached block, so memory is read once."""
+    if not _is_small(matrix) and matrix.shape[0] * matrix.shape[1] > 0 and targets.direction is Direction.COLUMNS:
+        return _column_variances(matrix)[1]
+    # (Per row, a block of rows small enough for the cache between the passes reads each column's part of it as a
+    # run of a few cache lines, which streams slowly: two full passes are 3x faster.)
+    totals = targets.totals
+    means = _means(matrix, targets, options)
+    squares, stored = _accumulate(matrix, targets, Accumulation.SQUARES, centers=np.nan_to_num(means))
+    if isinstance(matrix, SparseMatrixCSC):
+        squares = squares + (totals - stored) * means * means
+    return squares / totals
+
+
+def _standard_deviations(matrix: Matrix, targets: _Targets, options: Options) -> np.ndarray:
+    return np.sqrt(_variances(matrix, targets, options))
+
+
+def _geomeans(matrix: Matrix, targets: _Targets, options: Options) -> np.ndarray:
+    totals = targets.totals
+    logs, stored = _accumulate(matrix, targets, Accumulation.LOGS, eps=options.eps)
+    if isinstance(matrix, SparseMatrixCSC):
+        implicit = totals - stored
+        logs = logs + np.where(implicit > 0, implicit * _log_of_zero(options.eps), 0.0)
+    return np.exp(logs / totals) - options.eps
+
+
+def _log_of_zero(eps: float) -> float:
+    return math.log(eps) if eps > 0 else -math.inf
+
+
+def _extremes(matrix: Matrix, targets: _Targets, is_max: bool) -> np.ndarray:
+    if targets.direction is Direction.COLUMNS and not _is_small(matrix):
+        extremes, stored = _column_extremes(matrix, is_max)
+    else:
+        extremes, stored = _accumulate(matrix, targets, Accumulation.MAX if is_max else Accumulation.MIN)
+    if isinstance(matrix, SparseMatrixCSC):
+        combine = np.maximum if is_max else np.minimum
+        extremes = np.where(stored < targets.totals, combine(extremes, extremes.dtype.type(0)), extremes)
+    return extremes.astype(np.bool_) if _matrix_values_dtype(matrix) == np.bool_ else extremes
+
+
+def _maxima(matrix: Matrix, targets: _Targets, _options: Options) -> np.ndarray:
+    return _extremes(matrix, targets, True)
+
+
+def _minima(matrix: Matrix, targets: _Targets, _options: Options) -> np.ndarray:
+    return _extremes(matrix, targets, False)
+
+
+# Order statistics (median, quantile).
+
+
+def _quantile_position(n: int, p: float) -> tuple[int, float]:
+    """Julia's ``Statistics.quantile`` (type 7): the 0-based index of ``a = v[j]`` and the weight ``γ`` of ``v[j+1]``,
+    with ``aleph = fma(n, p, 1 - p)`` computed exactly (so results match Julia to the bit)."""
+    m = 1.0 + p * (1.0 - 1.0 - 1.0)
+    aleph = float(Fraction(n) * Fraction(p) + Fraction(m))
+    j = min(max(math.trunc(aleph), 1), n - 1)
+    gamma = min(max(aleph - j, 0.0), 1.0)
+    return max(j - 1, 0), gamma
+
+
+def _interpolate(low: np.ndarray, high: np.ndarray, gamma: np.ndarray | float) -> np.ndarray:
+    finite = np.isfinite(low) & np.isfinite(high)
+    return np.where(finite, low + gamma * (high - low), (1 - gamma) * low + gamma * high)
+
+
+def _medians(matrix: Matrix, targets: _Targets, _options: Options) -> np.ndarray:
+    return _order_statistics(matrix, targets, True, 0.5)
+
+
+def _quantiles(matrix: Matrix, targets: _Targets, options: Options) -> np.ndarray:
+    return _order_statistics(matrix, targets, False, options.quantile())
+
+
+def _order_statistics(matrix: Matrix, targets: _Targets, is_median: bool, p: float) -> np.ndarray:
+    direction = targets.direction
+    if _is_small(matrix) or direction.is_grouped:
+        return _order_statistics_numpy(matrix, targets, is_median, p)
+    if direction is Direction.ROWS and isinstance(matrix, SparseMatrixCSC):
+        # Kernel-typed inputs, so every index and value type shares one compiled transpose.
+        matrix = SparseMatrixCSC(matrix.shape, _kernel_indices(matrix.colptr), _kernel_indices(matrix.rowval),
+                                 _kernel_values(matrix.nzval)).transpose()
+        direction = Direction.COLUMNS
+    n_values = matrix.shape[0] if direction is Direction.COLUMNS else matrix.shape[1]
+    first, gamma = _quantile_position(n_values, p) if n_values > 0 else (0, 0.0)
+    out = np.empty(targets.n_targets, dtype=np.float64)
+    if n_values == 0:
+        out[:] = np.nan
+    elif isinstance(matrix, SparseMatrixCSC):
+        csc, colptr, values = _csc_kernels(), _kernel_indices(matrix.colptr), _kernel_values(matrix.nzval)
+        run_ranges(lambda start, stop: csc.column_quantiles(start, stop, colptr, values, n_values, is_median, first,
+                                                            gamma, out), _column_ranges(matrix))
+    elif direction is Direction.COLUMNS:
+        dense, values = _dense_kernels(), _kernel_values(matrix)
+        run_ranges(lambda start, stop: dense.column_quantiles(start, stop, values, is_median, first, gamma, out),
+                   _column_ranges(matrix))
+    else:
+        dense, values = _dense_kernels(), _kernel_values(matrix)
+        block = _cached_rows(matrix)
+        run_ranges(lambda start, stop: dense.row_quantiles(start, stop, values, block, is_median, first, gamma, out),
+                   _row_ranges(matrix.shape[0], block, matrix.size))
+    return out
+
+
+def _order_statistics_numpy(matrix: Matrix, targets: _Targets, is_median: bool, p: float) -> np.ndarray:
+    """Order statistics of any direction: sort the (target, value) pairs, then pick each target's statistic, placing
+    its implicit zeros between its negative and non-negative stored values."""
+    rows, columns, values = _entries(matrix)
+    entry_targets = targets.entry_targets(rows, columns)
+    kept = entry_targets >= 0
+    entry_targets, values = entry_targets[kept], _numeric_view(values)[kept].astype(np.float64)
+    order = np.lexsort((values, entry_targets))
+    values = values[order]
+    n_targets = targets.n_targets
+    stored = np.bincount(entry_targets, minlength=n_targets).astype(np.int64)
+    starts = np.cumsum(stored) - stored
+    sorted_targets = entry_targets[order]
+    negatives = np.bincount(sorted_targets[values < 0], minlength=n_targets).astype(np.int64)
+    nans = np.bincount(sorted_targets[np.isnan(values)], minlength=n_targets) > 0
+    totals = targets.totals
+    zeros = totals - stored
+
+    def statistic_at(index: np.ndarray) -> np.ndarray:
+        in_negatives = index < negatives
+        in_zeros = ~in_negatives & (index < negatives + zeros)
+        position = np.where(in_negatives, index, index - zeros)
+        position = np.clip(starts + position, 0, max(values.shape[0] - 1, 0))
+        picked = values[position] if values.shape[0] else np.zeros(n_targets)
+        return np.where(in_zeros, 0.0, picked)
+
+    valid = totals > 0
+    if is_median:
+        half = totals // 2
+        odd = totals % 2 == 1
+        low = statistic_at(np.where(odd, half, np.maximum(half - 1, 0)))
+        high = statistic_at(half)
+        result = np.where(odd, low, low / 2 + high / 2)
+    else:
+        first = np.zeros(n_targets, dtype=np.int64)
+        gamma = np.zeros(n_targets, dtype=np.float64)
+        for n in np.unique(totals[valid]):
+            first_n, gamma_n = _quantile_position(int(n), p)
+            first[totals == n], gamma[totals == n] = first_n, gamma_n
+        low = statistic_at(first)
+        high = statistic_at(np.minimum(first + 1, np.maximum(totals - 1, 0)))
+        result = _interpolate(low, high, gamma)
+    result = np.where(nans, np.nan, result)
+    return np.where(valid, result, np.nan)
+
+
+# The mode.
+
+
+def _modes(matrix: Matrix, targets: _Targets, _options: Options) -> np.ndarray:
+    """Julia's ``StatsBase.mode`` of each target: the most frequent value; of ties, the first to reach the top count
+    (in the order of the rows of a column, or of the columns of a row)."""
+    direction = targets.direction
+    if direction.is_grouped:
+        return _grouped_modes(matrix, targets)
+    dtype = _matrix_values_dtype(matrix)
+    if _is_small(matrix) or dtype.kind not in "biuf":
+        if isinstance(matrix, SparseMatrixCSC):
+            columns = matrix if direction is Direction.COLUMNS else matrix.transpose()
+            entries = [columns.column_range(column) for column in range(columns.shape[1])]
+            return np.array([_sparse_mode(columns.shape[0], np.asarray(columns.rowval[entry]).astype(np.int64) - 1,
+                                          np.asarray(columns.nzval[entry])) for entry in entries], dtype=dtype)
+        vectors = matrix.T if direction is Direction.ROWS else matrix
+        return np.array([_mode(vector) for vector in matrix_columns(vectors)], dtype=dtype)
+    if direction is Direction.ROWS and isinstance(matrix, SparseMatrixCSC):
+        matrix = SparseMatrixCSC(matrix.shape, _kernel_indices(matrix.colptr), _kernel_indices(matrix.rowval),
+                                 _kernel_values(matrix.nzval)).transpose()
+        direction = Direction.COLUMNS
+    values = _kernel_values(matrix.nzval if isinstance(matrix, SparseMatrixCSC) else matrix)
+    is_float = values.dtype.kind == "f"
+    keys = values.view(np.dtype(f"int{values.dtype.itemsize * 8}")) if is_float else values
+    zero = values.dtype.type(0)
+    out = np.empty(targets.n_targets, dtype=values.dtype)
+    if isinstance(matrix, SparseMatrixCSC):
+        csc, colptr, rowval = _csc_kernels(), _kernel_indices(matrix.colptr), _kernel_indices(matrix.rowval)
+        n_rows = matrix.shape[0]
+        run_ranges(lambda first, last: csc.column_modes(first, last, colptr, rowval, values, keys, is_float, n_rows,
+                                                        zero, out), _column_ranges(matrix))
+    elif direction is Direction.COLUMNS:
+        dense = _dense_kernels()
+        run_ranges(lambda first, last: dense.column_modes(first, last, values, keys, is_float, zero, out),
+                   _column_ranges(matrix))
+    else:
+        dense, block = _dense_kernels(), _cached_rows(matrix)
+        run_ranges(lambda first, last: dense.row_modes(first, last, values, keys, is_float, block, zero, out),
+                   _row_ranges(matrix.shape[0], block, matrix.size))
+    return out.view(dtype) if dtype == np.bool_ else out
+
+
+def _grouped_modes(matrix: Matrix, targets: _Targets) -> np.ndarray:
+    """The mode of each group: of the group's rows (columns) as a matrix of their own, by columns (rows)."""
+    n_rows, n_columns = matrix.shape
+    dtype = _matrix_values_dtype(matrix)
+    by_rows = targets.direction is Direction.GROUPED_ROWS
+    result = np.zeros((targets.n_groups, n_columns) if by_rows else (n_rows, targets.n_groups), dtype=dtype,
+                      order="F")
+    for group, members in enumerate(group_members(targets.groups, targets.n_groups)):
+        if members.shape[0] == 0:
+            continue
+        if isinstance(matrix, SparseMatrixCSC):
+            part = matrix.select(rows=members) if by_rows else matrix.select(columns=members)
+        else:
+            part = np.asfortranarray(matrix[members, :] if by_rows else matrix[:, members])
+        direction = Direction.COLUMNS if by_rows else Direction.ROWS
+        modes = _modes(part, _Targets(part.shape, direction, None, 0), Options())
+        if by_rows:
+            result[group, :] = modes
+        else:
+            result[:, group] = modes
+    return result.reshape(-1, order="F")
+
+
+def _mode(values: np.ndarray) -> Any:
+    """Julia's ``StatsBase.mode``: the most frequent value; of ties, the one whose last counted occurrence comes
+    first (the first to reach the top count)."""
+    unique, inverse, counts = np.unique(values, return_inverse=True, return_counts=True)
+    top = int(counts.max())
+    candidates = np.flatnonzero(counts == top)
+    if candidates.shape[0] == 1:
+        return unique[candidates[0]]
+    order = np.argsort(inverse.reshape(-1), kind="stable")
+    starts = np.cumsum(counts) - counts
+    reached = order[starts[candidates] + top - 1]
+    return unique[candidates[np.argmin(reached)]]
+
+
+def _sparse_mode(n_values: int, positions: np.ndarray, values: np.ndarray) -> Any:
+    """:func:`_mode` of ``n_values`` values that are zero except at the (increasing) ``positions``, without
+    materializing the zeros."""
+    nonzero = values != 0
+    positions, values_nonzero = positions[nonzero], values[nonzero]
+    zero = values.dtype.type(0)
+    n_zeros = n_values - values_nonzero.shape[0]
+    if values_nonzero.shape[0] == 0:
+        return zero
+    unique, inverse, counts = np.unique(values_nonzero, return_inverse=True, return_counts=True)
+    top = int(counts.max())
+    candidates = np.flatnonzero(counts == top)
+    order = np.argsort(inverse.reshape(-1), kind="stable")
+    starts = np.cumsum(counts) - counts
+    reached = positions[order[starts[candidates] + top - 1]]
+    best = int(np.argmin(reached))
+    if n_zeros > top:
+        return zero
+    if n_zeros == top:
+        # The position of the top-th zero: the top-th position not taken by a stored non-zero.
+        free_before = positions - np.arange(positions.shape[0])
+        index = int(np.searchsorted(free_before, top, side="left"))
+        if top - 1 + index < reached[best]:
+            return zero
+    return unique[candidates[best]]
+
+
+def _mode_of_all(matrix: Matrix, _options: Options) -> Any:
+    if isinstance(matrix, SparseMatrixCSC):
+        n_rows, n_columns = matrix.shape
+        positions = np.asarray(matrix.rowval).astype(np.int64) - 1 + matrix.entry_columns() * n_rows
+        return _sparse_mode(n_rows * n_columns, positions, np.asarray(matrix.nzval))
+    return _mode(np.asarray(matrix).ravel(order="F"))
+
+
+def _mode_of_vector(values: np.ndarray, _options: Options) -> Any:
+    return _mode(values)
+
+
+# Statistics of a whole matrix.
+
+
+def _column_targets(matrix: Matrix) -> _Targets:
+    return _Targets(matrix.shape, Direction.COLUMNS, None, 0)
+
+
+def _sum_of_all(matrix: Matrix, options: Options) -> Any:
+    sums = _sums(matrix, _column_targets(matrix), options)
+    return sums.sum(dtype=sums.dtype)
+
+
+def _mean_of_all(matrix: Matrix, options: Options) -> Any:
+    return np.float64(float(_sum_of_all(matrix, options)) / (matrix.shape[0] * matrix.shape[1]))
+
+
+def _variance_of_all(matrix: Matrix, options: Options) -> Any:
+    size = matrix.shape[0] * matrix.shape[1]
+    mean = float(_mean_of_all(matrix, options))
+    targets = _column_targets(matrix)
+    squares, stored = _accumulate(matrix, targets, Accumulation.SQUARES, centers=np.full(matrix.shape[1], mean))
+    total = float(squares.sum())
+    if isinstance(matrix, SparseMatrixCSC):
+        total += float((targets.totals - stored).sum()) * mean * mean
+    return np.float64(total / size)
+
+
+def _std_of_all(matrix: Matrix, options: Options) -> Any:
+    return np.sqrt(_variance_of_all(matrix, options))
+
+
+def _geomean_of_all(matrix: Matrix, options: Options) -> Any:
+    size = matrix.shape[0] * matrix.shape[1]
+    logs = _accumulate(matrix, _column_targets(matrix), Accumulation.LOGS, eps=options.eps)[0]
+    total_logs = float(logs.sum())
+    if isinstance(matrix, SparseMatrixCSC) and size > matrix.nnz:
+        total_logs += (size - matrix.nnz) * _log_of_zero(options.eps)
+    return np.float64(np.exp(total_logs / size) - options.eps)
+
+
+def _max_of_all(matrix: Matrix, options: Options) -> Any:
+    return _maxima(matrix, _column_targets(matrix), options).max()
+
+
+def _min_of_all(matrix: Matrix, options: Options) -> Any:
+    return _minima(matrix, _column_targets(matrix), options).min()
+
+
+def _median_of_all(matrix: Matrix, _options: Options) -> Any:
+    return _order_statistic_of_all(matrix, True, 0.5)
+
+
+def _quantile_of_all(matrix: Matrix, options: Options) -> Any:
+    return _order_statistic_of_all(matrix, False, options.quantile())
+
+
+def _order_statistic_of_all(matrix: Matrix, is_median: bool, p: float) -> Any:
+    if isinstance(matrix, SparseMatrixCSC):
+        values = _numeric_view(matrix.nzval)
+        n_zeros = matrix.shape[0] * matrix.shape[1] - matrix.nnz
+    else:
+        values = _numeric_view(np.asarray(matrix)).ravel(order="K")
+        n_zeros = 0
+    return _order_statistic(values, n_zeros, is_median, p)
+
+
+def _order_statistic(values: np.ndarray, n_zeros: int, is_median: bool, p: float) -> np.float64:
+    """The median or ``p`` quantile of ``values`` and ``n_zeros`` more zeros, by selection (``np.partition``) of the
+    one or two order statistics needed."""
+    n = values.shape[0] + n_zeros
+    if n == 0:
+        return np.float64(np.nan)
+    numbers = values.astype(np.float64)
+    if np.isnan(numbers).any():
+        return np.float64(np.nan)
+    n_negative = int(np.count_nonzero(numbers < 0))
+    if is_median:
+        indices = [(n - 1) // 2, n // 2]
+        gamma = 0.0
+    else:
+        first, gamma = _quantile_position(n, p)
+        indices = [first, min(first + 1, n - 1)]
+    stored = sorted({index if index < n_negative else index - n_zeros for index in indices
+                     if index < n_negative or index >= n_negative + n_zeros})
+    if stored:
+        numbers.partition(stored)
+
+    def at(index: int) -> float:
+        if index < n_negative:
+            return float(numbers[index])
+        if index < n_negative + n_zeros:
+            return 0.0
+        return float(numbers[index - n_zeros])
+
+    low, high = at(indices[0]), at(indices[1])
+    if is_median:
+        return np.float64(low if n % 2 == 1 else low / 2 + high / 2)
+    return np.float64(_interpolate(np.array(low), np.array(high), gamma))
+
+
+# Statistics of a vector (numpy: one memory-bound pass).
+
+
+def _sum_of_vector(values: np.ndarray, _options: Options) -> Any:
+    return _numeric_view(values).sum(dtype=_sum_dtype(values.dtype))
+
+
+def _mean_of_vector(values: np.ndarray, _options: Options) -> Any:
+    return np.float64(float(_numeric_view(values).sum(dtype=np.float64)) / values.shape[0])
+
+
+def _chunked_total(values: np.ndarray, contribution: Callable[[np.ndarray], np.ndarray]) -> float:
+    """The sum of ``contribution`` of the values as ``float64``, a chunk at a time."""
+    numbers = _numeric_view(values)
+    total = 0.0
+    for first in range(0, numbers.shape[0], _VECTOR_CHUNK):
+        total += float(contribution(numbers[first:first + _VECTOR_CHUNK].astype(np.float64)).sum())
+    return total
+
+
+def _variance_of_vector(values: np.ndarray, options: Options) -> Any:
+    mean = float(_mean_of_vector(values, options))
+    return np.float64(_chunked_total(values, lambda chunk: (chunk - mean) ** 2) / values.shape[0])
+
+
+def _std_of_vector(values: np.ndarray, options: Options) -> Any:
+    return np.float64(math.sqrt(_variance_of_vector(values, options)))
+
+
+def _geomean_of_vector(values: np.ndarray, options: Options) -> Any:
+    total = _chunked_total(values, lambda chunk: np.log(chunk + options.eps))
+    return np.float64(np.exp(total / values.shape[0]) - options.eps)
+
+
+def _max_of_vector(values: np.ndarray, _options: Options) -> Any:
+    return values.dtype.type(_numeric_view(values).max())
+
+
+def _min_of_vector(values: np.ndarray, _options: Options) -> Any:
+    return values.dtype.type(_numeric_view(values).min())
+
+
+def _median_of_vector(values: np.ndarray, _options: Options) -> Any:
+    return _order_statistic(_numeric_view(values), 0, True, 0.5)
+
+
+def _quantile_of_vector(values: np.ndarray, options: Options) -> Any:
+    return _order_statistic(_numeric_view(values), 0, False, options.quantile())
+
+
+#: The statistics, by name: how each reduces per target, a whole matrix, and a vector.
+STATISTICS: dict[str, Statistic] = {statistic.name: statistic for statistic in (
+    Statistic("sum", _sums, _sum_of_all, _sum_of_vector),
+    Statistic("mean", _means, _mean_of_all, _mean_of_vector),
+    Statistic("var", _variances, _variance_of_all, _variance_of_vector),
+    Statistic("std", _standard_deviations, _std_of_all, _std_of_vector),
+    Statistic("geomean", _geomeans, _geomean_of_all, _geomean_of_vector),
+    Statistic("max", _maxima, _max_of_all, _max_of_vector),
+    Statistic("min", _minima, _min_of_all, _min_of_vector),
+    Statistic("median", _medians, _median_of_all, _median_of_vector),
+    Statistic("quantile", _quantiles, _quantile_of_all, _quantile_of_vector),
+    Statistic("mode", _modes, _mode_of_all, _mode_of_vector),
+)}
 
 
 # Helpers for generic (per column / row / group) implementations.

@@ -9,7 +9,8 @@ released (:func:`~pydaf.formats.mapping.release_pages`) so a mapped input never 
 
 from __future__ import annotations
 
-from functools import cache
+import importlib
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -20,45 +21,13 @@ from .threads import number_of_threads, thread_pool
 if TYPE_CHECKING:
     from ..sparse import SparseMatrixCSC
 
-#: Below this many elements (dense) or stored entries (sparse), numpy is faster than compiling a kernel.
-NUMBA_THRESHOLD = 1 << 20
+#: Below this many elements (dense) or stored entries (sparse), numpy/scipy is faster than loading a kernel.
+RELAYOUT_NUMBA_MIN_ENTRIES = 1 << 20
 
 
-@cache
-def _kernels():
-    import numba
-
-    @numba.njit(cache=True, nogil=True)
-    def transpose_dense(matrix, out):  # pragma: no cover - jit
-        n_rows, n_cols = matrix.shape
-        block = 64
-        for column_start in range(0, n_cols, block):
-            column_end = min(column_start + block, n_cols)
-            for row_start in range(0, n_rows, block):
-                row_end = min(row_start + block, n_rows)
-                for row in range(row_start, row_end):
-                    for column in range(column_start, column_end):
-                        out[column, row] = matrix[row, column]
-
-    # Serial kernels, run on a block each by a pool of Python threads (they release the GIL): loading these from
-    # numba's cache is ~1 s faster per process than loading ``parallel=True`` ones, which dominates a conversion.
-    @numba.njit(cache=True, nogil=True)
-    def count_block_rows(colptr, rowval, first_column, last_column, counts):  # pragma: no cover - jit
-        for k in range(colptr[first_column] - 1, colptr[last_column] - 1):
-            counts[rowval[k] - 1] += 1
-
-    @numba.njit(cache=True, nogil=True)
-    def scatter_block(colptr, rowval, nzval, first_column, last_column, position, out_rowval,
-                      out_nzval):  # pragma: no cover - jit
-        for column in range(first_column, last_column):
-            for k in range(colptr[column] - 1, colptr[column + 1] - 1):
-                row = rowval[k] - 1
-                destination = position[row]
-                out_rowval[destination] = column + 1
-                out_nzval[destination] = nzval[k]
-                position[row] = destination + 1
-
-    return transpose_dense, count_block_rows, scatter_block
+def _kernels() -> ModuleType:
+    """The relayout kernels: importing them imports numba, so only a large relayout does."""
+    return importlib.import_module(f"{__package__}._transpose")
 
 
 #: Stored entries per block of a parallel sparse transpose.
@@ -76,7 +45,7 @@ def transpose_csc_into(matrix: SparseMatrixCSC, colptr: np.ndarray, rowval: np.n
         >>> colptr.tolist(), rowval.tolist(), nzval.tolist()
         ([1, 2, 3], [3, 1], [6.0, 5.0])
     """
-    if matrix.nnz < NUMBA_THRESHOLD:
+    if matrix.nnz < RELAYOUT_NUMBA_MIN_ENTRIES:
         csr = matrix.to_scipy().tocsr()
         csr.sort_indices()
         np.add(csr.indptr, 1, out=colptr, casting="unsafe")
@@ -88,7 +57,7 @@ def transpose_csc_into(matrix: SparseMatrixCSC, colptr: np.ndarray, rowval: np.n
 
 def _transpose_csc_blocks(matrix: SparseMatrixCSC, out_colptr: np.ndarray, out_rowval: np.ndarray,
                           out_nzval: np.ndarray) -> None:
-    _, count_block_rows, scatter_block = _kernels()
+    kernels = _kernels()
     n_rows, n_columns = matrix.shape
     colptr, rowval, nzval = matrix.colptr, matrix.rowval, matrix.nzval
     # Column blocks of about _BLOCK_ENTRIES entries each (at least one column per block).
@@ -105,7 +74,7 @@ def _transpose_csc_blocks(matrix: SparseMatrixCSC, out_colptr: np.ndarray, out_r
     pool = thread_pool()
     for first in range(0, n_blocks, n_threads):  # A wave of blocks at a time, releasing the input it read.
         last = min(first + n_threads, n_blocks)
-        list(pool.map(lambda block: count_block_rows(colptr, rowval, bounds[block], bounds[block + 1],
+        list(pool.map(lambda block: kernels.count_block_rows(colptr, rowval, bounds[block], bounds[block + 1],
                                                      counts[block]), range(first, last)))
         release_pages(rowval[entries(first, last)])
     out_colptr[0] = 1
@@ -118,7 +87,7 @@ def _transpose_csc_blocks(matrix: SparseMatrixCSC, out_colptr: np.ndarray, out_r
     populate_pages(out_nzval)
     for first in range(0, n_blocks, n_threads):
         last = min(first + n_threads, n_blocks)
-        list(pool.map(lambda block: scatter_block(colptr, rowval, nzval, bounds[block], bounds[block + 1],
+        list(pool.map(lambda block: kernels.scatter_block(colptr, rowval, nzval, bounds[block], bounds[block + 1],
                                                   starts[block], out_rowval, out_nzval), range(first, last)))
         release_pages(rowval[entries(first, last)])
         release_pages(nzval[entries(first, last)])
@@ -133,9 +102,8 @@ def transpose_dense_into(matrix: np.ndarray, out: np.ndarray) -> None:
         >>> out.tolist()
         [[0.0, 3.0], [1.0, 4.0], [2.0, 5.0]]
     """
-    if matrix.size < NUMBA_THRESHOLD:
+    if matrix.size < RELAYOUT_NUMBA_MIN_ENTRIES:
         out[...] = matrix.T
         return
     populate_pages(out)
-    transpose_dense = _kernels()[0]
-    transpose_dense(matrix, out)
+    _kernels().transpose_dense(matrix, out)

@@ -19,7 +19,7 @@ from ..errors import DafError, DafQueryError
 from .machine import final_state
 from .phrases.common import finalize_matrix_values, finalize_vector_values
 from .query import QuerySequence, as_query_sequence
-from .state import MatrixState, Missing, NamesState, Purpose, ScalarState, VectorState, entry_names
+from .state import AxisEntries, MatrixState, Missing, NamesState, Purpose, ScalarState, VectorState, entry_names
 
 if TYPE_CHECKING:
     from ..core.readers import DafReader
@@ -30,13 +30,20 @@ __all__ = ["QueryResult", "QuerySequence", "compute_query", "has_query", "is_axi
 
 @dataclass
 class QueryResult:
-    """A computed query: names, a scalar, or named vector/matrix values (and what it depends on)."""
+    """A computed query: names, a scalar, or named vector/matrix values (and what it depends on). The entry names of
+    a dimension that is a whole axis are read only when :attr:`entries` is first used (numpy results never do)."""
 
     dimensions: int
     value: Any = None
-    entries: tuple[np.ndarray, ...] = ()
+    entries_of_dimensions: tuple[np.ndarray | AxisEntries, ...] = ()
     dimension_names: tuple[str | None, ...] = ()
     dependencies: frozenset[Any] = frozenset()
+
+    @property
+    def entries(self) -> tuple[np.ndarray, ...]:
+        """The entry names of each dimension."""
+        return tuple(entry_names(entries.read()) if isinstance(entries, AxisEntries) else entries
+                     for entries in self.entries_of_dimensions)
 
     def brief(self) -> str:
         """Julia's ``brief`` of the value (as ``description(cache=True)`` lists a cached query)."""
@@ -58,14 +65,19 @@ def compute_query(daf: DafReader, query: Any) -> QueryResult:
         return QueryResult(0, top.scalar_value, dependencies=dependencies)
     if isinstance(top, VectorState):
         finalize_vector_values(query_state, top)
-        return QueryResult(1, np.asarray(top.vector_values), (entry_names(top.vector_entries),),
-                           (top.entries_axis_name,), dependencies)
+        return QueryResult(1, np.asarray(top.vector_values), (_result_entries(top),), (top.entries_axis_name,),
+                           dependencies)
     assert isinstance(top, MatrixState)
     finalize_matrix_values(query_state, top)
     assert top.rows_state is not None and top.columns_state is not None
-    return QueryResult(2, top.matrix_values, (entry_names(top.rows_state.vector_entries),
-                                              entry_names(top.columns_state.vector_entries)),
+    return QueryResult(2, top.matrix_values, (_result_entries(top.rows_state), _result_entries(top.columns_state)),
                        (top.rows_state.entries_axis_name, top.columns_state.entries_axis_name), dependencies)
+
+
+def _result_entries(state: VectorState) -> np.ndarray | AxisEntries:
+    if isinstance(state.stored_entries, AxisEntries):
+        return state.stored_entries
+    return entry_names(state.vector_entries)
 
 
 def has_query(daf: DafReader, query: Any) -> bool:

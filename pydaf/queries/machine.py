@@ -118,7 +118,7 @@ def vector_axis(_query_state: QueryState, value: Any) -> bool:
 
 def vector_maybe_axis(query_state: QueryState, value: Any) -> bool:
     return isinstance(value, VectorState) \
-        and (not query_state.computing or is_strings(value.vector_values)) \
+        and (not query_state.computing or is_strings(value.stored_values)) \
         and (value.property_axis_name is not None or value.property_name is not None)
 
 
@@ -309,12 +309,13 @@ def _is_complete(query_state: QueryState) -> bool:
     top = stack[0]
     if isinstance(top, NamesState | ScalarState):
         return True
+    # (The stored entries: checking them does not read names still to be read.)
     if isinstance(top, VectorState):
-        return top.vector_entries is not None and top.vector_values is not None
+        return top.stored_entries is not None and top.stored_values is not None
     if isinstance(top, MatrixState):
-        return top.rows_state is not None and top.rows_state.vector_entries is not None \
+        return top.rows_state is not None and top.rows_state.stored_entries is not None \
             and top.rows_state.pending_final_values is None and top.columns_state is not None \
-            and top.columns_state.vector_entries is not None and top.columns_state.pending_final_values is None \
+            and top.columns_state.stored_entries is not None and top.columns_state.pending_final_values is None \
             and top.matrix_values is not None
     return False
 

@@ -30,7 +30,8 @@ import numpy as np
 from ..errors import DafTypeError, DafValueError
 from ..julia_text import julia_string
 from ..kernels import reductions as kernels
-from ..sparse import SparseMatrixCSC, colptr_from_counts, dense_column_major
+from ..kernels.eltwise import divide_columns, map_values, significant_columns
+from ..sparse import SparseMatrixCSC, colptr_from_counts, copy_array, dense_column_major, is_read_only_array
 from ..storage_types import STRING_DTYPE, julia_name
 from .base import (
     AT_LEAST_0,
@@ -191,68 +192,98 @@ def _require_numbers(operation: Any, input: Any) -> None:
 
 
 def _cast(values: Any, dtype: np.dtype) -> Any:
-    """``values`` converted to ``dtype``, raising Julia's ``InexactError`` when a value does not fit an integer or
-    Bool type exactly (a fraction, NaN, or out of range)."""
+    """``values`` converted to ``dtype`` (themselves if already of it), raising Julia's ``InexactError`` when a value
+    does not fit an integer or Bool type exactly (a fraction, NaN, or out of range)."""
     values = np.asarray(values)
     if values.dtype == dtype:
         return values
-    # (Bool values, 0 and 1, fit every number type; and numpy refuses to compare them with UInt64's maximum.)
-    if dtype.kind in "iub" and values.size and values.dtype.kind != "b":
-        if dtype == _BOOL:
-            fits = (values == 0) | (values == 1)
-        else:
-            info = np.iinfo(dtype)
-            with np.errstate(invalid="ignore"):
-                fits = (values >= info.min) & (values <= info.max)
-                if values.dtype.kind == "f":
-                    fits &= np.isfinite(values) & (np.trunc(values) == values)
-                    # float(2**63) == 2**63 rounds up past Int64's range.
-                    fits &= values < float(info.max) + 1.0
-        if not np.all(fits):
-            bad = values[~fits].ravel()[0] if values.ndim else values[()]
-            raise DafValueError(f"InexactError: {julia_name(dtype)}({julia_string(bad)})")
+    out = np.empty(values.shape, dtype=dtype)
+    _cast_into(values, out)
+    return out
+
+
+def _cast_into(values: np.ndarray, out: np.ndarray, *, integral: bool = False) -> None:
+    """Write ``values`` converted to the type of ``out`` into it, as :func:`_cast` (``integral``: the values are
+    known to be whole numbers, e.g. rounded). The range is checked with the minimum and the maximum (two SIMD passes,
+    no temporaries); only when they fail is each value checked, to report the first one that does not fit."""
+    dtype = out.dtype
+    if dtype.kind in "iub" and values.size and values.dtype.kind != "b" and not _fits(values, dtype, integral):
+        fits = _fitting(values, dtype)
+        bad = values[~fits].ravel()[0] if values.ndim else values[()]
+        raise DafValueError(f"InexactError: {julia_name(dtype)}({julia_string(bad)})")
     with np.errstate(invalid="ignore", over="ignore"):
-        return values.astype(dtype)
+        np.copyto(out, values, casting="unsafe")
+
+
+def _fits(values: np.ndarray, dtype: np.dtype, integral: bool) -> bool:
+    """Whether every value converts to the integer or Bool ``dtype`` exactly (NaN makes the extremes NaN: no)."""
+    low, high = values.min(), values.max()
+    if dtype == _BOOL:
+        return bool(low >= 0 and high <= 1) and (values.dtype.kind != "f" or integral
+                                                  or bool(np.all((values == 0) | (values == 1))))
+    info = np.iinfo(dtype)
+    if values.dtype.kind != "f":
+        return info.min <= int(low) and int(high) <= info.max
+    # (float(2**63) == 2**63 rounds up past Int64's range.)
+    return bool(np.isfinite(low) and np.isfinite(high) and float(low) >= info.min
+                and float(high) < float(info.max) + 1.0) and (integral or bool(np.all(np.trunc(values) == values)))
+
+
+def _fitting(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """Which values convert to the integer or Bool ``dtype`` exactly."""
+    if dtype == _BOOL:
+        return (values == 0) | (values == 1)
+    info = np.iinfo(dtype)
+    with np.errstate(invalid="ignore"):
+        fits = (values >= info.min) & (values <= info.max)
+        if values.dtype.kind == "f":
+            fits &= np.isfinite(values) & (np.trunc(values) == values)
+            fits &= values < float(info.max) + 1.0
+    return fits
 
 
 def _scalar(value: Any, dtype: np.dtype) -> Any:
     return _cast(np.asarray(value), dtype)[()]
 
 
-def _map_values(input: Any, function: Callable[[np.ndarray], np.ndarray], *, zero_to_zero: bool) -> Any:
-    """Apply an element-wise ``function`` (numpy array in, array of the result type out) to a scalar, a vector or a
-    matrix. A sparse matrix stays sparse (dropping the entries that became zero, as Julia's sparse broadcast does)
-    when the function maps zero to zero; otherwise the result is dense."""
+def _map_values(input: Any, dtype: np.dtype, function: Callable[[np.ndarray, np.ndarray], None], *,
+                zero_to_zero: bool, identity: bool = False) -> Any:
+    """Apply an element-wise ``function`` (which writes its results for a numpy array into an array of ``dtype`` of
+    the same shape) to a scalar, a vector or a matrix; large inputs go in cache-sized chunks on all threads
+    (:func:`~pydaf.kernels.eltwise.map_values`).
+
+    A sparse matrix whose zeros stay zeros (``zero_to_zero``) maps its stored values only, in one pass: the result has
+    its structure and shares its read-only index arrays (as Julia's ``similar``, an entry that becomes zero stays
+    stored). Otherwise every entry has a value and the result is dense. When ``function`` is the ``identity`` of the
+    input's type, a read-only input is its own result (zero-copy)."""
     if _is_scalar(input):
-        return function(np.asarray(input))[()]
+        out = np.empty((), dtype=dtype)
+        function(np.asarray(input), out)
+        return out[()]
     if isinstance(input, SparseMatrixCSC):
         if not zero_to_zero:
-            return np.asfortranarray(function(dense_column_major(input)))
-        return _sparse_with_values(input, function(np.asarray(input.nzval)))
-    values = np.asarray(input)
-    result = _fresh(function(values), values)
-    return np.asfortranarray(result) if result.ndim == 2 else result
+            return _map_array(dense_column_major(input), dtype, function, identity)
+        return SparseMatrixCSC(input.shape, _shared_array(input.colptr), _shared_array(input.rowval),
+                               _map_array(np.asarray(input.nzval), dtype, function, identity))
+    return _map_array(np.asarray(input), dtype, function, identity)
 
 
-def _fresh(result: np.ndarray, source: np.ndarray) -> np.ndarray:
-    """``result``, or a copy of it if it is ``source`` itself (a conversion to the same type): results never alias
-    their (possibly stored, writable) inputs."""
-    return result.copy(order="K") if result is source else result
+def _map_array(values: np.ndarray, dtype: np.dtype, function: Callable[[np.ndarray, np.ndarray], None],
+               identity: bool) -> np.ndarray:
+    if identity and values.dtype == dtype:
+        return _shared_array(values)
+    try:
+        return map_values(values, dtype, function)
+    except DafValueError:
+        # A value that does not convert (InexactError): report the first one in order, as Julia.
+        function(values, np.empty(values.shape, dtype=dtype))
+        raise
 
 
-def _shared_index(indices: np.ndarray) -> np.ndarray:
-    # Read-only (e.g. mapped) index arrays are shared by a result with the same structure; writable ones are copied.
-    return indices if not indices.flags.writeable else indices.copy()
-
-
-def _sparse_with_values(matrix: SparseMatrixCSC, nzval: np.ndarray, keep: np.ndarray | None = None) -> SparseMatrixCSC:
-    """The same sparsity structure with new values, minus the entries that are zero (or not in ``keep``). Read-only
-    index arrays are shared when nothing is dropped."""
-    mask = nzval != 0 if keep is None else keep
-    if np.all(mask):
-        return SparseMatrixCSC(matrix.shape, _shared_index(matrix.colptr), _shared_index(matrix.rowval),
-                               _fresh(nzval, matrix.nzval))
-    return matrix.with_values(nzval, keep=mask)
+def _shared_array(values: np.ndarray) -> np.ndarray:
+    """Read-only (e.g. mapped) arrays are shared by a result; writable ones are copied (results never alias their
+    possibly stored, writable inputs)."""
+    return values if not values.flags.writeable else values.copy(order="K")
 
 
 # Element-wise operations.
@@ -274,14 +305,17 @@ class Abs(EltwiseOperation):
 
     def compute_eltwise(self, input: Any) -> Any:
         _require_numbers(self, input)
-        dtype = unsigned_type_for(_eltype(input), self.type)
+        input_type = _eltype(input)
+        dtype = unsigned_type_for(input_type, self.type)
+        is_unsigned = input_type.kind in "ub"
 
-        def absolute(values: np.ndarray) -> np.ndarray:
-            if values.dtype.kind in "ub":
-                return _cast(values, dtype)
-            return _cast(np.abs(values), dtype)
+        def absolute(values: np.ndarray, out: np.ndarray) -> None:
+            if values.dtype == dtype and not is_unsigned:
+                np.abs(values, out=out)
+            else:
+                _cast_into(values if is_unsigned else np.abs(values), out)
 
-        return _map_values(input, absolute, zero_to_zero=True)
+        return _map_values(input, dtype, absolute, zero_to_zero=True, identity=is_unsigned)
 
 
 @query_operation
@@ -298,12 +332,14 @@ class Round(EltwiseOperation):
 
     def compute_eltwise(self, input: Any) -> Any:
         _require_numbers(self, input)
-        dtype = int_type_for(_eltype(input), self.type)
+        input_type = _eltype(input)
+        dtype = int_type_for(input_type, self.type)
+        is_float = input_type.kind == "f"
 
-        def rounded(values: np.ndarray) -> np.ndarray:
-            return _cast(np.rint(values) if values.dtype.kind == "f" else values, dtype)
+        def rounded(values: np.ndarray, out: np.ndarray) -> None:
+            _cast_into(np.rint(values) if is_float else values, out, integral=True)
 
-        return _map_values(input, rounded, zero_to_zero=True)
+        return _map_values(input, dtype, rounded, zero_to_zero=True, identity=not is_float)
 
 
 @query_operation
@@ -337,18 +373,26 @@ class Clamp(EltwiseOperation):
         _require_numbers(self, input)
         dtype = self._result_type(_eltype(input))
 
-        def clamped(values: np.ndarray) -> np.ndarray:
+        def clamped(values: np.ndarray, out: np.ndarray) -> None:
             if values.dtype.kind in "iu" and _is_int(self.min) and _is_int(self.max):
                 # In the integer domain: float64 would round 64-bit values.
                 info = np.iinfo(values.dtype)
                 low = info.min if self.min == -math.inf else max(int(self.min), info.min)
                 high = info.max if self.max == math.inf else min(int(self.max), info.max)
                 if low > high:
-                    return _cast(np.full(values.shape, self.max if high < info.min else self.min), dtype)
-                return _cast(np.clip(values, values.dtype.type(low), values.dtype.type(high)), dtype)
-            return _cast(np.clip(values.astype(np.float64), self.min, self.max), dtype)
+                    _cast_into(np.full(values.shape, self.max if high < info.min else self.min), out)
+                elif values.dtype == dtype:
+                    np.clip(values, values.dtype.type(low), values.dtype.type(high), out=out)
+                else:
+                    _cast_into(np.clip(values, values.dtype.type(low), values.dtype.type(high)), out)
+            elif values.dtype == dtype and dtype.kind == "f":
+                # Clamping in the type itself, to the bounds rounded to it, gives what Julia's clamp in Float64
+                # (then converted) gives: rounding is monotonic.
+                np.clip(values, dtype.type(self.min), dtype.type(self.max), out=out)
+            else:
+                _cast_into(np.clip(values.astype(np.float64), self.min, self.max), out)
 
-        return _map_values(input, clamped, zero_to_zero=self.min <= 0 <= self.max)
+        return _map_values(input, dtype, clamped, zero_to_zero=self.min <= 0 <= self.max)
 
 
 def _is_int(value: float) -> bool:
@@ -370,7 +414,7 @@ class Convert(EltwiseOperation):
         _require_numbers(self, input)
         dtype = self.type
         assert dtype is not None
-        return _map_values(input, lambda values: _cast(values, dtype), zero_to_zero=True)
+        return _map_values(input, dtype, _cast_into, zero_to_zero=True, identity=True)
 
 
 @query_operation
@@ -394,16 +438,12 @@ class Fraction(EltwiseOperation):
         _require_numbers(self, input)
         dtype = float_type_for(_eltype(input), self.type)
         if isinstance(input, SparseMatrixCSC):
-            converted = _sparse_with_values(input, _cast(input.nzval, dtype))
-            totals = kernels.column_sums(converted).astype(dtype)
-            divisors = np.where(totals == 0, dtype.type(1), totals)
-            nzval = converted.nzval / divisors[converted.entry_columns()]
-            return converted.with_values(nzval.astype(dtype))
+            nzval = _fractions(np.asarray(input.nzval), np.asarray(input.colptr, dtype=np.int64) - 1, dtype,
+                               lambda values: kernels.column_sums(input.with_values(values)))
+            return SparseMatrixCSC(input.shape, _shared_array(input.colptr), _shared_array(input.rowval), nzval)
         values = np.asarray(input)
         if values.ndim == 2:
-            converted = np.asfortranarray(_cast(values, dtype))
-            totals = kernels.column_sums(converted).astype(dtype)
-            return np.asfortranarray(converted / np.where(totals == 0, dtype.type(1), totals)[np.newaxis, :])
+            return _fractions(np.asfortranarray(values), None, dtype, kernels.column_sums)
         total = kernels.reduce_vector(values, "sum") if values.size else 0
         if total == 0:
             return np.zeros(values.shape, dtype=dtype)
@@ -411,6 +451,19 @@ class Fraction(EltwiseOperation):
             # Julia divides the Float32 values by the Float64 total in Float64, then stores Float32.
             return (_cast(values, dtype).astype(np.float64) / total).astype(dtype)
         return _cast(values, dtype) / dtype.type(total)
+
+
+def _fractions(values: np.ndarray, column_starts: np.ndarray | None, dtype: np.dtype,
+               column_sums: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+    """The values of a matrix (dense, or ``nzval`` with its ``column_starts``: see
+    :func:`~pydaf.kernels.eltwise.divide_columns`) divided by their column's total, as Julia: converted to ``dtype``,
+    each column divided by its total in ``dtype`` (unless zero). The values are converted first only when the
+    conversion rounds them (otherwise the totals of the values themselves are the same, and the division converts
+    them as it reads them: one pass)."""
+    if not np.can_cast(values.dtype, dtype, "safe"):
+        values = _cast(values, dtype)
+    totals = column_sums(values).astype(dtype)
+    return divide_columns(values, column_starts, np.where(totals == 0, dtype.type(1), totals), dtype)
 
 
 #: Julia accepts ``% Log base 1`` and divides by ``log(1) = 0``, giving infinities and NaNs; pydaf refuses it.
@@ -443,20 +496,20 @@ class Log(EltwiseOperation):
             with np.errstate(divide="ignore", invalid="ignore"):
                 return dtype.type(np.log(np.float64(input) + self.eps) / np.log(self.base))
 
-        def logarithm(values: np.ndarray) -> np.ndarray:
-            shifted = _cast(values, dtype)
-            if self.eps != 0:
-                shifted = shifted + dtype.type(self.eps)
+        def logarithm(values: np.ndarray, out: np.ndarray) -> None:
+            # As Julia: log(T(value) + T(eps)) in the result type T.
+            np.add(values, dtype.type(self.eps), out=out, dtype=dtype, casting="unsafe")
             with np.errstate(divide="ignore", invalid="ignore"):
                 if self.base == 2.0:
-                    return np.log2(shifted)
-                if self.base == 10.0:
-                    return np.log10(shifted)
-                if self.base == math.e:
-                    return np.log(shifted)
-                return np.log(shifted) * dtype.type(1.0 / math.log(self.base))
+                    np.log2(out, out=out)
+                elif self.base == 10.0:
+                    np.log10(out, out=out)
+                else:
+                    np.log(out, out=out)
+                    if self.base != math.e:
+                        out *= dtype.type(1.0 / math.log(self.base))
 
-        return _map_values(input, logarithm, zero_to_zero=self.eps == 1.0)
+        return _map_values(input, dtype, logarithm, zero_to_zero=self.eps == 1.0)
 
 
 @query_operation
@@ -492,22 +545,36 @@ class Significant(EltwiseOperation):
         high, low = self._thresholds(dtype)
         if isinstance(input, SparseMatrixCSC):
             values = np.asarray(input.nzval)
-            columns = input.entry_columns()
-            keep = self._keep(values, columns, input.shape[1], high, low)
-            return _sparse_with_values(input, values, keep & (values != 0))
+            if input.nnz >= kernels.REDUCE_NUMBA_MIN_ENTRIES:
+                kept = significant_columns(*_significant_view(input.colptr, input.rowval, values, high, low),
+                                           input.colptr.dtype)
+                if kept is None:
+                    return input if is_read_only_array(input) else copy_array(input)
+                return SparseMatrixCSC(input.shape, *_significant_result(kept, dtype))
+            keep = self._keep(values, input.entry_columns(), input.shape[1], high, low)
+            return input.with_values(values, keep=keep & (values != 0))
         values = np.asarray(input)
         if values.ndim == 1:
             keep = self._keep(values, np.zeros(values.shape[0], dtype=np.int64), 1, high, low)
             return np.where(keep, values, dtype.type(0))
-        flat = np.asfortranarray(values).ravel(order="F")
-        columns = np.repeat(np.arange(values.shape[1], dtype=np.int64), values.shape[0])
-        keep = self._keep(flat, columns, values.shape[1], high, low) & (flat != 0)
+        matrix = np.asfortranarray(values)
+        n_rows, n_columns = matrix.shape
+        if matrix.size >= kernels.REDUCE_NUMBA_MIN_ENTRIES:
+            colptr = 1 + n_rows * np.arange(n_columns + 1, dtype=np.int64)
+            kept = significant_columns(*_significant_view(colptr, None, matrix.ravel(order="F"), high, low),
+                                       np.dtype(np.int64))
+            if kept is None:
+                return _shared_array(matrix)
+            # Julia returns a sparse matrix when any value became zero.
+            return SparseMatrixCSC((int(n_rows), int(n_columns)), *_significant_result(kept, dtype))
+        flat = matrix.ravel(order="F")
+        columns = np.repeat(np.arange(n_columns, dtype=np.int64), n_rows)
+        keep = self._keep(flat, columns, n_columns, high, low) & (flat != 0)
         if np.all(keep):
             return np.asfortranarray(values.copy(order="F"))
-        # Julia returns a sparse matrix when any value became zero.
-        rows = np.tile(np.arange(values.shape[0], dtype=np.int64), values.shape[1])
-        colptr = colptr_from_counts(np.bincount(columns[keep], minlength=values.shape[1]), np.int64)
-        return SparseMatrixCSC((int(values.shape[0]), int(values.shape[1])), colptr, rows[keep] + 1, flat[keep])
+        rows = np.tile(np.arange(n_rows, dtype=np.int64), n_columns)
+        colptr = colptr_from_counts(np.bincount(columns[keep], minlength=n_columns), np.int64)
+        return SparseMatrixCSC((int(n_rows), int(n_columns)), colptr, rows[keep] + 1, flat[keep])
 
     @staticmethod
     def _keep(values: np.ndarray, columns: np.ndarray, n_columns: int, high: Any, low: Any) -> np.ndarray:
@@ -519,6 +586,20 @@ class Significant(EltwiseOperation):
             is_low = (-low < values) & (values < low)
         has_high = np.bincount(columns[is_high], minlength=n_columns) > 0
         return has_high[columns] & ~is_low
+
+
+def _significant_view(colptr: np.ndarray, rowval: np.ndarray | None, values: np.ndarray, high: Any,
+                      low: Any) -> tuple[np.ndarray, np.ndarray | None, np.ndarray, Any, Any]:
+    """The kernel's inputs: Bool values as ``Int8`` (Julia's ``-true`` is -1)."""
+    if values.dtype.kind == "b":
+        return colptr, rowval, values.view(np.int8), np.int8(high), np.int8(low)
+    return colptr, rowval, values, high, low
+
+
+def _significant_result(kept: tuple[np.ndarray, np.ndarray, np.ndarray],
+                        dtype: np.dtype) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    colptr, rowval, nzval = kept
+    return colptr, rowval, nzval.view(dtype) if nzval.dtype != dtype else nzval
 
 
 # Reductions.
@@ -863,71 +944,11 @@ class Mode(ReductionOperation):
         return STRING_DTYPE if np.dtype(dtype).kind in "OUS" else np.dtype(dtype)
 
     def compute_vector(self, values: np.ndarray) -> Any:
-        return _mode(np.asarray(values))
+        return kernels.reduce_vector(np.asarray(values), "mode")
 
     def compute_matrix(self, matrix: Any, axis: int) -> np.ndarray:
-        dtype = self.reduction_result_type(_eltype(matrix))
-        if isinstance(matrix, SparseMatrixCSC):
-            columns = matrix if axis == 0 else matrix.transpose()
-            n_rows = columns.shape[0]
-            modes = np.empty(columns.shape[1], dtype=dtype)
-            for column in range(columns.shape[1]):
-                entries = columns.column_range(column)
-                modes[column] = _sparse_mode(n_rows, np.asarray(columns.rowval[entries]).astype(np.int64) - 1,
-                                             np.asarray(columns.nzval[entries]))
-            return modes
-        values = np.asarray(matrix)
-        vectors = (values[:, column] for column in range(values.shape[1])) if axis == 0 \
-            else (values[row, :] for row in range(values.shape[0]))
-        modes = np.empty(values.shape[1 - axis], dtype=dtype)
-        for index, vector in enumerate(vectors):
-            modes[index] = _mode(vector)
-        return modes
+        reduce = kernels.reduce_columns if axis == 0 else kernels.reduce_rows
+        return reduce(matrix, "mode").astype(self.reduction_result_type(_eltype(matrix)), copy=False)
 
     def compute_all(self, matrix: Any) -> Any:
-        if isinstance(matrix, SparseMatrixCSC):
-            n_rows, n_columns = matrix.shape
-            positions = np.asarray(matrix.rowval).astype(np.int64) - 1 + matrix.entry_columns() * n_rows
-            return _sparse_mode(n_rows * n_columns, positions, np.asarray(matrix.nzval))
-        return _mode(np.asarray(matrix).ravel(order="F"))
-
-
-def _mode(values: np.ndarray) -> Any:
-    """Julia's ``StatsBase.mode``: the most frequent value; of ties, the one whose last counted occurrence comes
-    first (the first to reach the top count)."""
-    unique, inverse, counts = np.unique(values, return_inverse=True, return_counts=True)
-    top = int(counts.max())
-    candidates = np.flatnonzero(counts == top)
-    if candidates.shape[0] == 1:
-        return unique[candidates[0]]
-    order = np.argsort(inverse.reshape(-1), kind="stable")
-    starts = np.cumsum(counts) - counts
-    reached = order[starts[candidates] + top - 1]
-    return unique[candidates[np.argmin(reached)]]
-
-
-def _sparse_mode(n_values: int, positions: np.ndarray, values: np.ndarray) -> Any:
-    """:func:`_mode` of ``n_values`` values that are zero except at the (increasing) ``positions``, without
-    materializing the zeros."""
-    nonzero = values != 0
-    positions, values_nonzero = positions[nonzero], values[nonzero]
-    zero = values.dtype.type(0)
-    n_zeros = n_values - values_nonzero.shape[0]
-    if values_nonzero.shape[0] == 0:
-        return zero
-    unique, inverse, counts = np.unique(values_nonzero, return_inverse=True, return_counts=True)
-    top = int(counts.max())
-    candidates = np.flatnonzero(counts == top)
-    order = np.argsort(inverse.reshape(-1), kind="stable")
-    starts = np.cumsum(counts) - counts
-    reached = positions[order[starts[candidates] + top - 1]]
-    best = int(np.argmin(reached))
-    if n_zeros > top:
-        return zero
-    if n_zeros == top:
-        # The position of the top-th zero: the top-th position not taken by a stored non-zero.
-        free_before = positions - np.arange(positions.shape[0])
-        index = int(np.searchsorted(free_before, top, side="left"))
-        if top - 1 + index < reached[best]:
-            return zero
-    return unique[candidates[best]]
+        return kernels.reduce_all(matrix, "mode")

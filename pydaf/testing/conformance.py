@@ -496,7 +496,7 @@ class DafConformance:
         daf.add_axis("cell", [f"c{index}" for index in range(3000)]).add_axis("gene", [f"g{index}" for index in
                                                                                       range(800)])
         matrix = sp.random(3000, 800, density=0.5, format="csc", dtype=np.float32, random_state=7)
-        assert matrix.nnz >= relayout.NUMBA_THRESHOLD
+        assert matrix.nnz >= relayout.RELAYOUT_NUMBA_MIN_ENTRIES
         daf.set_matrix("cell", "gene", "big", matrix, relayout=False)
         daf = self.reopen(daf)
         daf.relayout_matrix("cell", "gene", "big")

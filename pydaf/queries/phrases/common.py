@@ -24,6 +24,7 @@ from ..query import (
     compile_regex,
 )
 from ..state import (
+    AxisEntries,
     MatrixState,
     Missing,
     Purpose,
@@ -122,13 +123,14 @@ def extract_vector_axis(query_state: QueryState, state: VectorState) -> VectorSt
     """The entries of a vector, as values of its entries axis (to look up a grouping/counting property)."""
     axis_state = state.copy()
     axis_state.property_axis_name = axis_state.entries_axis_name
-    # Entries that are (still) the very array of all the axis entries need no lookup by name.
+    # Entries that are (still) all the entries of the axis need no lookup by name (nor reading the names).
     axis_state.is_complete_property_axis = (
         query_state.computing
         and state.entries_axis_name is not None
-        and state.vector_entries is query_state.axis_vector(state.entries_axis_name)
+        and (isinstance(state.stored_entries, AxisEntries)
+             or state.vector_entries is query_state.axis_vector(state.entries_axis_name))
     )
-    axis_state.vector_values = axis_state.vector_entries
+    axis_state.stored_values = axis_state.stored_entries
     return axis_state
 
 

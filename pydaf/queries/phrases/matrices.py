@@ -55,9 +55,11 @@ def matrix_lookup(query_state: QueryState, rows_state: VectorState, columns_stat
         columns = None if columns_state.is_complete_property_axis \
             else query_state.entry_indices(columns_axis, columns_state.vector_values)
         matrix_state.matrix_values = select_matrix(matrix, rows=rows, columns=columns)
-        if rows is None and columns is None and daf.has_matrix(columns_axis, rows_axis, name, relayout=False):
+        if rows is None and columns is None and rows_axis != columns_axis:
+            # (Looked up only if reduced per row: a fetch pays for no second lookup. A square matrix has one layout.)
             matrix_state.flipped = (matrix_state.matrix_values,
-                                    lambda: daf.get_stored_matrix(columns_axis, rows_axis, name, relayout=False))
+                                    lambda: daf.get_stored_matrix(columns_axis, rows_axis, name, default=None,
+                                                                  relayout=False))
     else:
         if query_state.purpose is Purpose.HAS_QUERY and if_missing is None and rows_state.property_name == "name" \
                 and columns_state.property_name == "name" \
@@ -138,8 +140,11 @@ def _reduce_matrix_to_vector(query_state: QueryState, matrix_state: MatrixState,
         matrix = matrix_state.matrix_values
         require_reducible(query_state, matrix, operation)
         if matrix_size(matrix) > 0:
+            flipped = None
             if axis == 1 and matrix_state.flipped is not None and matrix_state.flipped[0] is matrix:
-                state.vector_values = np.asarray(operation.compute_matrix(matrix_state.flipped[1](), 0))
+                flipped = matrix_state.flipped[1]()
+            if flipped is not None:
+                state.vector_values = np.asarray(operation.compute_matrix(flipped, 0))
             else:
                 state.vector_values = np.asarray(operation.compute_matrix(matrix, axis))
         elif if_missing is not None:

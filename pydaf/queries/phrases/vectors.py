@@ -31,12 +31,12 @@ def axis_lookup(query_state: QueryState, axis: Axis) -> None:
         state.vector_entries = NO_STRINGS
     else:
         query_state.dependencies.add(AxisKey(name))
-        state.vector_entries = query_state.axis_vector(name)
+        state.vector_entries = query_state.axis_entries(name)
     state.entries_axis_name = name
     state.property_name = "name"
     state.property_axis_name = name
     state.is_complete_property_axis = True
-    state.vector_values = state.vector_entries
+    state.stored_values = state.stored_entries  # (Still to be read, if at all.)
     query_state.stack.append(state)
 
 
