@@ -219,8 +219,8 @@ def caught_messages(action: Callable[[], Any]) -> tuple[Any, list[str]]:
 
 def check_one_warning_per_element(messages: list[str], elements: set[str]) -> None:
     assert len(messages) == len(elements), messages
-    for element in elements:
-        assert sum(element in message for message in messages) == 1, (element, messages)
+    named = [message.splitlines()[0].split(": ", 1)[1].split(" (")[0].split(" has ")[0] for message in messages]
+    assert sorted(named) == sorted(elements), messages
 
 
 def fixture_path(name: str) -> pathlib.Path:
