@@ -1,8 +1,9 @@
-"""Real and legacy ``.h5ad`` layouts against the real ``anndata.read_h5ad``: anndata < 0.7 files (``obs``/``var``/``obsm``
-as compound datasets, categories in ``uns/<column>_categories``, ``h5sparse_format`` matrices, the neighbors graph in
-``uns``, 1-element byte-string scalars) built with h5py, and scanpy's own bundled ``pbmc68k_reduced.h5ad`` (taken out
-of the scanpy wheel, downloaded once per session from the package index). Every value pydaf imports is compared to
-anndata's reading of the same file; round trips go through ``daf_as_h5ad`` and anndata again.
+"""Real and legacy ``.h5ad`` layouts against the real ``anndata.read_h5ad``: anndata < 0.7 files
+(``obs``/``var``/``obsm`` as compound datasets, categories in ``uns/<column>_categories``, ``h5sparse_format``
+matrices, the neighbors graph in ``uns``, 1-element byte-string scalars) built with h5py, and scanpy's own bundled
+``pbmc68k_reduced.h5ad`` (taken out of the scanpy wheel, downloaded once per session from the package index). Every
+value pydaf imports is compared to anndata's reading of the same file; round trips go through ``daf_as_h5ad`` and
+anndata again.
 """
 
 from __future__ import annotations

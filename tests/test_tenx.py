@@ -99,7 +99,8 @@ def scanpy_read_10x_h5(path: pathlib.Path, *, genome: str | None = None, gex_onl
             genome = genome or next(iter(file))
             sets = {name: element[()] for name, element in file[genome].items()}
             n_cols, n_rows = sets["shape"]
-            X = sp.csr_matrix((sets["data"].astype(np.float32), sets["indices"], sets["indptr"]), shape=(n_rows, n_cols))
+            X = sp.csr_matrix((sets["data"].astype(np.float32), sets["indices"], sets["indptr"]),
+                              shape=(n_rows, n_cols))
             adata = anndata.AnnData(X, obs=pd.DataFrame(index=sets["barcodes"].astype(str)),
                                     var=pd.DataFrame({"gene_ids": sets["genes"].astype(str)},
                                                      index=sets["gene_names"].astype(str)))

@@ -60,7 +60,6 @@ UNSUPPORTED_HANDLERS = ("ignore", "warn", "error")
 _CHUNK = 1 << 23
 
 
-
 class UnsupportedElementWarning(UserWarning):
     """An element of an AnnData (or 10x) file that Daf can't hold and that was skipped, or a nullable column whose
     missing entries were stored as empty values. The first line of the message names the element."""
@@ -104,7 +103,14 @@ def report_unsupported(messages: list[str], handler: str, name: str) -> None:
 
 def sort_matrix(content: Content, member: str, key: str, value: Any) -> None:
     """File one element of a matrix member (``X``, ``layers``, ``obsp``, ``varp``; a new ``key`` replaces an earlier
-    one) or note why it can't be held."""
+    one) or note why it can't be held.
+
+    Example:
+        >>> content = Content()
+        >>> sort_matrix(content, "layers", "spliced", Unsupported("awkward array"))
+        >>> content.unsupported
+        ['unsupported element: layers/spliced (awkward array)']
+    """
     where = member if member == "X" else f"{member}/{key}"
     if member != "X" and not is_valid_name(key):
         content.unsupported.append(f"unsupported element: {where} (a name Daf can't store)")
@@ -121,7 +127,15 @@ def sort_matrix(content: Content, member: str, key: str, value: Any) -> None:
 
 def sort_columns(content: Content, member: str, columns: Any) -> dict[str, Any]:
     """The columns of ``obs``/``var`` (``{"_index": ..., name: Column | Unsupported}``) that Daf can hold, noting
-    why each other one can't."""
+    why each other one can't.
+
+    Example:
+        >>> content = Content()
+        >>> kept = sort_columns(content, "obs", {"_index": Column(np.array(["A"], dtype=object)),
+        ...                                      "name": Column(np.array([1]))})
+        >>> list(kept), content.unsupported
+        (['_index'], ['unsupported element: obs/name (a reserved Daf vector name)'])
+    """
     if isinstance(columns, Unsupported):
         raise DafFormatError(f"can't read the AnnData {member}: {columns.reason}\nin {content.origin}")
     kept: dict[str, Any] = {}
@@ -150,7 +164,14 @@ def sort_columns(content: Content, member: str, columns: Any) -> dict[str, Any]:
 
 
 def sort_uns(content: Content, uns: dict[str, Any]) -> None:
-    """File the ``uns`` values that are scalars, noting why each other one can't be held."""
+    """File the ``uns`` values that are scalars, noting why each other one can't be held.
+
+    Example:
+        >>> content = Content()
+        >>> sort_uns(content, {"organism": "human", "params": {}})
+        >>> content.uns, content.unsupported
+        ({'organism': 'human'}, ['unsupported element: uns/params (nested mapping)'])
+    """
     for key, value in uns.items():
         if isinstance(value, Unsupported):
             content.unsupported.append(f"unsupported element: uns/{key} ({value.reason})")
@@ -178,6 +199,12 @@ def _chosen(value: str | None, uns: dict[str, Any], key: str, default: str) -> s
 
 @contextmanager
 def progress_bar(total: int, progress: bool, description: str) -> Iterator[Any]:
+    """A tqdm progress bar of ``total`` entries (disabled unless ``progress``).
+
+    Example:
+        >>> with progress_bar(10, False, "AnnData -> Daf") as bar:
+        ...     bar.update(10)
+    """
     from tqdm.auto import tqdm
 
     with tqdm(total=total, desc=description, unit="entry", unit_scale=True, disable=not progress,
