@@ -63,6 +63,7 @@ from .content import (
     Content,
     column_order_scalar,
     content_as_daf,
+    open_source,
     progress_bar,
     sort_columns,
     sort_matrix,
@@ -288,13 +289,7 @@ def h5ad_as_daf(path: str | os.PathLike, destination: DafWriter | str | os.PathL
         [[1, 2]]
     """
     text = os.fspath(path)
-    target = destination.complete_path() if isinstance(destination, DafWriter) else destination
-    if target is not None:
-        require_distinct(text, target)
-    try:
-        file = h5py.File(text, "r")
-    except OSError as error:
-        raise DafFormatError(f"can't open the h5ad file: {text}\n({error})") from error
+    file = open_source(text, destination, "h5ad")
     with file:
         root, origin = anndata_root(file, modality, text)
         try:

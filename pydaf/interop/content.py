@@ -46,11 +46,11 @@ from ..formats.mapping import populate_pages
 from ..formats.memory import MemoryDaf
 from ..sparse import SparseMatrixCSC
 from ..storage_types import STRING_DTYPE, scalar_value, storage_dtype
-from .destinations import build_daf
+from .destinations import build_daf, require_distinct
 from .h5ad_elements import Column, MatrixSource, Unsupported
 
 __all__ = ["UNSUPPORTED_HANDLERS", "Content", "UnsupportedElementWarning", "column_order_scalar", "content_as_daf",
-           "progress_bar", "sort_columns", "sort_matrix", "sort_uns"]
+           "open_source", "progress_bar", "sort_columns", "sort_matrix", "sort_uns"]
 
 #: What to do with an element Daf can't hold: skip it silently, warn (one :class:`UnsupportedElementWarning` per
 #: element), or raise a :class:`~pydaf.DafUnsupportedError` before anything is written.
@@ -415,6 +415,27 @@ def _write_member(daf: DafWriter, member: str, key: str, source: MatrixSource, a
     if relayout and not square:
         daf.relayout_matrix(*stored, name)
         bar.update(source.nnz)
+
+
+def open_source(path: str | os.PathLike, destination: Any, kind: str) -> h5py.File:
+    """Open the HDF5 file a conversion reads (``kind`` names it in messages), once sure it is not the storage of
+    ``destination`` (a :class:`~pydaf.DafWriter`, a path or ``None``).
+
+    Example:
+        >>> open_source("/no/such/file.h5ad", None, "h5ad")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        pydaf.errors.DafFormatError: can't open the h5ad file: /no/such/file.h5ad
+        ...
+    """
+    text = os.fspath(path)
+    target = destination.complete_path() if isinstance(destination, DafWriter) else destination
+    if target is not None:
+        require_distinct(text, target)
+    try:
+        return h5py.File(text, "r")
+    except OSError as error:
+        raise DafFormatError(f"can't open the {kind} file: {text}\n({error})") from error
 
 
 def column_order_scalar(axis: str) -> str:

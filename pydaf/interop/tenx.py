@@ -52,8 +52,7 @@ import numpy as np
 
 from ..core.writers import DafWriter
 from ..errors import DafError, DafFormatError, DafMissingError, DafValueError
-from .content import Content, content_as_daf, sort_columns
-from .destinations import require_distinct
+from .content import Content, content_as_daf, open_source, sort_columns
 from .h5ad_elements import Column, MatrixSource, Unsupported, read_element, read_guarded
 
 __all__ = ["is_tenx_h5", "make_names_unique", "tenx_as_daf"]
@@ -243,13 +242,7 @@ def tenx_as_daf(path: str | os.PathLike, destination: DafWriter | str | os.PathL
         ...
     """
     text = os.fspath(path)
-    target = destination.complete_path() if isinstance(destination, DafWriter) else destination
-    if target is not None:
-        require_distinct(text, target)
-    try:
-        file = h5py.File(text, "r")
-    except OSError as error:
-        raise DafFormatError(f"can't open the 10x file: {text}\n({error})") from error
+    file = open_source(text, destination, "10x")
     origin = f"the 10x file: {text}"
     with file:
         try:
