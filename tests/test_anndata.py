@@ -757,14 +757,19 @@ def test_daf_without_X_exports_an_anndata_without_X(tmp_path):
     assert in_memory.X is None and set(in_memory.layers) == set(adata.layers)
 
 
-@pytest.mark.parametrize("how", ["file", "memory"])
+@pytest.mark.parametrize("how", ["file", "memory", "h5py"])
 def test_anndata_without_X_round_trips(tmp_path, how):
     adata = make_adata("csr")
+    if how == "h5py":  # a file whose X was removed with h5py
+        path = write(adata, tmp_path / "no_x.h5ad")
+        with h5py.File(path, "r+") as file:
+            del file["X"]
+        adata = read(path)
     adata.X = None
-    path = write(adata, tmp_path / "no_x.h5ad")
+    path = write(adata, tmp_path / "no_x.h5ad") if how != "h5py" else path
     with h5py.File(path, "r") as file:
         assert "X" not in file
-    daf = h5ad_as_daf(path, progress=False) if how == "file" else anndata_as_daf(adata)
+    daf = anndata_as_daf(adata) if how == "memory" else h5ad_as_daf(path, progress=False)
     assert daf.matrices_set("obs", "var") == set(adata.layers)
     for key, layer in adata.layers.items():
         check_matrix(daf.get_matrix("obs", "var", key), layer)
