@@ -25,9 +25,18 @@ peak RSS (max over runs), its ratio to the size of X in memory (data + indices +
 hold (time ≤ 1.5 x read_h5ad, RSS ≤ 1.5 x X). The converted file is checked once against the h5ad (nnz, per-cell and
 per-gene sums from both layouts, a few rows): ``equal: yes`` (the exit code is 1 otherwise).
 
+With ``--limits``, the script also measures, in one fresh process, what the machine needs for the parts of a
+relayout conversion (best of ``--repeats``): reading X's three arrays with h5py into new memory (the core of
+``read_h5ad``), giving an X-sized file its pages (``fallocate``, a shared map, ``MADV_POPULATE_WRITE``: what writing
+any X-sized output into a file costs before a byte of it is computed), the bare numba transpose of the same arrays
+in memory (pydaf's relayout kernels into already-populated memory), and a plain copy of X's bytes (the memory
+bandwidth). ``convert`` plus the file pages and the bare transpose of the second layout is the least a relayout
+conversion into a file can take; the table shows that floor against ``read_h5ad``.
+
 Examples::
 
     python benchmarks/bench_h5ad_convert.py                                     # 100k x 20k, built once
+    python benchmarks/bench_h5ad_convert.py --limits                            # and the machine's floor
     python benchmarks/bench_h5ad_convert.py --cells 5000 --genes 1000 --path /tmp/small.h5ad   # quick run
 """
 
@@ -68,6 +77,48 @@ print(json.dumps({"seconds": seconds, "rss": rss}))
 """
 
 OPERATIONS = ("read_h5ad", "convert", "convert --relayout")
+
+LIMITS_CHILD = """
+import json, mmap, os, sys, time
+import h5py, numpy as np
+from pydaf.formats.mapping import populate_pages
+from pydaf.kernels import relayout
+from pydaf.sparse import SparseMatrixCSC
+path, scratch, repeats = sys.argv[1], sys.argv[2], int(sys.argv[3])
+runs = {}
+def timed(label, action):
+    started = time.perf_counter()
+    result = action()
+    runs.setdefault(label, []).append(time.perf_counter() - started)
+    return result
+def read():
+    with h5py.File(path, "r") as file:
+        return [file["X"][name][()] for name in ("data", "indices", "indptr")]
+def file_pages(nbytes):
+    descriptor = os.open(scratch, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.posix_fallocate(descriptor, 0, nbytes)
+        mapped = mmap.mmap(descriptor, nbytes, mmap.MAP_SHARED)
+        populate_pages(np.frombuffer(mapped, dtype=np.uint8))
+        mapped.close()
+    finally:
+        os.close(descriptor)
+        os.remove(scratch)
+for _ in range(repeats):
+    data, indices, indptr = timed("read X with h5py into new memory", read)
+    with h5py.File(path, "r") as file:
+        n_cells, n_genes = (int(size) for size in file["X"].attrs["shape"])
+    matrix = SparseMatrixCSC((n_genes, n_cells), (indptr + 1).astype(np.uint32), (indices + 1).astype(np.uint32), data)
+    nbytes = data.nbytes + indices.nbytes + indptr.nbytes
+    timed("populate an X-sized file map", lambda: file_pages(nbytes))
+    outputs = (np.empty(n_genes + 1, np.uint32), np.ones(matrix.nnz, np.uint32), np.ones(matrix.nnz, data.dtype))
+    relayout.transpose_csc_into(matrix, *outputs)  # (compiles or loads the kernels)
+    timed("bare numba transpose (populated memory)", lambda: relayout.transpose_csc_into(matrix, *outputs))
+    copies = (np.ones_like(data), np.ones_like(indices))
+    timed("copy X's bytes (memory bandwidth)", lambda: (np.copyto(copies[0], data), np.copyto(copies[1], indices)))
+    del data, indices, indptr, matrix, outputs, copies
+print(json.dumps(runs))
+"""
 
 
 def _shape(path: str) -> tuple[int, int] | None:
@@ -183,6 +234,31 @@ def verify(path: str, destination: str) -> bool:
     return bool(equal)
 
 
+def limits(path: str, repeats: int) -> dict[str, list[float]]:
+    """The machine's costs of the parts of a relayout conversion (see the module docstring), every run of
+    ``repeats``, measured in one fresh process."""
+    _warm(path)
+    scratch = os.path.splitext(path)[0] + ".limits.tmp"
+    output = subprocess.run([sys.executable, "-c", LIMITS_CHILD, path, scratch, str(repeats)], check=True,
+                            capture_output=True, text=True).stdout
+    return json.loads(output.strip().splitlines()[-1])
+
+
+def report_limits(measured: dict[str, list[float]], results: dict[str, dict[str, float]]) -> str:
+    """The best and the first run of each limit (the first touches memory the machine has not handed out lately:
+    on a VM that reports free pages to its host, that is the case of a real conversion), and the floor of a relayout
+    conversion from the best (so optimistic) figures."""
+    baseline = results["read_h5ad"]["seconds"]
+    lines = [f"{'machine limit':<45} {'best s':>7} {'/ read':>7} {'first s':>8}"]
+    best = {label: min(seconds) for label, seconds in measured.items()}
+    for label, seconds in measured.items():
+        lines.append(f"{label:<45} {best[label]:7.2f} {best[label] / baseline:6.2f}x {seconds[0]:8.2f}")
+    floor = (results["convert"]["seconds"] + best["populate an X-sized file map"]
+             + best["bare numba transpose (populated memory)"])
+    lines.append(f"{'floor of convert --relayout (convert + both)':<45} {floor:7.2f} {floor / baseline:6.2f}x")
+    return "\n".join(lines)
+
+
 def report(results: dict[str, dict[str, float]], x_bytes: int) -> str:
     baseline = results["read_h5ad"]["seconds"]
     median_baseline = results["read_h5ad"]["median"]
@@ -210,6 +286,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3, help="runs of each operation (best time is shown)")
     parser.add_argument("--rebuild", action="store_true", help="write the h5ad even if it exists")
     parser.add_argument("--quiet", action="store_true")
+    parser.add_argument("--limits", action="store_true", help="also measure the machine's floor (see above)")
     arguments = parser.parse_args(argv)
 
     if arguments.rebuild or _shape(arguments.path) != (arguments.cells, arguments.genes):
@@ -236,6 +313,8 @@ def main(argv: list[str] | None = None) -> int:
     _remove([destination], 0.0)
     print(report(results, x_bytes))
     print(f"equal: {'yes' if equal else 'no'}")
+    if arguments.limits:
+        print(report_limits(limits(arguments.path, arguments.repeats), results))
     return 0 if equal else 1
 
 

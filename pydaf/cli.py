@@ -13,6 +13,7 @@ import os
 import sys
 import tempfile
 import time
+import warnings
 
 import numpy as np
 
@@ -20,6 +21,7 @@ from .check import check_main
 from .demo import build_demo
 from .errors import DafError, DafFormatError
 from .formats.registry import guess_format, registered_formats
+from .interop.content import UnsupportedElementWarning
 from .interop.convert import convert as convert_paths
 from .manifest import write_manifest
 from .open import open_daf
@@ -129,10 +131,22 @@ def repack(source: str, destination: str, *, progress: bool) -> None:
     entry.repack(source, destination, progress=progress)
 
 
+def _print_skipped(message: Warning | str, category: type[Warning], filename: str, lineno: int, file=None,
+                   line=None, *, show=warnings.showwarning) -> None:
+    """One line per skipped AnnData element (the first line of its warning); other warnings as Python shows them."""
+    if issubclass(category, UnsupportedElementWarning):
+        print(f"pydaf: warning: {str(message).splitlines()[0]}", file=sys.stderr)
+    else:
+        show(message, category, filename, lineno, file, line)
+
+
 def convert(source: str, destination: str, *, obs_is: str | None = None, var_is: str | None = None,
-            X_is: str | None = None, relayout: bool = False, unsupported: str = "warn", progress: bool = True) -> None:
+            X_is: str | None = None, relayout: bool = False, unsupported: str = "warn", modality: str | None = None,
+            genome: str | None = None, gex_only: bool = True, progress: bool = True) -> None:
     """Convert between ``.h5ad`` files and Daf data sets (``.h5df``, ``.h5dfs#/group``, FilesDaf directories), chosen
-    by the paths; the destination is replaced once the conversion is complete (:mod:`pydaf.interop.convert`).
+    by the paths, or from a modality of an ``.h5mu`` file or a 10x ``.h5`` matrix into a Daf data set; the
+    destination is replaced once the conversion is complete (:mod:`pydaf.interop.convert`). Each element skipped
+    (``unsupported="warn"``) is printed on one line.
 
     Example:
         >>> import os, tempfile, numpy as np, pydaf
@@ -144,8 +158,12 @@ def convert(source: str, destination: str, *, obs_is: str | None = None, var_is:
         >>> pydaf.open_daf(os.path.join(folder, "c.daf")).get_matrix("obs", "var", "X").tolist()
         [[7.0]]
     """
-    convert_paths(source, destination, obs_is=obs_is, var_is=var_is, X_is=X_is, relayout=relayout,
-                  unsupported=unsupported, progress=progress)
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", UnsupportedElementWarning)
+        warnings.showwarning = _print_skipped
+        convert_paths(source, destination, obs_is=obs_is, var_is=var_is, X_is=X_is, relayout=relayout,
+                      unsupported=unsupported, modality=modality, genome=genome, gex_only=gex_only,
+                      progress=progress)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -185,7 +203,8 @@ def _parser() -> argparse.ArgumentParser:
                                                              progress=not arguments.no_progress))
 
     convert_parser = commands.add_parser(
-        "convert", help="convert between .h5ad files and Daf data sets (.h5df, .h5dfs#/group, FilesDaf directories)")
+        "convert", help="convert between .h5ad files and Daf data sets (.h5df, .h5dfs#/group, FilesDaf directories); "
+                        "also from .h5mu modalities and 10x Cell Ranger .h5 matrices")
     convert_parser.add_argument("source")
     convert_parser.add_argument("destination", help="replaced, once complete, if it is a Daf data set")
     convert_parser.add_argument("--obs-is", help="the Daf axis of AnnData's obs (default: uns obs_is, else obs)")
@@ -196,10 +215,15 @@ def _parser() -> argparse.ArgumentParser:
                                      "the h5ad holds, as Julia's Daf does)")
     convert_parser.add_argument("--unsupported", choices=("ignore", "warn", "error"), default="warn",
                                 help="what to do with AnnData elements Daf can't hold (default: warn)")
+    convert_parser.add_argument("--modality", help="the modality of an .h5mu source to import (e.g. rna)")
+    convert_parser.add_argument("--genome", help="a 10x .h5 source: keep only this genome's features")
+    convert_parser.add_argument("--all-features", action="store_true",
+                                help="a 10x .h5 source: keep every feature type (default: Gene Expression only)")
     convert_parser.add_argument("--no-progress", action="store_true")
     convert_parser.set_defaults(func=lambda arguments: convert(
         arguments.source, arguments.destination, obs_is=arguments.obs_is, var_is=arguments.var_is,
         X_is=arguments.X_is, relayout=arguments.relayout, unsupported=arguments.unsupported,
+        modality=arguments.modality, genome=arguments.genome, gex_only=not arguments.all_features,
         progress=not arguments.no_progress))
 
     check_parser = commands.add_parser("check", help="verify a data set's structure (exit status 1 if damaged)")

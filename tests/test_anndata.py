@@ -180,9 +180,21 @@ def check_daf_holds(daf: pydaf.DafReader, adata: anndata.AnnData, *, obs: str = 
         assert daf.vectors_set(axis) == set(frame.columns)
         for column in frame.columns:
             check_vector(daf.get_vector(axis, column), frame[column])
+        check_column_order(daf, axis, list(frame.columns))
     for key, value in adata.uns.items():
         if is_scalar(value):
             check_scalar(daf.get_scalar(key), value)
+
+
+def check_column_order(daf: pydaf.DafReader, axis: str, order: list[str]) -> None:
+    """The source's column order is recorded (one name per line) exactly when it is not alphabetical."""
+    recorded = daf.get_scalar(f"{axis}_column_order", default=None)
+    assert recorded == ("\n".join(order) if order != sorted(order) else None)
+
+
+def uns_scalars(daf: pydaf.DafReader) -> set[str]:
+    """The scalars of a data set, less the recorded column orders of its axes."""
+    return daf.scalars_set() - {f"{axis}_column_order" for axis in daf.axes_set()}
 
 
 def layouts(daf: pydaf.DafReader, rows: str, columns: str, name: str) -> set[tuple[str, str]]:
@@ -207,8 +219,8 @@ def caught_messages(action: Callable[[], Any]) -> tuple[Any, list[str]]:
 
 def check_one_warning_per_element(messages: list[str], elements: set[str]) -> None:
     assert len(messages) == len(elements), messages
-    for element in elements:
-        assert sum(element in message for message in messages) == 1, (element, messages)
+    named = [message.splitlines()[0].split(": ", 1)[1].split(" (")[0].split(" has ")[0] for message in messages]
+    assert sorted(named) == sorted(elements), messages
 
 
 def fixture_path(name: str) -> pathlib.Path:
@@ -331,7 +343,7 @@ def test_h5ad_uns_scalars_keep_their_kind(tmp_path):
         from_file = {key: file["uns"][key][()] for key in file["uns"]}
     assert set(encodings.values()) == {"string", "numeric-scalar"}
     daf = h5ad_as_daf(path, relayout=False, progress=False)
-    assert daf.scalars_set() == set(adata.uns)
+    assert uns_scalars(daf) == set(adata.uns)
     for key, value in from_file.items():
         check_scalar(daf.get_scalar(key), value.decode() if isinstance(value, bytes) else value.item())
         if not isinstance(value, bytes):  # numeric scalars keep their width
@@ -505,7 +517,7 @@ def test_h5ad_unsupported_elements_warn_or_ignore(tmp_path, store, handler):
         assert messages == []
     daf = store.reopen()
     check_daf_holds(daf, read(path))  # everything else is there
-    assert daf.scalars_set() == {"organism", "n_pcs", "ratio", "filtered"}
+    assert uns_scalars(daf) == {"organism", "n_pcs", "ratio", "filtered"}
 
 
 def test_h5ad_unsupported_elements_error_before_writing(tmp_path, store):
@@ -720,12 +732,51 @@ def test_daf_as_h5ad_names_from_scalars_and_defaults(tmp_path):
 
 def test_daf_as_h5ad_missing_X(tmp_path):
     daf = build_daf(pydaf.MemoryDaf(name="cells!"))
-    with pytest.raises(pydaf.DafMissingError):
+    with pytest.raises(pydaf.DafMissingError):  # asked for by name
         daf_as_h5ad(daf, tmp_path / "a.h5ad", obs_is="cell", var_is="gene", X_is="nope", progress=False)
-    with pytest.raises(pydaf.DafMissingError):  # the default X_is is "X"
-        daf_as_h5ad(daf, tmp_path / "b.h5ad", obs_is="cell", var_is="gene", progress=False)
+    assert not (tmp_path / "a.h5ad").exists()
     with pytest.raises(pydaf.DafMissingError):
         daf_as_anndata(daf, obs_is="cell", var_is="gene", X_is="nope")
+
+
+def test_daf_without_X_exports_an_anndata_without_X(tmp_path):
+    # The default X_is ("X") names no matrix: the AnnData has no X (anndata writes and reads such files); the
+    # matrices of the two axes are layers.
+    daf = build_daf(pydaf.MemoryDaf(name="cells!"))
+    path = tmp_path / "no_x.h5ad"
+    daf_as_h5ad(daf, path, obs_is="cell", var_is="gene", progress=False)
+    with h5py.File(path, "r") as file:
+        assert "X" not in file
+    adata = read(path)
+    assert adata.X is None
+    assert set(adata.layers) == daf.matrices_set("cell", "gene")
+    for name in adata.layers:
+        check_matrix(adata.layers[name], daf.get_matrix("cell", "gene", name))
+    assert "X_is" not in adata.uns and adata.uns["obs_is"] == "cell"
+    in_memory = daf_as_anndata(daf, obs_is="cell", var_is="gene")
+    assert in_memory.X is None and set(in_memory.layers) == set(adata.layers)
+
+
+@pytest.mark.parametrize("how", ["file", "memory", "h5py"])
+def test_anndata_without_X_round_trips(tmp_path, how):
+    adata = make_adata("csr")
+    if how == "h5py":  # a file whose X was removed with h5py
+        path = write(adata, tmp_path / "no_x.h5ad")
+        with h5py.File(path, "r+") as file:
+            del file["X"]
+        adata = read(path)
+    adata.X = None
+    path = write(adata, tmp_path / "no_x.h5ad") if how != "h5py" else path
+    with h5py.File(path, "r") as file:
+        assert "X" not in file
+    daf = anndata_as_daf(adata) if how == "memory" else h5ad_as_daf(path, progress=False)
+    assert daf.matrices_set("obs", "var") == set(adata.layers)
+    for key, layer in adata.layers.items():
+        check_matrix(daf.get_matrix("obs", "var", key), layer)
+    daf_as_h5ad(daf, tmp_path / "again.h5ad", progress=False)
+    again = read(tmp_path / "again.h5ad")
+    assert again.X is None
+    check_adata_round_trip(again, read(path))
 
 
 # Full round trips through files.
@@ -776,13 +827,16 @@ def check_adata_round_trip(again: anndata.AnnData, original: anndata.AnnData, *,
     come back sparse; ``uns`` has the scalars of ``original`` (and ``extra_uns``)."""
     assert again.obs_names.tolist() == original.obs_names.tolist()
     assert again.var_names.tolist() == original.var_names.tolist()
-    check_matrix(again.X, original.X)
+    if original.X is None:
+        assert again.X is None
+    else:
+        check_matrix(again.X, original.X)
     for member in ("layers", "obsp", "varp"):
         assert set(getattr(again, member)) == set(getattr(original, member))
         for key, matrix in getattr(original, member).items():
             check_matrix(getattr(again, member)[key], matrix)
     for frame, before in ((again.obs, original.obs), (again.var, original.var)):
-        assert set(frame.columns) == set(before.columns)
+        assert list(frame.columns) == list(before.columns)  # in their order
         for column in before.columns:
             assert column_expectation(frame[column])[0] == column_expectation(before[column])[0]
             kind, expected = column_expectation(before[column])
@@ -951,12 +1005,16 @@ def test_fixture_small_test_legacy_dense(store):
     with h5py.File(path, "r") as file:
         assert "encoding-type" not in file["obs/_index"].attrs  # legacy: plain datasets
         obs_names, var_names = decoded(file["obs/_index"][()]), decoded(file["var/_index"][()])
-        organism = file["uns/organism"][()]
+        assert file["uns/organism"].shape == (1,) and file["uns/organism"].dtype.kind == "O"
         X = file["X"][()]
     expected = read(path)
     assert expected.obs_names.tolist() == obs_names and expected.var_names.tolist() == var_names
     np.testing.assert_array_equal(expected.X, X)
-    h5ad_as_daf(path, store.writer, relayout=False, unsupported_handler="error", progress=False)
+    # anndata reads the 1-element string array uns/organism as an array: Daf can't hold it as one.
+    assert isinstance(expected.uns["organism"], np.ndarray) and expected.uns["organism"].shape == (1,)
+    _, messages = caught_messages(lambda: h5ad_as_daf(path, store.writer, relayout=False, progress=False))
+    check_one_warning_per_element(messages, {"uns/organism"})
+    assert "array of shape (1,)" in messages[0]
     daf = store.reopen()
     assert daf.axis_vector("obs").tolist() == obs_names and daf.axis_vector("var").tolist() == var_names
     check_matrix(daf.get_matrix("obs", "var", "X"), X)
@@ -965,9 +1023,8 @@ def test_fixture_small_test_legacy_dense(store):
         for column in frame.columns:
             check_vector(daf.get_vector(axis, column), frame[column])
     assert daf.get_vector("obs", "age").dtype == expected.obs["age"].dtype == np.int32
-    assert daf.scalars_set() == set(expected.uns) == {"organism"}
-    check_scalar(daf.get_scalar("organism"), decoded(np.asarray(organism).reshape(-1))[0])
-    assert daf.get_scalar("organism") == decoded(expected.uns["organism"])[0]
+    assert uns_scalars(daf) == set()
+    check_column_order(daf, "obs", list(expected.obs.columns))  # donor, age
 
 
 @pytest.mark.parametrize("handler", ["warn", "ignore"])
@@ -979,10 +1036,11 @@ def test_fixture_sparse_test_legacy_sparse(store, handler):
         codes = file["obs/celltype/codes"][()]
         categories = decoded(file["obs/celltype/categories"][()])
         donor, chrom = decoded(file["obs/donor"][()]), decoded(file["var/chrom"][()])
-        organism = decoded(np.asarray(file["uns/organism"][()]).reshape(-1))[0]
         unsupported = {f"{member}/{key}" for member in ("obsm", "varm") for key in file[member]}
         unsupported |= {f"uns/{key}" for key, element in file["uns"].items() if isinstance(element, h5py.Group)}
-    assert {"obsm/X_umap", "varm/PCs", "uns/params"} <= unsupported
+        unsupported |= {f"uns/{key}" for key, element in file["uns"].items() if isinstance(element, h5py.Dataset)
+                        and element.shape == (1,)}  # 1-element arrays, as anndata reads them
+    assert {"obsm/X_umap", "varm/PCs", "uns/params", "uns/organism"} <= unsupported
     expected = read(path)  # anndata reads the CSR X, the categorical and the strings (as bytes) of this file
     assert isinstance(expected.X, sp.csr_matrix)
     assert decoded(expected.obs["_index"].to_numpy()) == obs_names
@@ -1003,21 +1061,21 @@ def test_fixture_sparse_test_legacy_sparse(store, handler):
     assert daf.get_vector("obs", "celltype").tolist() == ["" if code < 0 else categories[code] for code in codes]
     assert daf.get_vector("obs", "donor").tolist() == donor
     assert daf.get_vector("var", "chrom").tolist() == chrom
-    assert daf.scalars_set() == {"organism"} and daf.get_scalar("organism") == organism
+    assert daf.scalars_set() == set()
 
 
 def test_fixture_sparse_test_error(store):
     path = fixture_path("sparse_test.h5ad")
     with pytest.raises(pydaf.DafUnsupportedError) as raised:
         h5ad_as_daf(path, store.writer, unsupported_handler="error", progress=False)
-    assert any(element in str(raised.value) for element in ("obsm/X_umap", "varm/PCs", "uns/params"))
+    assert any(element in str(raised.value) for element in ("obsm/X_umap", "varm/PCs", "uns/params", "uns/organism"))
     assert store.is_empty()
 
 
 def test_legacy_categories_subgroup_and_string_scalars(tmp_path):
     # The anndata 0.7 layout (see the on-disk spec): a v0.1.0 dataframe whose categorical column holds codes, with a
-    # `categories` object reference to `__categories/<column>`; string scalars as 0-d and 1-element object datasets;
-    # groups without attributes as dicts.
+    # `categories` object reference to `__categories/<column>`; string scalars as 0-d object datasets and (anndata
+    # < 0.7) 1-element fixed-length byte strings; a 1-element object dataset is an array (as anndata reads it).
     path = tmp_path / "legacy.h5ad"
     names, kinds, codes, counts = ["a", "b", "c", "d"], ["x", "y"], np.array([1, 0, -1, 1], np.int8), [4, 5, 6, 7]
     strings = h5py.string_dtype()
@@ -1036,8 +1094,17 @@ def test_legacy_categories_subgroup_and_string_scalars(tmp_path):
         file.create_dataset("X", data=np.arange(8, dtype=np.float32).reshape(4, 2))
         uns = file.create_group("uns")
         uns.create_dataset("title", data="zero-d", dtype=strings)
-        uns.create_dataset("organism", data=np.array(["one-element"], dtype=strings))
-    daf = h5ad_as_daf(path, unsupported_handler="error", relayout=False, progress=False)
+        uns.create_dataset("organism", data=np.array([b"one-element"]))
+        uns.create_dataset("colors", data=np.array(["red"], dtype=strings))
+        uns.create_dataset("n_pcs", data=np.array([50]))
+    expected = read(path)
+    assert expected.uns["organism"] == "one-element"
+    assert expected.uns["colors"].tolist() == ["red"] and expected.uns["n_pcs"].tolist() == [50]
+    with pytest.raises(pydaf.DafUnsupportedError, match="unsupported element: uns/colors"):
+        h5ad_as_daf(path, unsupported_handler="error", relayout=False, progress=False)
+    daf, messages = caught_messages(lambda: h5ad_as_daf(path, relayout=False, progress=False))
+    check_one_warning_per_element(messages, {"uns/colors", "uns/n_pcs"})
+    assert all("array of shape (1,)" in message for message in messages)
     assert daf.axis_vector("obs").tolist() == names and daf.axis_vector("var").tolist() == ["g1", "g2"]
     assert daf.vectors_set("obs") == {"kind", "n"}
     assert daf.get_vector("obs", "kind").tolist() == ["" if code < 0 else kinds[code] for code in codes]

@@ -26,7 +26,7 @@ def _dense(matrix) -> np.ndarray:
 
 
 def test_large_sparse_x_streams_through_the_kernels(tmp_path, monkeypatch):
-    from pydaf.interop import anndata as interop
+    from pydaf.interop import content as interop
     from pydaf.kernels import relayout
 
     # Small slices and blocks: many streaming slices, a multi-block parallel transpose.

@@ -99,7 +99,7 @@ def test_a_failed_import_leaves_the_destination_as_it_was(tmp_path, existing, da
 
 
 def test_an_interrupted_import_leaves_the_destination_as_it_was(tmp_path, existing, monkeypatch):
-    from pydaf.interop import anndata as interop
+    from pydaf.interop import content as interop
 
     path = str(tmp_path / "case.h5ad")
     hostile_h5ad.write_base(path)

@@ -1,4 +1,5 @@
-"""``pydaf convert``: between ``.h5ad`` files and Daf data sets of any backend, chosen by the paths.
+"""``pydaf convert``: between ``.h5ad`` files and Daf data sets of any backend, chosen by the paths; also from the
+modalities of MuData ``.h5mu`` files and from 10x Cell Ranger ``.h5`` matrices (recognised by their content).
 
 The destination is replaced, safely: it is built aside and moved into place only when complete
 (:mod:`pydaf.interop.destinations`), an existing destination is replaced only if it is a Daf data set (or empty), and a
@@ -24,16 +25,24 @@ from ..formats.registry import guess_format
 from ..open import open_daf
 from .anndata import daf_as_h5ad, h5ad_as_daf
 from .destinations import build_daf, is_h5ad, require_distinct, storage_of
+from .tenx import is_tenx_h5, tenx_as_daf
 
 __all__ = ["convert"]
 
 
+def _is_mudata(path: str | os.PathLike) -> bool:
+    return os.fspath(path).endswith(".h5mu")
+
+
 def convert(source: str | os.PathLike, destination: str | os.PathLike, *, obs_is: str | None = None,
             var_is: str | None = None, X_is: str | None = None, relayout: bool = False, unsupported: str = "warn",
+            modality: str | None = None, genome: str | None = None, gex_only: bool = True,
             progress: bool = True) -> None:
-    """Convert ``source`` into ``destination`` (see the module docstring): an ``.h5ad`` into a Daf data set, a Daf
-    data set into an ``.h5ad``, or a Daf data set into another (every property copied in the layouts it is stored).
-    ``obs_is``/``var_is``/``X_is``, ``relayout`` and ``unsupported`` are those of :func:`~pydaf.interop.h5ad_as_daf`.
+    """Convert ``source`` into ``destination`` (see the module docstring): an ``.h5ad`` (or the ``modality`` of an
+    ``.h5mu``) into a Daf data set, a 10x ``.h5`` matrix into a Daf data set (``genome``, ``gex_only``: see
+    :func:`~pydaf.interop.tenx.tenx_as_daf`), a Daf data set into an ``.h5ad``, or a Daf data set into another (every
+    property copied in the layouts it is stored). ``obs_is``/``var_is``/``X_is``, ``relayout`` and ``unsupported``
+    are those of :func:`~pydaf.interop.h5ad_as_daf`.
 
     Example:
         >>> import os, tempfile, pydaf
@@ -47,19 +56,32 @@ def convert(source: str | os.PathLike, destination: str | os.PathLike, *, obs_is
         (the destination and the source share their storage; replacing one would destroy the other)
     """
     names = {"obs_is": obs_is, "var_is": var_is, "X_is": X_is}
-    for path in (source, destination):
+    if _is_mudata(destination):
+        raise DafValueError(f"can't convert into the MuData file: {os.fspath(destination)}\n(pydaf imports the "
+                            "modalities of MuData files; it writes .h5ad files)")
+    tenx = is_tenx_h5(source)
+    if modality is not None and not _is_mudata(source):
+        raise DafValueError(f"--modality only applies to conversions from .h5mu files, not: {os.fspath(source)}")
+    if (genome is not None or not gex_only) and not tenx:
+        raise DafValueError(f"--genome and --all-features only apply to conversions from 10x .h5 files, not: "
+                            f"{os.fspath(source)}")
+    for path in (destination,) if tenx or _is_mudata(source) else (source, destination):
         if not is_h5ad(path):
             try:
                 guess_format(os.fspath(path))
             except DafFormatError as error:
                 raise DafFormatError(f"{error}\n- AnnData: an .h5ad file (for convert)") from None
-    if is_h5ad(source) and is_h5ad(destination):
+    if (is_h5ad(source) or _is_mudata(source) or tenx) and is_h5ad(destination):
         raise DafValueError(f"nothing to convert from: {os.fspath(source)}\nto: {os.fspath(destination)}\n(both are "
-                            "h5ad files)")
+                            "AnnData files: convert into a Daf data set)")
     require_distinct(source, destination)
-    if is_h5ad(source):
-        h5ad_as_daf(source, destination, unsupported_handler=unsupported, relayout=relayout, progress=progress,
-                    **names)
+    if tenx:
+        tenx_as_daf(source, destination, genome=genome, gex_only=gex_only, unsupported_handler=unsupported,
+                    relayout=relayout, progress=progress, **names)
+        return
+    if is_h5ad(source) or _is_mudata(source):
+        h5ad_as_daf(source, destination, modality=modality, unsupported_handler=unsupported, relayout=relayout,
+                    progress=progress, **names)
         return
     if any(value is not None for value in names.values()) and not is_h5ad(destination):
         raise DafValueError("--obs-is, --var-is and --X-is only apply to conversions from or to h5ad")

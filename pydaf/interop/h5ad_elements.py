@@ -5,7 +5,8 @@ entries for nullable encodings), a :class:`MatrixSource` (a dense dataset or the
 lazily in slices so large matrices stream), a scalar, a ``dict`` of elements, or an :class:`Unsupported` element that
 Daf cannot hold. Legacy files (anndata ≤ 0.7) without encoding attributes are recognised by their shape: plain
 datasets, ``h5sparse_format`` groups, dataframes with a ``__categories`` subgroup or ``categories`` object references,
-and groups without attributes as dicts.
+dataframes stored as one compound dataset (anndata < 0.7: a field per column, the first is the index), and groups
+without attributes as dicts.
 
 Files are assumed hostile: whatever a reader raises on a damaged element (a missing member, an attribute of the wrong
 type, undecodable text, a truncated dataset, category codes or a mask that don't fit) becomes a
@@ -27,8 +28,8 @@ import numpy as np
 
 from ..errors import DafError, DafFormatError
 
-__all__ = ["READERS", "Column", "MatrixSource", "Unsupported", "categorical_column", "read_element", "read_guarded",
-           "reads"]
+__all__ = ["READERS", "Column", "MatrixSource", "Unsupported", "categorical_column", "compound_fields",
+           "legacy_string_scalar", "read_compound_dataframe", "read_element", "read_guarded", "reads"]
 
 
 @dataclass
@@ -50,6 +51,9 @@ class MatrixSource:
     data: Any
     indices: Any = None
     indptr: Any = None
+    #: For ``csr``/``csc``: which values of ``indices`` to keep (a mask over the minor axis; the kept ones are
+    #: renumbered in order), or ``None`` for all. A 10x matrix keeps only some features this way.
+    index_mask: np.ndarray | None = None
 
     @property
     def nnz(self) -> int:
@@ -193,6 +197,8 @@ def _numbers(dataset: h5py.Dataset) -> np.ndarray:
 def read_array(dataset: Any) -> Any:
     if not isinstance(dataset, h5py.Dataset):
         return Unsupported("array that is not a dataset")
+    if dataset.dtype.names:
+        return Unsupported("compound dataset")
     if dataset.ndim == 1:
         return Column(_strings(dataset) if _is_string_dataset(dataset) else _numbers(dataset))
     if dataset.ndim == 2:
@@ -286,7 +292,7 @@ def categorical_column(codes: np.ndarray, categories: np.ndarray) -> Column:
 
 
 @reads("categorical", "0.2.0")
-def readcategorical_column(group: Any) -> Any:
+def read_categorical(group: Any) -> Any:
     categories = read_element(group["categories"])
     if isinstance(categories, Unsupported):
         return categories
@@ -334,8 +340,8 @@ def read_dict(group: Any) -> dict[str, Any]:
 @reads("dataframe", "0.1.0", "0.2.0")
 def read_dataframe(group: Any) -> Any:
     """A dataframe as ``{"_index": Column, column: Column | Unsupported, ...}`` in column order."""
-    if not isinstance(group, h5py.Group):
-        return Unsupported("dataframe stored as a compound dataset (anndata < 0.7)")
+    if isinstance(group, h5py.Dataset):
+        return read_compound_dataframe(group)
     index_name = _attribute(group, "_index") or ("_index" if "_index" in group else "index")
     order = _attribute(group, "column-order")
     if order is None or isinstance(order, np.ndarray | float):
@@ -361,6 +367,74 @@ def _read_column(group: Any, element: Any, legacy_categories: Any) -> Any:
     return Unsupported("column that is not a vector")
 
 
+def _field_column(values: np.ndarray, dtype: np.dtype) -> Column | Unsupported:
+    """A column of a compound dataset: fixed-length byte strings and variable-length strings are text (UTF-8)."""
+    if dtype.shape:
+        return Unsupported(f"a field of shape {dtype.shape}")
+    if dtype.kind == "S" or h5py.check_string_dtype(dtype) is not None:
+        return Column(np.array([item.decode() if isinstance(item, bytes) else str(item) for item in values.tolist()],
+                               dtype=object))
+    if dtype.kind not in "biuf":
+        return Unsupported(f"a field of type {dtype}")
+    return Column(np.ascontiguousarray(values))
+
+
+def read_compound_dataframe(dataset: h5py.Dataset) -> Any:
+    """A dataframe of anndata < 0.7: a 1-dimensional compound dataset, a field per column; the first is the index (as
+    anndata's ``read_dataframe_legacy`` takes it). Categorical columns hold codes, their categories are in
+    ``uns/<column>_categories`` (applied by the caller, which has ``uns``).
+
+    Example:
+        >>> import tempfile, os
+        >>> rows = np.array([(b"c1", 3), (b"c2", 4)], dtype=[("index", "S2"), ("n", "<i8")])
+        >>> with h5py.File(os.path.join(tempfile.mkdtemp(), "x.h5"), "w") as file:
+        ...     frame = read_compound_dataframe(file.create_dataset("obs", data=rows))
+        >>> frame["_index"].values.tolist(), frame["n"].values.tolist()
+        (['c1', 'c2'], [3, 4])
+    """
+    fields = dataset.dtype.fields
+    if dataset.ndim != 1 or not fields:
+        return Unsupported("dataframe stored as a dataset that is not a 1-dimensional compound dataset")
+    rows = dataset[()]
+    names = list(dataset.dtype.names)
+    columns: dict[str, Any] = {"_index": _field_column(rows[names[0]], fields[names[0]][0])}
+    for name in names[1:]:
+        columns[name] = _field_column(rows[name], fields[name][0])
+    return columns
+
+
+def compound_fields(dataset: h5py.Dataset) -> list[str]:
+    """The field names of a compound dataset (anndata < 0.7 stored ``obsm``/``varm`` so: a field per matrix), else
+    ``[]``.
+
+    Example:
+        >>> import tempfile, os
+        >>> rows = np.zeros(2, dtype=[("X_pca", "<f4", (3,)), ("X_umap", "<f8", (2,))])
+        >>> with h5py.File(os.path.join(tempfile.mkdtemp(), "x.h5"), "w") as file:
+        ...     compound_fields(file.create_dataset("obsm", data=rows))
+        ['X_pca', 'X_umap']
+    """
+    return list(dataset.dtype.names or ()) if isinstance(dataset, h5py.Dataset) else []
+
+
+def legacy_string_scalar(element: Any) -> str | None:
+    """The string of a 1-element fixed-length byte-string dataset without encoding attributes, which anndata < 0.7
+    wrote for a string scalar of ``uns`` and anndata still reads as one; ``None`` for anything else (a 1-element
+    array of another kind is an array).
+
+    Example:
+        >>> import tempfile, os
+        >>> with h5py.File(os.path.join(tempfile.mkdtemp(), "x.h5"), "w") as file:
+        ...     legacy_string_scalar(file.create_dataset("a", data=np.array([b"umap"]))), \\
+        ...         legacy_string_scalar(file.create_dataset("b", data=np.array([10])))
+        ('umap', None)
+    """
+    if (isinstance(element, h5py.Dataset) and element.shape == (1,) and element.dtype.kind == "S"
+            and encoding_of(element) == (None, None)):
+        return _strings(element)[0]
+    return None
+
+
 @reads("anndata", "0.1.0")
 @reads("raw", "0.1.0")
 def read_anndata(group: Any) -> dict[str, Any]:
@@ -374,9 +448,7 @@ def read_awkward(_group: Any) -> Any:
 
 def _read_legacy(element: Any) -> Any:
     if isinstance(element, h5py.Dataset):
-        if element.ndim == 0 or (element.ndim == 1 and element.shape[0] == 1 and element.parent.name.endswith("uns")):
-            return read_scalar(element)
-        return read_array(element)
+        return read_scalar(element) if element.ndim == 0 else read_array(element)
     sparse_format = _attribute(element, "h5sparse_format")
     if sparse_format in ("csr", "csc"):
         return _sparse(element, sparse_format, element.attrs["h5sparse_shape"])
