@@ -22,7 +22,7 @@ from ..errors import (
     DafValueError,
 )
 from ..formats.base import FormatWriter
-from ..formats.mapping import populate_pages
+from ..formats.mapping import populate_pages, release_pages
 from ..sparse import SparseMatrixCSC, SparseVector
 from ..storage_types import (
     STRING_DTYPE,
@@ -567,16 +567,31 @@ class DafWriter(DafReader):
                            else indtype_for_size(max(shape[0], shape[1], nnz)))
             colptr, rowval, nzval = self._format.format_get_empty_sparse_matrix(
                 rows_axis, columns_axis, name, dtype, nnz, index_dtype)
-            # As Julia's builders: a valid matrix (every entry in row 1 of the first column) until filled.
-            populate_pages(rowval)
+            # As Julia's builders: a valid matrix (every entry in row 1 of the first column) until filled. The rows
+            # are pre-filled a block at a time, each released once written: a caller streaming a 0.7 GB rowval in
+            # blocks (concatenate, copies) otherwise peaked at the whole rowval resident (871 MB for a 1.08 GB matrix).
             colptr[...] = nnz + 1
             colptr[0] = 1
-            rowval[...] = 1
+            _fill_released(rowval, 1)
             yield colptr, rowval, nzval
             filled = SparseMatrixCSC(shape, colptr, rowval, nzval)
             what = f"sparse {property_text('matrix', rows_axis, columns_axis, name)}"
             require_stored_matrix(filled, shape, what=what, daf_name=self._name, error=DafValueError)
             self._format.format_filled_empty_sparse_matrix(rows_axis, columns_axis, name, filled)
+
+
+#: Entries pre-filled per block by :func:`_fill_released` (32 MB of UInt32 indices).
+_FILL_BLOCK = 1 << 23
+
+
+def _fill_released(array: np.ndarray, value: int) -> None:
+    """Fill ``array`` with ``value`` a block at a time, dropping each block's pages from the process once written
+    (they stay in the file's page cache) where ``array`` lies in a shared file map; in memory, a plain fill."""
+    for start in range(0, array.size, _FILL_BLOCK):
+        block = array[start:start + _FILL_BLOCK]
+        populate_pages(block)
+        block[...] = value
+        release_pages(block)
 
 
 def _require_count(value: int, what: str) -> int:
