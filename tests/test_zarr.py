@@ -30,6 +30,7 @@ from pydaf.formats.zarr import decode_strings, encode_strings, split_zarr_path
 from pydaf.testing.conformance import NUMBER_DTYPES, is_file_map, sample_values
 
 from .julia_examples import FIXTURES
+from .soak import soak
 
 FIXTURE = FIXTURES / "julia" / "zarr-flat.daf.zarr"
 needs_fixture = pytest.mark.skipif(not FIXTURE.is_dir(), reason=f"Julia's ZarrDaf fixture is not at {FIXTURE}")
@@ -750,7 +751,7 @@ def test_one_writing_process_at_a_time(tmp_path, variant, monkeypatch):
     assert result.returncode == 0 and "locked" not in result.stdout, result.stdout + result.stderr
 
 
-SOAK = float(os.environ.get("PYDAF_SOAK", "1"))
+KILLS = round(soak(100, 6))  # tests/soak.py: 100 at PYDAF_SOAK=1
 
 _KILLED_WRITER = """
 import sys, numpy as np, pydaf
@@ -783,7 +784,7 @@ def test_a_writer_killed_mid_append_loses_nothing_earlier(tmp_path, variant):
     path = variant_path(tmp_path, variant)
     log = tmp_path / "committed.log"
     rng = np.random.default_rng(42)
-    for _ in range(max(2, int(6 * SOAK))):
+    for _ in range(KILLS):
         child = subprocess.Popen([sys.executable, "-c", _KILLED_WRITER, path, str(log)],
                                  env={**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)})
         deadline = time.monotonic() + 120
@@ -894,7 +895,7 @@ def test_a_directory_writer_killed_mid_overwrite_keeps_whole_properties(tmp_path
     or new), and a writable open leaves no temporaries or backups and consolidated metadata matching the tree."""
     path = variant_path(tmp_path, "directory")
     rng = np.random.default_rng(7)
-    for round_ in range(max(2, int(6 * SOAK))):
+    for round_ in range(KILLS):
         child = subprocess.Popen([sys.executable, "-c", _KILLED_REWRITER, path, str(round_)], stdout=subprocess.PIPE,
                                  env={**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)})
         assert child.stdout is not None and child.stdout.readline() == b"ready\n"
