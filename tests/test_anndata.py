@@ -805,8 +805,6 @@ def check_daf_round_trip(back: pydaf.DafReader, daf: pydaf.DafReader) -> None:
 
 
 def test_daf_to_h5ad_to_daf(tmp_path, source, store):
-    if not store.backend.rewrites:  # h5ad_as_daf sets the scalars recorded in uns, then obs_is/var_is/X_is again
-        pytest.skip(f"the backend: {store.backend} can't overwrite the scalars h5ad_as_daf writes twice")
     path = tmp_path / "cells.h5ad"
     daf_as_h5ad(source, path, obs_is="cell", var_is="gene", X_is="UMIs", progress=False)
     _, messages = caught_messages(lambda: h5ad_as_daf(path, store.writer, relayout=True, progress=False))

@@ -449,12 +449,14 @@ def column_order_scalar(axis: str) -> str:
 
 
 def _fill(daf: DafWriter, content: Content, axes: dict[str, str], X_is: str, relayout: bool, progress: bool) -> None:
-    for key, value in content.uns.items():
-        daf.set_scalar(key, value, overwrite=True)  # numpy scalars keep their width (Int32 stays Int32)
-    # Recorded, as daf_as_h5ad records them in uns, so converting back restores AnnData's obs/var/X.
+    scalars = dict(content.uns)  # numpy scalars keep their width (Int32 stays Int32)
+    # Recorded, as daf_as_h5ad records them in uns, so converting back restores AnnData's obs/var/X. Each scalar is
+    # set once (an append-only destination, a ZIP archive, refuses a second write of one uns already held).
     for key, value, default in (("obs_is", axes["obs"], "obs"), ("var_is", axes["var"], "var"), ("X_is", X_is, "X")):
         if value != default:
-            daf.set_scalar(key, value, overwrite=True)
+            scalars[key] = value
+    for key, value in scalars.items():
+        daf.set_scalar(key, value, overwrite=True)
     for member in ("obs", "var"):
         columns = getattr(content, member)
         daf.add_axis(axes[member], columns["_index"].values)
