@@ -498,7 +498,7 @@ def touch_pages(stored: Any) -> int:
     arrays = (stored.colptr, stored.rowval, stored.nzval) if hasattr(stored, "colptr") else (stored,)
     total = 0
     for array in arrays:
-        flat = array.reshape(-1, order="K")
+        flat = array.ravel(order="K")  # (a view: the stored arrays are contiguous)
         total += int(flat[::max(1, 4096 // flat.dtype.itemsize)].astype(np.int64).sum())
     return total
 
