@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .kernels.eltwise import map_values
+from .errors import DafValueError
+from .kernels.eltwise import zero_based_indices
 
 if TYPE_CHECKING:
     import scipy.sparse as sp
@@ -80,28 +81,6 @@ def colptr_from_counts(counts: np.ndarray, dtype: Any) -> np.ndarray:
     colptr[0] = 1
     colptr[1:] = np.cumsum(counts, dtype=np.int64) + 1
     return colptr
-
-
-class _TooLarge(Exception):
-    """An index that does not fit the chosen index type."""
-
-
-def _scipy_indices(one_based: np.ndarray) -> np.ndarray:
-    """0-based indices in a dtype scipy accepts (int32 when it fits, else int64), in one pass over memory: chunks on
-    all threads (a new array's pages are first touched there, slow on VMs: ~3 GB/s per core), each checked against
-    int32 as it is converted."""
-    limit = np.iinfo(np.int32).max
-
-    def to_int32(chunk: np.ndarray, out: np.ndarray) -> None:
-        if chunk.shape[0] and int(chunk.max()) > limit:
-            raise _TooLarge
-        np.subtract(chunk, 1, out=out, dtype=np.int32, casting="unsafe")
-
-    try:
-        return map_values(one_based, np.dtype(np.int32), to_int32)
-    except _TooLarge:
-        return map_values(one_based, np.dtype(np.int64),
-                          lambda chunk, out: np.subtract(chunk, 1, out=out, dtype=np.int64, casting="unsafe"))
 
 
 def dense_column_major(matrix: np.ndarray | SparseMatrixCSC) -> np.ndarray:
@@ -190,11 +169,23 @@ class SparseMatrixCSC:
         # scipy copies ``data`` that is a view of a much larger buffer ("pruning"), and a file map is such a view
         # (its base counts bytes, not elements), so build with a same-length placeholder and attach nzval after.
         placeholder = np.broadcast_to(np.zeros(1, dtype=self.nzval.dtype), self.nzval.shape)
-        matrix = sp.csc_matrix(
-            (placeholder, _scipy_indices(self.rowval), _scipy_indices(self.colptr)), shape=self.shape, copy=False
-        )
+        matrix = sp.csc_matrix((placeholder, *self._scipy_indices()), shape=self.shape, copy=False)
         matrix.data = self.nzval
         return matrix
+
+    def _scipy_indices(self) -> tuple[np.ndarray, np.ndarray]:
+        """0-based copies of ``rowval`` and ``colptr`` of one type scipy accepts (``int32`` when the shape and the
+        number of entries fit, as scipy chooses; one type for both, or scipy would convert one again), each made in one
+        pass that also checks its range (scipy itself does not check indices, and indexes memory with them)."""
+        nnz = self.nnz
+        dtype = np.dtype(np.int32 if max(self.shape[0], nnz + 1) <= np.iinfo(np.int32).max else np.int64)
+        rowval = zero_based_indices(self.rowval, self.shape[0], dtype)
+        colptr = zero_based_indices(self.colptr, nnz + 1, dtype)
+        if rowval is None or colptr is None or (self.colptr.shape[0] and (colptr[0] != 0 or colptr[-1] != nnz)):
+            raise DafValueError(f"invalid 1-based CSC indices of a {self.shape[0]} x {self.shape[1]} sparse matrix "
+                                f"with {nnz} stored entries: each of rowval must be in 1..{self.shape[0]}, colptr "
+                                f"must go from 1 to {nnz + 1}")
+        return rowval, colptr
 
     def to_dense(self) -> np.ndarray:
         """A new dense, column-major matrix.

@@ -92,3 +92,32 @@ def test_read_only_views_are_zero_copy():
 def test_helpers():
     assert colptr_from_counts(np.array([2, 0, 1]), np.uint32).tolist() == [1, 3, 3, 4]
     assert dense_column_major(np.array([[1, 2], [3, 4]])).flags.f_contiguous
+
+
+# numpy below PARALLEL_MIN_ENTRIES (300 rows: 4,000 entries), the numba kernel above (90,000 rows: 1.2 M entries).
+@pytest.mark.parametrize(("indtype", "n_rows"), [(np.uint16, 300), *((indtype, n_rows) for n_rows in (300, 90_000)
+                                                                    for indtype in (np.uint32, np.int32, np.int64,
+                                                                                    np.uint64))])
+def test_to_scipy_shifts_and_range_checks_the_indices(indtype, n_rows):
+    from pydaf.errors import DafValueError
+
+    n_columns = 40
+    dense = np.zeros((n_rows, n_columns), dtype=np.float32)
+    dense[::3, :] = np.arange(1, n_columns + 1, dtype=np.float32)
+    reference = sp.csc_matrix(dense)
+    colptr, rowval = (reference.indptr + 1).astype(indtype), (reference.indices + 1).astype(indtype)
+    matrix = SparseMatrixCSC((n_rows, n_columns), colptr, rowval, reference.data)
+    converted = matrix.to_scipy()
+    assert converted.indices.dtype == converted.indptr.dtype == np.int32
+    assert np.array_equal(converted.indices, reference.indices) and np.array_equal(converted.indptr,
+                                                                                   reference.indptr)
+    assert converted.data is matrix.nzval and (converted != reference).nnz == 0
+    for position, bad in ((-1, n_rows + 1), (0, 0)):
+        broken = rowval.copy()
+        broken[position] = bad
+        with pytest.raises(DafValueError, match=f"rowval must be in 1..{n_rows}"):
+            SparseMatrixCSC((n_rows, n_columns), colptr, broken, reference.data).to_scipy()
+    broken = colptr.copy()
+    broken[-1] -= 1
+    with pytest.raises(DafValueError, match="colptr"):
+        SparseMatrixCSC((n_rows, n_columns), broken, rowval, reference.data).to_scipy()

@@ -169,7 +169,7 @@ def column_quantiles(first_column, last_column, colptr, values, n_rows, is_media
     longest = 0
     for column in range(first_column, last_column):
         longest = max(longest, np.int64(colptr[column + 1]) - np.int64(colptr[column]))
-    buffer = np.empty(longest, dtype=np.float64)
+    buffer = np.empty(longest, dtype=values.dtype)  # (in the values' type: see dense column_quantiles)
     for column in range(first_column, last_column):
         start = np.int64(colptr[column]) - 1
         stop = np.int64(colptr[column + 1]) - 1
@@ -178,7 +178,7 @@ def column_quantiles(first_column, last_column, colptr, values, n_rows, is_media
         has_nan = False
         column_values = values[start:stop]
         for index in range(n_stored):
-            value = np.float64(column_values[index])
+            value = column_values[index]
             buffer[index] = value
             n_negative += value < 0
             has_nan |= value != value

@@ -231,14 +231,16 @@ def column_variances(first_column, last_column, matrix, means, variances):  # pr
 @numba.njit(cache=True, nogil=True)
 def column_quantiles(first_column, last_column, matrix, is_median, first, gamma, out):  # pragma: no cover - jit
     """The median (or the quantile at Julia's 0-based index ``first`` with weight ``gamma``) of each column, by
-    selection in a copy of the column (NaN if it has a NaN)."""
+    selection in a copy of the column (NaN if it has a NaN). The copy keeps the values' type (selection compares, which
+    any conversion to ``Float64`` keeps in order; only the statistic is computed in ``Float64``): half the bytes to
+    reorder for ``Float32``."""
     n_rows = matrix.shape[0]
-    buffer = np.empty(n_rows, dtype=np.float64)
+    buffer = np.empty(n_rows, dtype=matrix.dtype)
     for column in range(first_column, last_column):
         values = matrix[:, column]
         has_nan = False
         for row in range(n_rows):
-            value = np.float64(values[row])
+            value = values[row]
             buffer[row] = value
             has_nan |= value != value
         out[column] = np.nan if has_nan else order_statistic(buffer, n_rows, 0, 0, is_median, first, gamma)
@@ -258,7 +260,7 @@ def row_quantiles(first_row, last_row, matrix, block, is_median, first, gamma, o
     """:func:`column_quantiles` of each row: a block of ``block`` rows is copied into a row-major buffer (reading
     each column's part of the block contiguously), then each row is selected in it."""
     n_columns = matrix.shape[1]
-    buffer = np.empty((block, n_columns), dtype=np.float64)
+    buffer = np.empty((block, n_columns), dtype=matrix.dtype)
     for block_start in range(first_row, last_row, block):
         block_stop = min(block_start + block, last_row)
         _copy_rows(matrix, block_start, block_stop, buffer)

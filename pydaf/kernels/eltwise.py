@@ -19,9 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from .threads import even_bounds, run_ranges, threads_for
+from .threads import PARALLEL_MIN_ENTRIES, even_bounds, run_ranges, threads_for
 
-__all__ = ["MAP_CHUNK", "divide_columns", "map_values", "significant_columns"]
+__all__ = ["MAP_CHUNK", "divide_columns", "map_values", "significant_columns", "zero_based_indices"]
 
 #: Values per chunk: an input and an output chunk of 8-byte values (2 x 512 KB) stay in the L2 cache.
 MAP_CHUNK = 1 << 16
@@ -136,3 +136,29 @@ def significant_columns(colptr: np.ndarray, rowval: np.ndarray | None, values: n
     run_ranges(lambda first, last: kernels.fill_kept(first, last, colptr, no_rows if rowval is None else rowval,
                                                      values, *bounds, out_colptr, out_rowval, out_nzval), ranges)
     return out_colptr, out_rowval, out_nzval
+
+
+def zero_based_indices(one_based: np.ndarray, limit: int, dtype: np.dtype) -> np.ndarray | None:
+    """A new 0-based copy (of ``dtype``) of 1-based indices, or ``None`` if any is outside ``1..limit`` (``limit``
+    must fit ``dtype``). One pass over memory on all threads (numba, :mod:`._indices`) for large arrays; numpy below
+    :data:`~.threads.PARALLEL_MIN_ENTRIES`.
+
+    Example:
+        >>> zero_based_indices(np.array([1, 3], np.uint32), 3, np.dtype(np.int32))
+        array([0, 2], dtype=int32)
+        >>> zero_based_indices(np.array([0, 3], np.uint32), 3, np.dtype(np.int32)) is None
+        True
+    """
+    size = one_based.shape[0]
+    if size < PARALLEL_MIN_ENTRIES:
+        if size and (int(one_based.min()) < 1 or int(one_based.max()) > limit):
+            return None
+        return np.subtract(one_based, 1, dtype=dtype, casting="unsafe")
+    kernel = importlib.import_module(f"{__package__}._indices").zero_based_range
+    if one_based.dtype == np.uint64:  # (numba mixes UInt64 and Int64 in floats; past Int64 wraps: out of range)
+        one_based = one_based.view(np.int64)
+    out = np.empty(size, dtype=dtype)
+    in_range: list[bool] = []  # (appends are atomic)
+    run_ranges(lambda first, last: in_range.append(kernel(first, last, one_based, limit, out)),
+               even_bounds(size, threads_for(size)))
+    return out if all(in_range) else None
