@@ -131,7 +131,7 @@ def vector_files(vector: StoredVector | StorageScalar, length: int, what: str) -
     Example:
         >>> vector_files(np.array([1.5, 2.5]), 2, "the vector: x")[1]
         '{"format":"dense","eltype":"Float64"}'
-        >>> vector_files(0, 3, "the vector: x")[1]
+        >>> vector_files(np.int64(0), 3, "the vector: x")[1]
         '{"format":"sparse","nzind":{"format":"dense","eltype":"Int64","n_elements":0},"nzval":{"format":"dense","eltype":"Int64","n_elements":0}}'
     """
     if not isinstance(vector, np.ndarray | SparseVector):
