@@ -644,6 +644,7 @@ class DafConformance:
 
     def test_failed_overwriting_builders_keep_the_old_values(self, daf):
         """Nothing stored is lost by a failed call: an overwriting builder that fails leaves the old value."""
+        self.require("rewrites")
         self.cells(daf).set_vector("cell", "age", [1, 2, 3, 4])
         daf.set_matrix("cell", "gene", "m", sample_values(np.float32, (4, 3), seed=5), relayout=False)
         daf.set_matrix("gene", "cell", "s", sp.csc_matrix(sample_values(np.int16, (3, 4), seed=6)), relayout=False)
