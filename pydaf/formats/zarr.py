@@ -1235,13 +1235,14 @@ class ZarrFormat(FormatWriter):
         (node, writer), self._building = self._building, None
         self._write_node(node, files, entries, writer)
 
-    def format_discard_empty(self) -> None:
+    def format_discard_empty(self) -> bool:
         building, self._building = self._building, None
         if building is not None and building[1].abort() and isinstance(self._nodes, _DirectoryNodes) and \
                 self._nodes.consolidated is not None:
             with self._nodes.mutex:
                 self._nodes.consolidated = self._walk_entries()  # (a node renamed aside for this overwrite is back)
                 self._write_root()
+        return True  # (a builder's node exists only once filled, and an overwritten one is back)
 
     def format_get_empty_dense_vector(self, axis: str, name: str, dtype: np.dtype) -> np.ndarray:
         (buffer,) = self._start_building(f"vectors/{axis}/{name}", [("c/0", dtype, self.format_axis_length(axis))])
