@@ -131,8 +131,11 @@ def repack(source: str, destination: str, *, progress: bool) -> None:
 
 def convert(source: str, destination: str, *, obs_is: str | None = None, var_is: str | None = None,
             X_is: str | None = None, relayout: bool = False, unsupported: str = "warn", progress: bool = True) -> None:
-    """Convert between ``.h5ad`` files and Daf data sets (``.h5df``, ``.h5dfs#/group``, FilesDaf directories), chosen
-    by the paths; the destination is replaced once the conversion is complete (:mod:`pydaf.interop.convert`).
+    """Convert between any two of ``.h5ad`` files and Daf data sets of every format (``.h5df``, ``.h5dfs#/group``,
+    FilesDaf directories, ``.daf.zarr``, ``.daf.zarr.zip``, ``.dafs.zarr.zip#/group``, ``.daf.zip``,
+    ``.dafs.zip#/group``), chosen by the paths; the destination is replaced once the conversion is complete
+    (:mod:`pydaf.interop.convert`). FilesDaf and ZarrDaf directories are converted by hard-linking their numeric
+    files.
 
     Example:
         >>> import os, tempfile, numpy as np, pydaf
@@ -185,7 +188,8 @@ def _parser() -> argparse.ArgumentParser:
                                                              progress=not arguments.no_progress))
 
     convert_parser = commands.add_parser(
-        "convert", help="convert between .h5ad files and Daf data sets (.h5df, .h5dfs#/group, FilesDaf directories)")
+        "convert", help="convert between .h5ad files and Daf data sets of any format (.h5df, .h5dfs#/group, FilesDaf "
+        "directories, .daf.zarr, .daf.zarr.zip, .dafs.zarr.zip#/group, .daf.zip, .dafs.zip#/group)")
     convert_parser.add_argument("source")
     convert_parser.add_argument("destination", help="replaced, once complete, if it is a Daf data set")
     convert_parser.add_argument("--obs-is", help="the Daf axis of AnnData's obs (default: uns obs_is, else obs)")
