@@ -49,6 +49,7 @@ from .formats.files import FilesDaf
 from .formats.h5df import H5df, repack
 from .formats.memory import MemoryDaf
 from .formats.zarr import ZarrDaf
+from .formats.zarr_convert import files_to_zarr, zarr_to_files
 from .formats.zipdaf import ZipDaf
 from .formats.zipstore import DafAppendOnlyError
 from .keys import ALL_AXES, ALL_MATRICES, ALL_SCALARS, ALL_VECTORS, pairs_as_dict
@@ -112,6 +113,7 @@ __all__ = [
     "example_cells_daf",
     "example_chain_daf",
     "example_metacells_daf",
+    "files_to_zarr",
     "is_read_only_array",
     "open_daf",
     "pairs_as_dict",
@@ -119,4 +121,5 @@ __all__ = [
     "read_only_array",
     "repack",
     "viewer",
+    "zarr_to_files",
 ]

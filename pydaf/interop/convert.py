@@ -27,10 +27,10 @@ from ..composition.copies import copy_all
 from ..errors import DafFormatError, DafValueError
 from ..formats.registry import guess_format
 from ..formats.zarr import split_zarr_path
+from ..formats.zarr_convert import build_linked, is_linkable_pair
 from ..open import open_daf
 from .anndata import daf_as_h5ad, h5ad_as_daf
 from .destinations import build_daf, is_h5ad, require_distinct, require_replaceable, storage_of
-from .zarr_convert import build_linked, is_linkable_pair
 
 __all__ = ["convert"]
 

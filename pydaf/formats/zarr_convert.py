@@ -52,12 +52,12 @@ from tqdm.auto import tqdm
 from ..core.readers import DafReader
 from ..core.writers import DafWriter
 from ..errors import DafExistsError, DafFormatError, DafStorageError
-from ..formats.base import StoredMatrix, StoredVector
-from ..formats.files import FilesDaf
-from ..formats.files_layout import dense_json, sparse_json
-from ..formats.zarr import ZarrDaf, array_metadata, split_zarr_path
 from ..sparse import SparseMatrixCSC, SparseVector
 from ..storage_types import STRING_DTYPE, julia_name
+from .base import StoredMatrix, StoredVector
+from .files import FilesDaf
+from .files_layout import dense_json, sparse_json
+from .zarr import ZarrDaf, array_metadata, split_zarr_path
 
 __all__ = ["files_to_zarr", "zarr_to_files"]
 
