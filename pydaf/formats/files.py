@@ -57,9 +57,9 @@ from ..errors import (
 from ..sparse import SparseMatrixCSC, SparseVector
 from ..storage_types import StorageScalar, julia_name
 from .base import CacheGroup, FormatWriter, StoredMatrix, StoredVector, parse_mode
-from .files_layout import MATRIX_SUFFIXES as _MATRIX_SUFFIXES
-from .files_layout import VECTOR_SUFFIXES as _VECTOR_SUFFIXES
 from .files_layout import (
+    MAJOR_VERSION,
+    MINOR_VERSION,
     Files,
     decode_matrix,
     decode_vector,
@@ -78,12 +78,12 @@ from .files_layout import (
     scalar_value,
     utf8,
     vector_files,
+    verify_version,
 )
+from .files_layout import MATRIX_SUFFIXES as _MATRIX_SUFFIXES
+from .files_layout import VECTOR_SUFFIXES as _VECTOR_SUFFIXES
 from .mapping import map_file
 from .registry import FormatEntry, PersistentDaf, register_format
-
-MAJOR_VERSION = 1
-MINOR_VERSION = 1
 
 #: The writer lock, an empty file in the root directory (Julia never lists the root, see docs/design.md).
 LOCK_FILE = ".daf.lock"
@@ -524,18 +524,10 @@ class FilesFormat(FormatWriter):
         except FileNotFoundError:
             raise DafFormatError(f"not a daf directory: {self.path}") from None
         try:
-            version = parse_json(_read_fd(fd, status.st_size, 4096, "daf.json"), what)
+            verify_version(parse_json(_read_fd(fd, status.st_size, 4096, "daf.json"), what),
+                           f"the daf directory: {self.path}")
         finally:
             os.close(fd)
-        numbers = version.get("version") if isinstance(version, dict) else None
-        if not isinstance(numbers, list) or len(numbers) != 2 or not all(
-                isinstance(number, int) and not isinstance(number, bool) for number in numbers):
-            raise DafFormatError(f"invalid daf.json in the daf directory: {self.path}\n(expected "
-                                 "{\"version\":[major,minor]})")
-        major, minor = numbers
-        if major != MAJOR_VERSION or minor > MINOR_VERSION:
-            raise DafFormatError(f"incompatible format version: {major}.{minor}\nfor the daf directory: {self.path}\n"
-                                 f"the code supports version: {MAJOR_VERSION}.{MINOR_VERSION}")
 
     def _recover(self) -> None:
         """Finish what a crashed writer left (see :func:`_recover_folder`); only the lock holder does this. Linked

@@ -31,6 +31,10 @@ from .base import (
     weakest_cache_group,
 )
 
+#: The FilesDaf format version written (``daf.json``); reading accepts this major version up to this minor one.
+MAJOR_VERSION = 1
+MINOR_VERSION = 1
+
 #: The suffixes of a vector's files, its descriptor first (Julia's ``format_delete_vector!`` list).
 VECTOR_SUFFIXES = (".json", ".txt", ".data", ".zip", ".nzind", ".nzind.zip", ".nzval", ".nzval.zip", ".nztxt")
 #: The suffixes of a matrix's files, its descriptor first.
@@ -325,6 +329,27 @@ class LayoutSource(Protocol):
 
     def refuse_packed(self, descriptor: dict[str, Any]) -> None:
         """Raise if the descriptor says the data is packed (not supported yet)."""
+
+
+def verify_version(version: Any, where: str) -> None:
+    """Check a parsed ``daf.json`` (``where`` names the data set in errors).
+
+    Example:
+        >>> verify_version({"version": [2, 0]}, "the daf directory: x")
+        Traceback (most recent call last):
+        ...
+        pydaf.errors.DafFormatError: incompatible format version: 2.0
+        for the daf directory: x
+        the code supports version: 1.1
+    """
+    numbers = version.get("version") if isinstance(version, dict) else None
+    if not isinstance(numbers, list) or len(numbers) != 2 or not all(
+            isinstance(number, int) and not isinstance(number, bool) for number in numbers):
+        raise DafFormatError(f"invalid daf.json in {where}\n(expected {{\"version\":[major,minor]}})")
+    major, minor = numbers
+    if major != MAJOR_VERSION or minor > MINOR_VERSION:
+        raise DafFormatError(f"incompatible format version: {major}.{minor}\nfor {where}\nthe code supports version: "
+                             f"{MAJOR_VERSION}.{MINOR_VERSION}")
 
 
 def is_packed(descriptor: dict[str, Any]) -> bool:

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import os
 import re
-import threading
 import weakref
 from typing import Any
 
@@ -33,8 +32,9 @@ from ..errors import DafFormatError, DafMissingError, DafModeError, DafNameError
 from ..sparse import SparseMatrixCSC, SparseVector
 from ..storage_types import StorageScalar, julia_name
 from .base import CacheGroup, FormatWriter, StoredMatrix, StoredVector, parse_mode
-from .files import MAJOR_VERSION, MINOR_VERSION
 from .files_layout import (
+    MAJOR_VERSION,
+    MINOR_VERSION,
     Files,
     decode_matrix,
     decode_vector,
@@ -52,8 +52,9 @@ from .files_layout import (
     scalar_value,
     utf8,
     vector_files,
+    verify_version,
 )
-from .mapping import FileKey, file_key
+from .mapping import shared_state
 from .registry import FormatEntry, PersistentDaf, register_format
 from .zipstore import DafAppendOnlyError, ZipAppend, ZipStore, acquire_zip_store
 
@@ -144,10 +145,6 @@ class _EntrySource:
                                  f"daf zip archive: {self._path}")
 
 
-# The state (lock, cache, version counters) of each data set open in this process, by (archive identity, group).
-_states: weakref.WeakValueDictionary[tuple[FileKey, str], Any] = weakref.WeakValueDictionary()
-_states_lock = threading.RLock()
-
 
 class ZipFormat(FormatWriter):
     """The storage of a ZipDaf data set: FilesDaf entries in a ZIP archive (see the module docstring)."""
@@ -197,15 +194,7 @@ class ZipFormat(FormatWriter):
 
     def _verify_version(self, marker: str) -> None:
         version = parse_json(self._read(marker, "the daf.json"), f"the daf.json of the daf zip archive: {self.path}")
-        numbers = version.get("version") if isinstance(version, dict) else None
-        if not isinstance(numbers, list) or len(numbers) != 2 or not all(
-                isinstance(number, int) and not isinstance(number, bool) for number in numbers):
-            raise DafFormatError(f"invalid daf.json in the daf zip archive: {self.path}\n(expected "
-                                 "{\"version\":[major,minor]})")
-        major, minor = numbers
-        if major != MAJOR_VERSION or minor > MINOR_VERSION:
-            raise DafFormatError(f"incompatible format version: {major}.{minor}\nfor the daf zip archive: {self.path}"
-                                 f"\nthe code supports version: {MAJOR_VERSION}.{MINOR_VERSION}")
+        verify_version(version, f"the daf zip archive: {self.path}")
 
     # Names and entries.
 
@@ -271,11 +260,7 @@ class ZipFormat(FormatWriter):
         lines.append(f"{indent}mode: {self.mode}")
 
     def format_shared_state(self, state: Any) -> Any:
-        key = file_key(self.container)
-        if key is None:
-            return state
-        with _states_lock:
-            return _states.setdefault((key, self.group or ""), state)
+        return shared_state(self.container, self.group, state)
 
     def format_close(self) -> None:
         """Release this handle's hold of the archive; arrays already returned stay valid."""

@@ -36,7 +36,6 @@ import h5py
 from ..core.readers import DafReader
 from ..core.writers import DafWriter
 from ..errors import DafError, DafFormatError, DafModeError
-from ..formats.files import FilesDaf
 from ..formats.h5df import H5df, open_h5_file, split_h5df_path
 from ..formats.registry import FormatEntry, guess_format
 from ..formats.zipstore import DafAppendOnlyError, acquire_zip_store
@@ -174,8 +173,6 @@ def build_daf(destination: str | os.PathLike, fill: Callable[[DafWriter], object
             return _build_file(text, fill, name)
         return _build_group(file, group, fill, name)
     entry = guess_format(text)
-    if entry.name == "FilesDaf":
-        return _build_directory(text, fill, name)
     if "#/" in text:
         return _build_archive_group(text, entry, fill, name)
     return _build_other(text, entry, fill, name)
@@ -213,8 +210,8 @@ def require_replaceable(path: str | os.PathLike) -> None:
 
 def _build_other(path: str, entry: FormatEntry, fill: Callable[[DafWriter], object],
                  name: str | None) -> DafWriter:
-    """A data set of another registered format (a ZarrDaf directory, a ``.daf.zip`` or ``.daf.zarr.zip`` archive),
-    built under a hidden sibling name with the same suffix and renamed into place."""
+    """A data set of a format other than H5df (a FilesDaf or ZarrDaf directory, a ``.daf.zip`` or ``.daf.zarr.zip``
+    archive), built under a hidden sibling name with the same suffix and renamed into place."""
     absolute = os.path.abspath(path.rstrip("/"))
     require_replaceable(path)
     suffix = next((suffix for suffix in (*_ARCHIVE_SUFFIXES, ".daf.zarr") if absolute.endswith(suffix)), "")
@@ -269,30 +266,6 @@ def _build_archive_group(path: str, entry: FormatEntry, fill: Callable[[DafWrite
         if store is not None:
             store.release()
     return entry.open(path, "r+", name=name)  # type: ignore[return-value]
-
-
-def _build_directory(path: str, fill: Callable[[DafWriter], object], name: str | None) -> DafWriter:
-    if os.path.lexists(path):
-        if not os.path.isdir(path):
-            _refuse(path, "not a directory")
-        if not os.path.exists(os.path.join(path, "daf.json")) and os.listdir(path):
-            _refuse(path, "a non-empty directory without daf.json")
-    absolute = os.path.abspath(path)
-    os.makedirs(os.path.dirname(absolute), exist_ok=True)
-    temporary = _hidden_sibling(absolute, "tmp")
-    try:
-        _fill_temporary(FilesDaf(temporary, "w", name=name or path), fill)  # type: ignore[arg-type]
-        if os.path.lexists(absolute):
-            old = _hidden_sibling(absolute, "old")
-            os.replace(absolute, old)
-            os.replace(temporary, absolute)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(temporary, absolute)
-    except BaseException:
-        shutil.rmtree(temporary, ignore_errors=True)
-        raise
-    return FilesDaf(path, "r+", name=name)  # type: ignore[return-value]
 
 
 def _require_daf_file(path: str) -> None:
