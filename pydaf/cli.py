@@ -197,7 +197,8 @@ def _parser() -> argparse.ArgumentParser:
     convert_parser.add_argument("--X-is", dest="X_is", help="the Daf matrix of AnnData's X (default: uns X_is, else X)")
     convert_parser.add_argument("--relayout", action="store_true",
                                 help="also store the other layout of X and the layers (default: only the layout "
-                                     "the h5ad holds, as Julia's Daf does)")
+                                     "the h5ad holds, as Julia's Daf does), or between Daf data sets of each matrix "
+                                     "stored in one layout only")
     convert_parser.add_argument("--unsupported", choices=("ignore", "warn", "error"), default="warn",
                                 help="what to do with AnnData elements Daf can't hold (default: warn)")
     convert_parser.add_argument("--no-progress", action="store_true")

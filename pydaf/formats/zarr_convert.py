@@ -218,8 +218,6 @@ class _Placer:
         self.writer = writer
         self.root = root
         self.to_zarr = to_zarr
-        self.linked = 0
-        self.copied = 0
 
     def run(self, progress: bool) -> None:
         source = self.source
@@ -244,11 +242,10 @@ class _Placer:
         def task() -> None:
             with self.source.read_lock():
                 stored, _ = self.source.format.format_get_vector(axis, name)
-            self.source.get_vector(axis, name)  # (the reader's checks of the values, before anything is linked)
+            vector = self.source.get_vector(axis, name)  # (the reader's checks of the values, before any link)
             parts = ("vectors", axis, name)
             if not self._link(parts, stored, (stored.shape[0],) if isinstance(stored, np.ndarray) else None):
-                self.writer.set_vector(axis, name, self.source.get_vector(axis, name))
-                self.copied += 1
+                self.writer.set_vector(axis, name, vector)
 
         return task
 
@@ -261,7 +258,6 @@ class _Placer:
             shape = (stored.shape[1], stored.shape[0]) if isinstance(stored, np.ndarray) else None
             if not self._link(parts, stored, shape):
                 self.writer.set_matrix(rows_axis, columns_axis, name, matrix, relayout=False)
-                self.copied += 1
 
         return task
 
@@ -315,7 +311,6 @@ class _Placer:
                 _write(os.path.join(node, "zarr.json"), _ZARR_GROUP)
         if not self.to_zarr:
             _write(files_base + ".json", (descriptor + "\n").encode())  # (last: what makes the property exist)
-        self.linked += 1
         return True
 
     def _link_file(self, source: str, values: np.ndarray, target: str) -> None:

@@ -40,7 +40,8 @@ def convert(source: str | os.PathLike, destination: str | os.PathLike, *, obs_is
             progress: bool = True) -> None:
     """Convert ``source`` into ``destination`` (see the module docstring): an ``.h5ad`` into a Daf data set, a Daf
     data set into an ``.h5ad``, or a Daf data set into another (every property copied in the layouts it is stored).
-    ``obs_is``/``var_is``/``X_is``, ``relayout`` and ``unsupported`` are those of :func:`~pydaf.interop.h5ad_as_daf`.
+    ``obs_is``/``var_is``/``X_is``, ``relayout`` and ``unsupported`` are those of :func:`~pydaf.interop.h5ad_as_daf`
+    (between Daf data sets, ``relayout`` also stores the other layout of each matrix stored in one only).
 
     Example:
         >>> import os, tempfile, pydaf
@@ -87,4 +88,5 @@ def convert(source: str | os.PathLike, destination: str | os.PathLike, *, obs_is
     if is_h5ad(destination):
         daf_as_h5ad(source_daf, destination, progress=progress, **names)
     else:
-        build_daf(destination, lambda daf: copy_all(daf, source_daf, progress=progress), name=source_daf.name)
+        build_daf(destination, lambda daf: copy_all(daf, source_daf, relayout=relayout, progress=progress),
+                  name=source_daf.name)
