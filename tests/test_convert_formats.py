@@ -91,3 +91,14 @@ def test_a_source_and_destination_sharing_storage_are_refused(tmp_path, source, 
     pydaf.ZipDaf(f"{tmp_path}/{source}", "w+").set_scalar("x", 1).format.format_close()
     result = run(f"{tmp_path}/{source}", f"{tmp_path}/{destination}")
     assert result.returncode != 0 and "share their storage" in result.stderr, result.stderr
+
+
+def test_layouts_are_copied_as_stored_unless_relayout_is_asked(tmp_path):
+    daf = pydaf.ZarrDaf(tmp_path / "a.daf.zarr", "w").add_axis("cell", ["A", "B"]).add_axis("gene", ["X"])
+    daf.set_matrix("cell", "gene", "m", np.array([[1.0], [2.0]]), relayout=False)
+    daf.format.format_close()
+    assert run(str(tmp_path / "a.daf.zarr"), str(tmp_path / "as_stored.daf.zip")).returncode == 0
+    assert pydaf.ZipDaf(tmp_path / "as_stored.daf.zip").matrices_set("gene", "cell", relayout=False) == set()
+    assert run(str(tmp_path / "a.daf.zarr"), str(tmp_path / "both.daf.zip"), "--relayout").returncode == 0
+    both = pydaf.ZipDaf(tmp_path / "both.daf.zip")
+    assert both.get_matrix("gene", "cell", "m", relayout=False).tolist() == [[1.0, 2.0]]

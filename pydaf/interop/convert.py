@@ -71,7 +71,7 @@ def convert(source: str | os.PathLike, destination: str | os.PathLike, *, obs_is
         return
     if any(value is not None for value in names.values()) and not is_h5ad(destination):
         raise DafValueError("--obs-is, --var-is and --X-is only apply to conversions from or to h5ad")
-    if is_linkable_pair(source, destination):
+    if is_linkable_pair(source, destination) and not relayout:  # (--relayout: copied, adding the other layouts)
         require_replaceable(destination)
         source_path = os.fspath(source)
         source_path = split_zarr_path(source_path)[0] if source_path.rstrip("/").endswith(".daf.zarr") else source_path
