@@ -131,11 +131,8 @@ def repack(source: str, destination: str, *, progress: bool) -> None:
 
 def convert(source: str, destination: str, *, obs_is: str | None = None, var_is: str | None = None,
             X_is: str | None = None, relayout: bool = False, unsupported: str = "warn", progress: bool = True) -> None:
-    """Convert between any two of ``.h5ad`` files and Daf data sets of every format (``.h5df``, ``.h5dfs#/group``,
-    FilesDaf directories, ``.daf.zarr``, ``.daf.zarr.zip``, ``.dafs.zarr.zip#/group``, ``.daf.zip``,
-    ``.dafs.zip#/group``), chosen by the paths; the destination is replaced once the conversion is complete
-    (:mod:`pydaf.interop.convert`). FilesDaf and ZarrDaf directories are converted by hard-linking their numeric
-    files.
+    """Convert between ``.h5ad`` files and Daf data sets (``.h5df``, ``.h5dfs#/group``, FilesDaf directories), chosen
+    by the paths; the destination is replaced once the conversion is complete (:mod:`pydaf.interop.convert`).
 
     Example:
         >>> import os, tempfile, numpy as np, pydaf
@@ -188,8 +185,7 @@ def _parser() -> argparse.ArgumentParser:
                                                              progress=not arguments.no_progress))
 
     convert_parser = commands.add_parser(
-        "convert", help="convert between .h5ad files and Daf data sets of any format (.h5df, .h5dfs#/group, FilesDaf "
-        "directories, .daf.zarr, .daf.zarr.zip, .dafs.zarr.zip#/group, .daf.zip, .dafs.zip#/group)")
+        "convert", help="convert between .h5ad files and Daf data sets (.h5df, .h5dfs#/group, FilesDaf directories)")
     convert_parser.add_argument("source")
     convert_parser.add_argument("destination", help="replaced, once complete, if it is a Daf data set")
     convert_parser.add_argument("--obs-is", help="the Daf axis of AnnData's obs (default: uns obs_is, else obs)")
@@ -197,8 +193,7 @@ def _parser() -> argparse.ArgumentParser:
     convert_parser.add_argument("--X-is", dest="X_is", help="the Daf matrix of AnnData's X (default: uns X_is, else X)")
     convert_parser.add_argument("--relayout", action="store_true",
                                 help="also store the other layout of X and the layers (default: only the layout "
-                                     "the h5ad holds, as Julia's Daf does), or between Daf data sets of each matrix "
-                                     "stored in one layout only")
+                                     "the h5ad holds, as Julia's Daf does)")
     convert_parser.add_argument("--unsupported", choices=("ignore", "warn", "error"), default="warn",
                                 help="what to do with AnnData elements Daf can't hold (default: warn)")
     convert_parser.add_argument("--no-progress", action="store_true")

@@ -71,8 +71,8 @@ def shared_state(path: str, group: str | None, state: Any) -> Any:
     link to it counts) under ``group`` in this process: ``state`` if this is the first one (or the path is gone).
 
     Example:
-        >>> import tempfile
-        >>> folder, first, second = tempfile.mkdtemp(), object(), object()
+        >>> import tempfile, threading
+        >>> folder, first, second = tempfile.mkdtemp(), threading.Event(), threading.Event()
         >>> shared_state(folder, None, first) is first, shared_state(folder, None, second) is first
         (True, True)
     """

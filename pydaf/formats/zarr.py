@@ -1228,13 +1228,16 @@ class ZarrFormat(FormatWriter):
         self._write_node(node, files, entries, writer)
 
     def format_discard_empty(self) -> bool:
+        # A node is built aside and renamed into place only when filled, so a failed build leaves nothing of its own,
+        # and an overwrite's old node (renamed aside by the for_set delete) is put back: the old value is kept.
         building, self._building = self._building, None
-        if building is not None and building[1].abort() and isinstance(self._nodes, _DirectoryNodes) and \
-                self._nodes.consolidated is not None:
+        if building is None:
+            return False
+        if building[1].abort() and isinstance(self._nodes, _DirectoryNodes) and self._nodes.consolidated is not None:
             with self._nodes.mutex:
                 self._nodes.consolidated = self._walk_entries()  # (a node renamed aside for this overwrite is back)
                 self._write_root()
-        return True  # (a builder's node exists only once filled, and an overwritten one is back)
+        return True
 
     def format_get_empty_dense_vector(self, axis: str, name: str, dtype: np.dtype) -> np.ndarray:
         (buffer,) = self._start_building(f"vectors/{axis}/{name}", [("c/0", dtype, self.format_axis_length(axis))])

@@ -51,7 +51,7 @@ from tqdm.auto import tqdm
 
 from ..core.readers import DafReader
 from ..core.writers import DafWriter
-from ..errors import DafExistsError, DafFormatError, DafStorageError
+from ..errors import DafError, DafExistsError, DafFormatError, DafStorageError
 from ..sparse import SparseMatrixCSC, SparseVector
 from ..storage_types import STRING_DTYPE, julia_name
 from .base import StoredMatrix, StoredVector
@@ -59,7 +59,7 @@ from .files import FilesDaf
 from .files_layout import dense_json, sparse_json
 from .zarr import ZarrDaf, array_metadata, split_zarr_path
 
-__all__ = ["files_to_zarr", "zarr_to_files"]
+__all__ = ["convert_linked", "files_to_zarr", "is_linkable_pair", "zarr_to_files"]
 
 _ZARR_GROUP = b'{"node_type":"group","zarr_format":3}'  # (what Zarr.jl writes for a group, as ZarrDaf does)
 _LINK_FAILURES = (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP, errno.EOPNOTSUPP)
@@ -103,6 +103,39 @@ def zarr_to_files(*, zarr_path: str | os.PathLike, files_path: str | os.PathLike
     _require_absent(destination)
     source = ZarrDaf(source_path, "r")
     build_linked(source, source_path, destination, progress=progress)
+
+
+def convert_linked(source: str | os.PathLike, destination: str | os.PathLike, *, progress: bool = True) -> None:
+    """``pydaf convert`` between a FilesDaf directory and a ZarrDaf directory (:func:`is_linkable_pair`): as
+    :func:`files_to_zarr` / :func:`zarr_to_files`, except that an existing destination is replaced if it is a data set
+    of its format (or an empty directory); anything else there is refused before anything is written.
+
+    Example:
+        >>> import os, tempfile, pydaf
+        >>> folder = tempfile.mkdtemp()
+        >>> _ = pydaf.ZarrDaf(os.path.join(folder, "a.daf.zarr"), "w").set_scalar("n", 1)
+        >>> _ = pydaf.FilesDaf(os.path.join(folder, "b.daf"), "w").set_scalar("n", 2)
+        >>> convert_linked(os.path.join(folder, "a.daf.zarr"), os.path.join(folder, "b.daf"), progress=False)
+        >>> pydaf.FilesDaf(os.path.join(folder, "b.daf")).get_scalar("n")
+        np.int64(1)
+    """
+    source_path, destination_path = os.fspath(source), os.fspath(destination)
+    to_zarr = _directory_kind(destination_path) == "zarr"
+    if to_zarr:
+        destination_path = _zarr_directory(destination_path, "into")
+    else:
+        source_path = _zarr_directory(source_path, "from")
+    if os.path.lexists(destination_path) and not (os.path.isdir(destination_path) and
+                                                  not os.listdir(destination_path)):
+        try:
+            (ZarrDaf if to_zarr else FilesDaf)(destination_path, "r").format.format_close()  # type: ignore[arg-type]
+        except DafError as error:
+            raise DafFormatError(f"not a daf data set: {destination_path}\n(it is not a "
+                                 f"{'ZarrDaf' if to_zarr else 'FilesDaf'} data set: {str(error).splitlines()[0]}; "
+                                 "a conversion only replaces a Daf data set, to keep anything else safe: remove it "
+                                 "or choose another destination)") from None
+    source_daf = (FilesDaf if to_zarr else ZarrDaf)(source_path, "r")  # type: ignore[arg-type]
+    build_linked(source_daf, source_path, destination_path, progress=progress, replace=True)
 
 
 def is_linkable_pair(source: str | os.PathLike, destination: str | os.PathLike) -> bool:

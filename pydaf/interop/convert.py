@@ -1,9 +1,4 @@
-"""``pydaf convert``: between any two of ``.h5ad`` files and Daf data sets of every registered format (H5df, FilesDaf,
-ZarrDaf directories and archives, ZipDaf archives, groups of multi-data-set files), chosen by the paths.
-
-Between a FilesDaf directory and a ZarrDaf directory (``x.daf.zarr``) the numeric files are hard-linked rather than
-copied (:mod:`pydaf.interop.zarr_convert`); other conversions copy every property (``copy_all``, streaming one property
-at a time).
+"""``pydaf convert``: between ``.h5ad`` files and Daf data sets of any backend, chosen by the paths.
 
 The destination is replaced, safely: it is built aside and moved into place only when complete
 (:mod:`pydaf.interop.destinations`), an existing destination is replaced only if it is a Daf data set (or empty), and a
@@ -26,11 +21,10 @@ import os
 from ..composition.copies import copy_all
 from ..errors import DafFormatError, DafValueError
 from ..formats.registry import guess_format
-from ..formats.zarr import split_zarr_path
-from ..formats.zarr_convert import build_linked, is_linkable_pair
+from ..formats.zarr_convert import convert_linked, is_linkable_pair
 from ..open import open_daf
 from .anndata import daf_as_h5ad, h5ad_as_daf
-from .destinations import build_daf, is_h5ad, require_distinct, require_replaceable, storage_of
+from .destinations import build_daf, is_h5ad, require_distinct, storage_of
 
 __all__ = ["convert"]
 
@@ -40,8 +34,7 @@ def convert(source: str | os.PathLike, destination: str | os.PathLike, *, obs_is
             progress: bool = True) -> None:
     """Convert ``source`` into ``destination`` (see the module docstring): an ``.h5ad`` into a Daf data set, a Daf
     data set into an ``.h5ad``, or a Daf data set into another (every property copied in the layouts it is stored).
-    ``obs_is``/``var_is``/``X_is``, ``relayout`` and ``unsupported`` are those of :func:`~pydaf.interop.h5ad_as_daf`
-    (between Daf data sets, ``relayout`` also stores the other layout of each matrix stored in one only).
+    ``obs_is``/``var_is``/``X_is``, ``relayout`` and ``unsupported`` are those of :func:`~pydaf.interop.h5ad_as_daf`.
 
     Example:
         >>> import os, tempfile, pydaf
@@ -71,15 +64,11 @@ def convert(source: str | os.PathLike, destination: str | os.PathLike, *, obs_is
         return
     if any(value is not None for value in names.values()) and not is_h5ad(destination):
         raise DafValueError("--obs-is, --var-is and --X-is only apply to conversions from or to h5ad")
-    if is_linkable_pair(source, destination) and not relayout:  # (--relayout: copied, adding the other layouts)
-        require_replaceable(destination)
-        source_path = os.fspath(source)
-        source_path = split_zarr_path(source_path)[0] if source_path.rstrip("/").endswith(".daf.zarr") else source_path
-        build_linked(open_daf(source_path, "r"), source_path, os.fspath(destination), progress=progress,
-                     replace=True)
+    if is_linkable_pair(source, destination) and not relayout:  # FilesDaf <-> ZarrDaf directories: hard links
+        convert_linked(source, destination, progress=progress)
         return
-    if storage_of(source).path == storage_of(destination).path and not os.path.isdir(storage_of(source).path) \
-            and storage_of(source).path.endswith((".h5df", ".h5dfs")):
+    if storage_of(source).path == storage_of(destination).path and storage_of(source).path.endswith(
+            (".h5df", ".h5dfs")):
         # Two groups of one HDF5 file: open it writable once (HDF5 refuses to open for writing a file this process
         # holds open read-only), and read the source through a read-only view.
         source_daf = open_daf(source, "r+").read_only()
