@@ -409,3 +409,36 @@ def test_a_writer_killed_mid_append_loses_nothing_earlier(tmp_path, variant):
         assert writer.vectors_set("cell") == found
         writer.format.format_close()
         check_framing(archive_of(path))
+
+
+_KILLED_AFTER_THE_DESCRIPTOR = """
+import os, signal, sys, numpy as np
+import pydaf
+daf = pydaf.ZipDaf(sys.argv[1], "w").add_axis("cell", ["A", "B"])
+appended = daf.format.store.append
+def append():
+    batch = appended()
+    commit = batch.commit
+    def killed():  # the descriptor is appended (complete, CRC-checked); the central directory is not
+        os.kill(os.getpid(), signal.SIGKILL)
+    batch.commit = killed
+    return batch
+daf.format.store.append = append
+with daf.empty_sparse_vector("cell", "v", "Int64", 2, "Int64") as (nzind, nzval):
+    nzind[:] = [1, 2]
+    nzval[:] = [7, 8]
+"""
+
+
+def test_a_builder_killed_between_its_descriptor_and_its_commit_recovers_whole(tmp_path):
+    """A builder's reserved entries get their CRCs before its descriptor is appended, so an archive whose writer was
+    killed right after the descriptor (the commit entry: recovery keeps the property) has correct CRCs throughout."""
+    path = str(tmp_path / "killed.daf.zip")
+    child = subprocess.run([sys.executable, "-c", _KILLED_AFTER_THE_DESCRIPTOR, path], check=False, timeout=60,
+                           env={**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)})
+    assert child.returncode == -signal.SIGKILL
+    reader = pydaf.ZipDaf(path, "r")
+    assert reader.get_vector("cell", "v").tolist() == [7, 8]
+    reader.base.format.format_close()
+    pydaf.ZipDaf(path, "r+").format.format_close()  # (rewrites the central directory)
+    check_framing(path)
