@@ -1,11 +1,11 @@
-"""Benchmark: ``get_matrix`` of a large mapped dense matrix from a ZarrDaf directory and a ZarrDaf ZIP archive, beside
-H5df and FilesDaf, in one run.
+"""Benchmark: ``get_matrix`` of a large mapped dense matrix from a ZarrDaf directory, a ZarrDaf ZIP archive and a
+ZipDaf archive, beside H5df and FilesDaf, in one run.
 
 The script writes (once; ``--reuse`` keeps them) the same dense ``Float32`` matrix (default ``cell`` = 20000 x
-``gene`` = 14000, 1.12 GB) into four stores under ``--dir``: ``bench.daf.zarr``, ``bench.daf.zarr.zip``,
-``bench.h5df`` and ``bench.daf``, each through ``empty_dense_matrix`` (the seeded random blocks go straight into the
-store's mapped file). Then, for each store and each of ``--runs`` rounds, a fresh child process (this script run as
-``--child KIND``, so its RSS starts clean) opens the store read-only and measures:
+``gene`` = 14000, 1.12 GB) into five stores under ``--dir``: ``bench.daf.zarr``, ``bench.daf.zarr.zip``,
+``bench.daf.zip``, ``bench.h5df`` and ``bench.daf``, each through ``empty_dense_matrix`` (the seeded random blocks go
+straight into the store's mapped file). Then, for each store and each of ``--runs`` rounds, a fresh child process
+(this script run as ``--child KIND``, so its RSS starts clean) opens the store read-only and measures:
 
 - ``open``: ``pydaf.open_daf(path)``;
 - ``get_matrix``: ``get_matrix("cell", "gene", "UMIs")`` (a read-only map of the file: nothing is read) — the target
@@ -19,7 +19,7 @@ reported (``MISSED``) but is not a failure (timings depend on the machine's load
 
 Examples::
 
-    python benchmarks/bench_zarr.py                                  # 1.12 GB x 4 stores in a temp dir, removed
+    python benchmarks/bench_zarr.py                                  # 1.12 GB x 5 stores in a temp dir, removed
     python benchmarks/bench_zarr.py --cells 2000 --genes 500          # smoke run
     python benchmarks/bench_zarr.py --dir /tmp/zarr-bench --reuse --keep --runs 5
 """
@@ -42,13 +42,15 @@ import psutil
 import pydaf
 from pydaf.testing.conformance import is_file_map
 
-STORES = {"zarr": "bench.daf.zarr", "zarr_zip": "bench.daf.zarr.zip", "h5df": "bench.h5df", "files": "bench.daf"}
+STORES = {"zarr": "bench.daf.zarr", "zarr_zip": "bench.daf.zarr.zip", "zip": "bench.daf.zip", "h5df": "bench.h5df",
+          "files": "bench.daf"}
 MB, GB = 1e6, 1e9
 GET_TARGET_SECONDS, RSS_TARGET_BYTES = 0.005, 50 * MB
 
 
 def _opener(kind: str) -> Any:
-    return {"zarr": pydaf.ZarrDaf, "zarr_zip": pydaf.ZarrDaf, "h5df": pydaf.H5df, "files": pydaf.FilesDaf}[kind]
+    return {"zarr": pydaf.ZarrDaf, "zarr_zip": pydaf.ZarrDaf, "zip": pydaf.ZipDaf, "h5df": pydaf.H5df,
+            "files": pydaf.FilesDaf}[kind]
 
 
 def write_store(kind: str, path: str, cells: int, genes: int, block: int, seed: int) -> float:
@@ -104,7 +106,7 @@ def spawn(kind: str, path: str, sample: int) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--dir", help="where the four stores go (default: a new temp directory, removed at the end)")
+    parser.add_argument("--dir", help="where the five stores go (default: a new temp directory, removed at the end)")
     parser.add_argument("--cells", type=int, default=20000, help="rows of the matrix (default 20000)")
     parser.add_argument("--genes", type=int, default=14000, help="columns of the matrix (default 14000)")
     parser.add_argument("--block", type=int, default=500, help="columns written per block (default 500)")

@@ -3,16 +3,16 @@
 # compares every property: names, element types, shapes, which matrix layouts are stored, dense or sparse storage, and
 # the hash of every value.
 #
-#     julia --project=julia julia/verify.jl [--format H5df|FilesDaf|ZarrDaf] [--ignore-storage] DATA_SET MANIFEST.json
+#     julia --project=julia julia/verify.jl [--format H5df|FilesDaf|ZarrDaf|ZipDaf] [--ignore-storage] DATA_SET MANIFEST.json
 #     julia --project=julia julia/verify.jl [--format ...] --print DATA_SET     # print Julia's manifest instead
 #
-# DATA_SET is opened with `open_daf` (by its suffix: .h5df, .h5dfs#/group, .daf.zarr, else a FilesDaf directory)
+# DATA_SET is opened with `open_daf` (by its suffix: .h5df, .h5dfs#/group, .daf.zarr, .daf.zarr.zip, .daf.zip, else a FilesDaf directory)
 # unless `--format` names the constructor. Exits 0 if everything matches, 1 (listing the differences on stderr) if
 # not, 2 on a usage error.
 
 include(joinpath(@__DIR__, "manifest.jl"))
 
-const USAGE = "usage: julia --project=julia julia/verify.jl [--format H5df|FilesDaf|ZarrDaf] [--ignore-storage] " *
+const USAGE = "usage: julia --project=julia julia/verify.jl [--format H5df|FilesDaf|ZarrDaf|ZipDaf] [--ignore-storage] " *
               "(DATA_SET MANIFEST.json | --print DATA_SET)"
 
 function open_data_set(path::AbstractString, format::Union{AbstractString, Nothing})::DafReader
@@ -30,7 +30,7 @@ function main(arguments::AbstractVector{<:AbstractString})::Int
     index = 1
     while index <= length(arguments)
         argument = arguments[index]
-        if argument == "--format" && index < length(arguments) && arguments[index + 1] in ("H5df", "FilesDaf", "ZarrDaf")
+        if argument == "--format" && index < length(arguments) && arguments[index + 1] in ("H5df", "FilesDaf", "ZarrDaf", "ZipDaf")
             format = arguments[index + 1]
             index += 2
             continue

@@ -1,7 +1,7 @@
 """pydaf: a native Python implementation of Daf (DataAxesFormats.jl 0.3.0).
 
 A Daf data set holds scalars, named axes, per-axis vectors and per-axis-pair matrices; its files are byte-compatible
-with Julia's. Open one with :class:`MemoryDaf`, :class:`H5df`, :class:`FilesDaf` or :class:`ZarrDaf`.
+with Julia's. Open one with :class:`MemoryDaf`, :class:`H5df`, :class:`FilesDaf`, :class:`ZarrDaf` or :class:`ZipDaf`.
 
 Example:
     >>> import pydaf
@@ -49,6 +49,8 @@ from .formats.files import FilesDaf
 from .formats.h5df import H5df, repack
 from .formats.memory import MemoryDaf
 from .formats.zarr import ZarrDaf
+from .formats.zarr_convert import files_to_zarr, zarr_to_files
+from .formats.zipdaf import ZipDaf
 from .formats.zipstore import DafAppendOnlyError
 from .keys import ALL_AXES, ALL_MATRICES, ALL_SCALARS, ALL_VECTORS, pairs_as_dict
 from .open import open_daf
@@ -93,6 +95,7 @@ __all__ = [
     "SparseVector",
     "Undef",
     "ZarrDaf",
+    "ZipDaf",
     "brief",
     "chain_reader",
     "chain_writer",
@@ -110,6 +113,7 @@ __all__ = [
     "example_cells_daf",
     "example_chain_daf",
     "example_metacells_daf",
+    "files_to_zarr",
     "is_read_only_array",
     "open_daf",
     "pairs_as_dict",
@@ -117,4 +121,5 @@ __all__ = [
     "read_only_array",
     "repack",
     "viewer",
+    "zarr_to_files",
 ]

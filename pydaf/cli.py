@@ -203,7 +203,8 @@ def _parser() -> argparse.ArgumentParser:
                                                              progress=not arguments.no_progress))
 
     convert_parser = commands.add_parser(
-        "convert", help="convert between .h5ad files and Daf data sets (.h5df, .h5dfs#/group, FilesDaf directories); "
+        "convert", help="convert between any two of: .h5ad files and Daf data sets (.h5df, .h5dfs#/group, FilesDaf "
+                        "directories, .daf.zarr, .daf.zarr.zip, .dafs.zarr.zip#/group, .daf.zip, .dafs.zip#/group); "
                         "also from .h5mu modalities and 10x Cell Ranger .h5 matrices")
     convert_parser.add_argument("source")
     convert_parser.add_argument("destination", help="replaced, once complete, if it is a Daf data set")

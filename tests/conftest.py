@@ -157,17 +157,19 @@ class ZarrBackend(DafBackend):
     name = "zarr"
     persistent = True
     maps_files = True
+    daf_type: Any = pydaf.ZarrDaf
+    suffix = ".daf.zarr"
 
     def path(self, directory: Path) -> str:
-        return _new_path(directory, ".daf.zarr")
+        return _new_path(directory, self.suffix)
 
     def new(self, directory: Path, name: str) -> pydaf.DafWriter:
-        return pydaf.ZarrDaf(self.path(directory), "w", name=name)
+        return self.daf_type(self.path(directory), "w", name=name)
 
     def reopen(self, daf: pydaf.DafReader, mode: str = "r+") -> pydaf.DafReader:
         """Open the directory (or archive) again, after releasing this handle's hold of it."""
         daf.format.format_close()
-        return pydaf.ZarrDaf(daf.complete_path(), mode, name=daf.name)
+        return self.daf_type(daf.complete_path(), mode, name=daf.name)
 
     def snapshot(self, daf: pydaf.DafReader) -> Mapping[str, Any]:
         """Every directory and file (hidden ones included), ``zarr.json`` files parsed."""
@@ -179,9 +181,8 @@ class ZarrZipBackend(ZarrBackend):
 
     name = "zarr_zip"
     rewrites = False
-
-    def path(self, directory: Path) -> str:
-        return _new_path(directory, ".daf.zarr.zip")
+    suffix = ".daf.zarr.zip"
+    json_suffix = "zarr.json"  # the entries that snapshots compare parsed
 
     def snapshot(self, daf: pydaf.DafReader) -> Mapping[str, Any]:
         """Every entry of the archive as Python's ``zipfile`` reads it (CRC-checked, ``zarr.json`` parsed), the
@@ -190,7 +191,7 @@ class ZarrZipBackend(ZarrBackend):
         with zipfile.ZipFile(archive) as opened:
             assert opened.testzip() is None
             items: dict[str, Any] = {
-                info.filename: json.loads(opened.read(info)) if info.filename.endswith("zarr.json")
+                info.filename: json.loads(opened.read(info)) if info.filename.endswith(self.json_suffix)
                 else opened.read(info) for info in opened.infolist()}
         with open(archive, "rb") as handle:
             items["<archive>"] = hashlib.sha256(handle.read()).hexdigest()
@@ -203,24 +204,44 @@ class ZarrZipGroupBackend(ZarrZipBackend):
     """A data set in a group of a ``.dafs.zarr.zip`` archive that holds another data set, which must stay intact."""
 
     name = "zarr_zip_group"
+    suffix = ".dafs.zarr.zip"
 
     def path(self, directory: Path) -> None:
-        """None: mode ``w`` is refused for a group of an archive (append-only); ``test_zarr.py`` opens these paths."""
+        """None: mode ``w`` is refused for a group of an archive (append-only); ``test_zarr.py`` and
+        ``test_zipdaf.py`` open these paths."""
         return None
 
     def new(self, directory: Path, name: str) -> pydaf.DafWriter:
-        path = f"{_new_path(directory, '.dafs.zarr.zip')}#/nested/group"
-        other = pydaf.ZarrDaf(path.replace("#/nested/group", "#/other"), "w+")
+        path = f"{_new_path(directory, self.suffix)}#/nested/group"
+        other = self.daf_type(path.replace("#/nested/group", "#/other"), "w+")
         other.set_scalar("other", 1)
         other.format.format_close()
-        return pydaf.ZarrDaf(path, "w+", name=name)
+        return self.daf_type(path, "w+", name=name)
 
     def reopen(self, daf: pydaf.DafReader, mode: str = "r+") -> pydaf.DafReader:
         reopened = super().reopen(daf, mode)
-        other = pydaf.ZarrDaf(str(reopened.complete_path()).replace("#/nested/group", "#/other"), "r")
+        other = self.daf_type(str(reopened.complete_path()).replace("#/nested/group", "#/other"), "r")
         assert other.get_scalar("other") == 1
         other.base.format.format_close()
         return reopened
+
+
+class ZipBackend(ZarrZipBackend):
+    """A ZipDaf archive (``x.daf.zip``): FilesDaf entries, append-only."""
+
+    name = "zip"
+    daf_type = pydaf.ZipDaf
+    suffix = ".daf.zip"
+    json_suffix = ".json"
+
+
+class ZipGroupBackend(ZarrZipGroupBackend):
+    """A data set in a group of a ``.dafs.zip`` archive that holds another data set, which must stay intact."""
+
+    name = "zip_group"
+    daf_type = pydaf.ZipDaf
+    suffix = ".dafs.zip"
+    json_suffix = ".json"
 
 
 class ChainBackend(DafBackend):
@@ -249,10 +270,11 @@ class ChainBackend(DafBackend):
 
 MEMORY, H5DF, H5DF_GROUP, FILES = MemoryBackend(), H5dfBackend(), H5dfGroupBackend(), FilesBackend()
 ZARR, ZARR_ZIP, ZARR_ZIP_GROUP = ZarrBackend(), ZarrZipBackend(), ZarrZipGroupBackend()
+ZIP, ZIP_GROUP = ZipBackend(), ZipGroupBackend()
 CHAIN = ChainBackend(MEMORY)
 
 #: Every backend the tests run on.
-BACKENDS: list[DafBackend] = [MEMORY, H5DF, H5DF_GROUP, FILES, ZARR, ZARR_ZIP, ZARR_ZIP_GROUP, CHAIN]
+BACKENDS: list[DafBackend] = [MEMORY, H5DF, H5DF_GROUP, FILES, ZARR, ZARR_ZIP, ZARR_ZIP_GROUP, ZIP, ZIP_GROUP, CHAIN]
 
 
 @pytest.fixture(params=BACKENDS, ids=str)

@@ -4,7 +4,20 @@ from __future__ import annotations
 
 from pydaf.testing import DafConformance
 
-from .conftest import BACKENDS, CHAIN, FILES, H5DF, H5DF_GROUP, MEMORY, ZARR, ZARR_ZIP, ZARR_ZIP_GROUP, ChainBackend
+from .conftest import (
+    BACKENDS,
+    CHAIN,
+    FILES,
+    H5DF,
+    H5DF_GROUP,
+    MEMORY,
+    ZARR,
+    ZARR_ZIP,
+    ZARR_ZIP_GROUP,
+    ZIP,
+    ZIP_GROUP,
+    ChainBackend,
+)
 
 
 class TestMemoryDaf(DafConformance):
@@ -33,6 +46,14 @@ class TestZarrDafZip(DafConformance):
 
 class TestZarrDafZipGroup(DafConformance):
     backend = ZARR_ZIP_GROUP
+
+
+class TestZipDaf(DafConformance):
+    backend = ZIP
+
+
+class TestZipDafGroup(DafConformance):
+    backend = ZIP_GROUP
 
 
 class TestWriteChain(DafConformance):

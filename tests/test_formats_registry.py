@@ -14,13 +14,14 @@ from pydaf.formats.registry import FormatEntry, guess_format, register_format, r
 
 
 def test_built_in_formats_are_asked_with_the_fallback_last():
-    assert [entry.name for entry in registered_formats()] == ["H5df", "ZarrDaf", "FilesDaf"]
-    assert [entry.fallback for entry in registered_formats()] == [False, False, True]
+    assert [entry.name for entry in registered_formats()] == ["H5df", "ZarrDaf", "ZipDaf", "FilesDaf"]
+    assert [entry.fallback for entry in registered_formats()] == [False, False, False, True]
 
 
 @pytest.mark.parametrize(("name", "expected"), [
     ("new.h5df", "H5df"), ("new.h5dfs#/group", "H5df"), ("new.h5dfs#/a/b", "H5df"),
-    ("new.daf", "FilesDaf"), ("new", "FilesDaf"), ("new.h5ad", "FilesDaf"),
+    ("new.daf", "FilesDaf"), ("new", "FilesDaf"), ("new.h5ad", "FilesDaf"), ("new.daf.zip", "ZipDaf"),
+    ("new.dafs.zip#/a/b", "ZipDaf"), ("new.daf.zarr.zip", "ZarrDaf"),
 ])
 def test_new_paths_are_recognised_by_suffix(tmp_path, name, expected):
     assert guess_format(tmp_path / name).name == expected
@@ -70,6 +71,7 @@ def test_paths_no_format_recognises_list_the_known_formats(tmp_path, kind):
                 "- H5df: an HDF5 file (x.h5df), or a group in one (x.h5dfs#/group)\n"
                 "- ZarrDaf: a Zarr v3 directory (x.daf.zarr), a ZIP of one (x.daf.zarr.zip), or a group in a ZIP "
                 "(x.dafs.zarr.zip#/group)\n"
+                "- ZipDaf: a ZIP of a FilesDaf layout (x.daf.zip), or a group in one (x.dafs.zip#/group)\n"
                 "- FilesDaf: a directory holding daf.json (or a new path, which becomes one)")
     for mode in ("r", "w"):
         with pytest.raises(pydaf.DafFormatError) as raised:
@@ -90,7 +92,7 @@ def test_formats_registered_from_outside_are_asked_before_the_fallback(tmp_path)
                         open=open_memory)
     assert register_format(entry) is entry
     try:
-        assert [known.name for known in registered_formats()] == ["H5df", "ZarrDaf", "Memo", "FilesDaf"]
+        assert [known.name for known in registered_formats()] == ["H5df", "ZarrDaf", "ZipDaf", "Memo", "FilesDaf"]
         daf = pydaf.open_daf(tmp_path / "x.memo", "w", name="memo!")
         assert isinstance(daf, pydaf.MemoryDaf) and daf.name == "memo!"
         assert opened == [(str(tmp_path / "x.memo"), "w")]
@@ -104,13 +106,14 @@ def test_formats_registered_from_outside_are_asked_before_the_fallback(tmp_path)
             guess_format(__file__)
     finally:
         unregister_format("Memo")
-    assert [known.name for known in registered_formats()] == ["H5df", "ZarrDaf", "FilesDaf"]
+    assert [known.name for known in registered_formats()] == ["H5df", "ZarrDaf", "ZipDaf", "FilesDaf"]
 
 
-@pytest.mark.parametrize("facade", [pydaf.H5df, pydaf.FilesDaf, pydaf.ZarrDaf])
+@pytest.mark.parametrize("facade", [pydaf.H5df, pydaf.FilesDaf, pydaf.ZarrDaf, pydaf.ZipDaf])
 def test_constructors_construct_and_mode_r_is_read_only(tmp_path, facade):
     assert "__new__" not in vars(facade)
-    path = tmp_path / {pydaf.H5df: "x.h5df", pydaf.FilesDaf: "x.daf", pydaf.ZarrDaf: "x.daf.zarr"}[facade]
+    path = tmp_path / {pydaf.H5df: "x.h5df", pydaf.FilesDaf: "x.daf", pydaf.ZarrDaf: "x.daf.zarr",
+                        pydaf.ZipDaf: "x.daf.zip"}[facade]
     writer = facade(path, "w", name="x!")
     assert type(writer) is facade and writer.name == "x!"
     writer.add_axis("cell", ["A", "B"]).set_vector("cell", "age", [1, 2])

@@ -861,8 +861,8 @@ def test_benchmark_script_end_to_end(tmp_path, capsys):
     bench = load_benchmark("bench_zarr")
     assert bench.main(["--dir", str(tmp_path), "--cells", "300", "--genes", "40", "--runs", "1"]) == 0
     lines = capsys.readouterr().out.splitlines()  # (the speed targets are the real run's, not a test's)
-    assert [line.split()[0] for line in lines[-6:-2]] == ["zarr", "zarr_zip", "h5df", "files"]
-    assert all(line.split()[-2] == "yes" for line in lines[-6:-2]) and lines[-1] == "equal: yes"
+    assert [line.split()[0] for line in lines[-7:-2]] == ["zarr", "zarr_zip", "zip", "h5df", "files"]
+    assert all(line.split()[-2] == "yes" for line in lines[-7:-2]) and lines[-1] == "equal: yes"
     assert os.listdir(tmp_path) == []
 
 

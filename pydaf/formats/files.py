@@ -53,36 +53,42 @@ from ..errors import (
     DafNameError,
     DafReadOnlyError,
     DafStorageError,
-    DafValueError,
 )
 from ..sparse import SparseMatrixCSC, SparseVector
-from ..storage_types import DTYPES_BY_NAME, STRING_DTYPE, StorageScalar, julia_name, scalar_dtype
-from .base import (
-    CacheGroup,
-    FormatWriter,
-    StoredMatrix,
-    StoredVector,
-    dense_string_matrix,
-    dense_string_vector,
-    parse_mode,
-    sparse_string_matrix,
-    sparse_string_vector,
-    sparse_strings_are_smaller,
-    weakest_cache_group,
+from ..storage_types import StorageScalar, julia_name
+from .base import CacheGroup, FormatWriter, StoredMatrix, StoredVector, parse_mode
+from .files_layout import (
+    MAJOR_VERSION,
+    MINOR_VERSION,
+    Files,
+    decode_matrix,
+    decode_vector,
+    dense_json,
+    empty_sparse_matrix_json,
+    empty_sparse_vector_json,
+    is_file_name,
+    is_packed,
+    is_text,
+    line_count,
+    lines,
+    lines_bytes,
+    matrix_files,
+    parse_json,
+    scalar_json,
+    scalar_value,
+    utf8,
+    vector_files,
+    verify_version,
 )
+from .files_layout import MATRIX_SUFFIXES as _MATRIX_SUFFIXES
+from .files_layout import VECTOR_SUFFIXES as _VECTOR_SUFFIXES
 from .mapping import map_file
 from .registry import FormatEntry, PersistentDaf, register_format
-
-MAJOR_VERSION = 1
-MINOR_VERSION = 1
 
 #: The writer lock, an empty file in the root directory (Julia never lists the root, see docs/design.md).
 LOCK_FILE = ".daf.lock"
 
 _FOLDERS = ("scalars", "axes", "vectors", "matrices")
-_VECTOR_SUFFIXES = (".json", ".txt", ".data", ".zip", ".nzind", ".nzind.zip", ".nzval", ".nzval.zip", ".nztxt")
-_MATRIX_SUFFIXES = (".json", ".data", ".txt", ".zip", ".colptr", ".colptr.zip", ".rowval", ".rowval.zip", ".nzval",
-                    ".nzval.zip", ".nztxt")
 _ALL_SUFFIXES = tuple(sorted(set(_VECTOR_SUFFIXES + _MATRIX_SUFFIXES), key=len, reverse=True))  # longest first
 
 _FOLDER_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -98,48 +104,6 @@ _OUTSIDE_ERRORS = (errno.ELOOP, errno.ENOTDIR, errno.EISDIR, errno.ENXIO, errno.
 _FULL_ERRORS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
 T = TypeVar("T")
-
-
-def _lines_bytes(values: np.ndarray, what: str) -> bytes:
-    for value in values.flat:
-        if "\n" in value:
-            raise DafValueError(f"a string of {what}\ncontains a newline, which FilesDaf can't store: {value!r}")
-    return _utf8("".join(f"{value}\n" for value in values.flat), what)
-
-
-def _utf8(text: str, what: str) -> bytes:
-    try:
-        return text.encode("utf-8")
-    except UnicodeEncodeError as error:
-        raise DafValueError(f"{what}\nis not valid UTF-8 text ({error})") from error
-
-
-def _json_value(value: StorageScalar) -> str:
-    """A scalar as JSON.jl writes it (shortest round-trip numbers, ``true``/``false``)."""
-    if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
-    if isinstance(value, np.bool_):
-        return "true" if value else "false"
-    if isinstance(value, np.floating):
-        if not np.isfinite(value):
-            raise DafValueError(f"FilesDaf can't store the non-finite scalar: {value}")
-        text = np.format_float_positional(value, unique=True, trim="0") if 1e-5 <= abs(value) < 1e16 or value == 0 \
-            else np.format_float_scientific(value, unique=True, trim="0").replace("e+", "e")
-        return text
-    return str(int(value))
-
-
-def _dense_json(eltype: str) -> str:
-    return f'{{"format":"dense","eltype":"{eltype}"}}'
-
-
-def _component_json(eltype: str, n_elements: int) -> str:
-    return f'{{"format":"dense","eltype":"{eltype}","n_elements":{n_elements}}}'
-
-
-def _sparse_json(components: list[tuple[str, str, int]]) -> str:
-    parts = ",".join(f'"{name}":{_component_json(eltype, count)}' for name, eltype, count in components)
-    return f'{{"format":"sparse",{parts}}}'
 
 
 # Files, relative to the descriptor of their folder, never following links.
@@ -252,15 +216,6 @@ def _split_suffix(file: str) -> tuple[str, str] | None:
         if file.endswith(suffix) and len(file) > len(suffix):
             return file[:-len(suffix)], suffix
     return None
-
-
-def _is_text(name: str) -> bool:
-    """Whether a file name is valid UTF-8 (``os.listdir`` gives other bytes as surrogates; they are not Daf names)."""
-    try:
-        name.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _recover_folder(folder: int, property_suffixes: tuple[str, ...]) -> None:
@@ -454,94 +409,6 @@ class _Snapshot:
         self.fds = []
 
 
-def _member(descriptor: Any, key: str, kinds: type | tuple[type, ...], what: str, *, optional: bool = False) -> Any:
-    if not isinstance(descriptor, dict):
-        raise DafFormatError(f"invalid descriptor of {what}\n(expected a JSON object)")
-    if key not in descriptor and optional:
-        return None
-    value = descriptor.get(key)
-    kinds = kinds if isinstance(kinds, tuple) else (kinds,)
-    if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):  # JSON true is not 1
-        names = {str: "string", int: "integer", dict: "JSON object"}
-        expected = " or ".join(names.get(kind, kind.__name__) for kind in kinds)
-        raise DafFormatError(f"invalid descriptor of {what}\n(expected \"{key}\" to be a {expected})")
-    return value
-
-
-def _count(descriptor: dict[str, Any], what: str) -> int | None:
-    count = _member(descriptor, "n_elements", int, what, optional=True)
-    if count is not None and count < 0:
-        raise DafFormatError(f"invalid descriptor of {what}\n(negative n_elements: {count})")
-    return count
-
-
-def _is_string_type(eltype: str) -> bool:
-    return eltype in ("String", "string")
-
-
-def _numeric_dtype(eltype: str, what: str, *, index: bool = False) -> np.dtype:
-    dtype = DTYPES_BY_NAME.get(eltype)
-    if dtype is None or (index and dtype.kind not in "iu"):
-        expected = "an integer type" if index else "a Daf element type"
-        raise DafFormatError(f"invalid element type: {eltype}\nof {what}\n(expected {expected})")
-    return dtype
-
-
-def _scalar_value(descriptor: Any, what: str) -> StorageScalar:
-    """A scalar from its descriptor, converted as Julia's ``convert`` would (anything else is refused)."""
-    eltype = _member(descriptor, "type", str, what)
-    if "value" not in descriptor:
-        raise DafFormatError(f"invalid descriptor of {what}\n(no \"value\")")
-    value = descriptor["value"]
-    if _is_string_type(eltype):
-        if isinstance(value, str):
-            return value
-    elif isinstance(value, int | float):
-        dtype = _numeric_dtype(eltype, what)
-        integral = int(value) if isinstance(value, int) or value.is_integer() else None  # inf, nan: not integral
-        if dtype.kind == "b" and integral in (0, 1):
-            return np.bool_(integral)
-        if dtype.kind in "iu" and integral is not None and np.iinfo(dtype).min <= integral <= np.iinfo(dtype).max:
-            return dtype.type(integral)
-        if dtype.kind == "f":
-            with suppress(OverflowError):
-                number = float(value)
-                if not np.isfinite(number) or abs(number) <= float(np.finfo(dtype).max):
-                    return dtype.type(number)
-    raise DafFormatError(f"invalid value: {str(value)[:100]}\nof {what}\n(expected a value of type: {eltype})")
-
-
-def _parse_json(data: bytes, what: str) -> Any:
-    try:
-        return json.loads(data)
-    except (ValueError, RecursionError) as error:  # UnicodeDecodeError is a ValueError
-        raise DafFormatError(f"invalid JSON in the descriptor of {what}\n({str(error)[:200]})") from error
-
-
-def _text(data: bytes, what: str) -> str:
-    """The text of a lines file: UTF-8, each line (if any) ending with a newline."""
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        raise DafFormatError(f"the text of {what}\nis not valid UTF-8 ({error})") from error
-    if text and not text.endswith("\n"):
-        raise DafFormatError(f"the text of {what}\ndoes not end with a newline")
-    return text
-
-
-def _line_count(data: bytes, what: str) -> int:
-    _text(data, what)
-    return data.count(b"\n")
-
-
-def _lines(data: bytes, count: int, what: str) -> np.ndarray:
-    """The ``count`` lines of a lines file."""
-    text = _text(data, what)
-    if text.count("\n") != count:
-        raise DafFormatError(f"the text of {what}\nhas {text.count(chr(10))} lines instead of {count}")
-    return np.array(text[:-1].split("\n"), dtype=object) if count else np.empty(0, dtype=object)
-
-
 @dataclass
 class _Pending:
     """The temporaries of an ``empty_*`` builder, renamed in when it is filled."""
@@ -657,18 +524,10 @@ class FilesFormat(FormatWriter):
         except FileNotFoundError:
             raise DafFormatError(f"not a daf directory: {self.path}") from None
         try:
-            version = _parse_json(_read_fd(fd, status.st_size, 4096, "daf.json"), what)
+            verify_version(parse_json(_read_fd(fd, status.st_size, 4096, "daf.json"), what),
+                           f"the daf directory: {self.path}")
         finally:
             os.close(fd)
-        numbers = version.get("version") if isinstance(version, dict) else None
-        if not isinstance(numbers, list) or len(numbers) != 2 or not all(
-                isinstance(number, int) and not isinstance(number, bool) for number in numbers):
-            raise DafFormatError(f"invalid daf.json in the daf directory: {self.path}\n(expected "
-                                 "{\"version\":[major,minor]})")
-        major, minor = numbers
-        if major != MAJOR_VERSION or minor > MINOR_VERSION:
-            raise DafFormatError(f"incompatible format version: {major}.{minor}\nfor the daf directory: {self.path}\n"
-                                 f"the code supports version: {MAJOR_VERSION}.{MINOR_VERSION}")
 
     def _recover(self) -> None:
         """Finish what a crashed writer left (see :func:`_recover_folder`); only the lock holder does this. Linked
@@ -692,7 +551,7 @@ class FilesFormat(FormatWriter):
         with self._folder(parts, links=False) as folder:
             if folder is None:
                 return []
-            return sorted(name for name in os.listdir(folder) if not name.startswith(".") and _is_text(name) and (
+            return sorted(name for name in os.listdir(folder) if not name.startswith(".") and is_text(name) and (
                 status := _lstat(folder, name)) is not None and stat.S_ISDIR(status.st_mode))
 
     # Folders, names and errors.
@@ -759,8 +618,7 @@ class FilesFormat(FormatWriter):
     def _name(self, name: Any, what: str) -> str:
         """Refuse a name that is not a single file name of Daf's (defense in depth: the writer layer checks names
         too), so no path built from it can leave its folder or clash with pydaf's hidden files."""
-        if isinstance(name, str) and name and not name.startswith(".") and "/" not in name and "\0" not in name \
-                and _is_text(name):
+        if is_file_name(name):
             return name
         raise DafNameError(f"invalid {what} name: {name!r}\nfor the daf directory: {self.path}\n(FilesDaf names are "
                            "file names: non-empty UTF-8, not starting with '.', without '/' or NUL)")
@@ -832,7 +690,7 @@ class FilesFormat(FormatWriter):
                 if file.startswith(".") and suffix == ".json" and file.endswith(".json.backup") and _is_backup(
                         folder, file):
                     file = file[1:-len(".backup")]
-                if file.endswith(suffix) and not file.startswith(".") and _is_text(file) and len(file) > len(suffix):
+                if file.endswith(suffix) and not file.startswith(".") and is_text(file) and len(file) > len(suffix):
                     names.add(file[:-len(suffix)])
             return names
 
@@ -863,11 +721,10 @@ class FilesFormat(FormatWriter):
                              "(another process is writing it)")
 
     def _descriptor(self, snapshot: _Snapshot) -> Any:
-        return _parse_json(snapshot.descriptor(), snapshot.property.what)
+        return parse_json(snapshot.descriptor(), snapshot.property.what)
 
     def _refuse_packed(self, descriptor: dict[str, Any], property: _Property) -> None:
-        if "packed_format" in descriptor or any(isinstance(component, dict) and "packed_format" in component
-                                                for component in descriptor.values()):
+        if is_packed(descriptor):
             raise DafFormatError(f"reading packed (.zip) FilesDaf data is not supported yet\nfor the property: "
                                  f"{property.key}\nin the daf directory: {self.path}")
 
@@ -902,51 +759,11 @@ class FilesFormat(FormatWriter):
 
     def _text(self, snapshot: _Snapshot, suffix: str, count: int) -> np.ndarray:
         fd, size = self._data(snapshot, suffix)
-        return _lines(_read_fd(fd, size, size, snapshot.property.name + suffix), count,
+        return lines(_read_fd(fd, size, size, snapshot.property.name + suffix), count,
                       f"{snapshot.property.what}\nin the daf directory: {self.path}")
 
     def _invalid(self, property: _Property, problem: str) -> DafFormatError:
         return DafFormatError(f"invalid {property.what}\nin the daf directory: {self.path}\n({problem})")
-
-    def _dense(self, snapshot: _Snapshot, descriptor: dict[str, Any], count: int) -> tuple[np.ndarray, CacheGroup]:
-        eltype = _member(descriptor, "eltype", str, snapshot.property.what)
-        if _is_string_type(eltype):
-            return self._text(snapshot, ".txt", count), CacheGroup.MemoryData
-        return self._map(snapshot, ".data", _numeric_dtype(eltype, snapshot.property.what), count)
-
-    def _index(self, snapshot: _Snapshot, descriptor: dict[str, Any], component: str,
-               count: int | None) -> tuple[np.ndarray, CacheGroup]:
-        """An index component of a sparse property (``nzind``, ``colptr``, ``rowval``), either descriptor version;
-        ``count`` is its required length, if known."""
-        what = snapshot.property.what
-        if "eltype" in descriptor:  # v1.0: one index type, lengths from the file sizes
-            indtype = _member(descriptor, "indtype", str, what)
-            return self._map(snapshot, f".{component}", _numeric_dtype(indtype, what, index=True), count)
-        part = _member(descriptor, component, dict, what)
-        declared = _count(part, what)
-        if count is not None and declared is not None and declared != count:
-            raise self._invalid(snapshot.property, f"{component} has {declared} elements instead of {count}")
-        dtype = _numeric_dtype(_member(part, "eltype", str, what), what, index=True)
-        return self._map(snapshot, f".{component}", dtype, declared if count is None else count)
-
-    def _values(self, snapshot: _Snapshot, descriptor: dict[str, Any], nnz: int) -> tuple[np.ndarray, CacheGroup]:
-        """The ``nzval`` of a sparse property with ``nnz`` entries (all-true Bool when it is not stored)."""
-        what = snapshot.property.what
-        if "eltype" in descriptor:  # v1.0: Bool data is always all-true (FORMATS.md §3.5)
-            eltype = _member(descriptor, "eltype", str, what)
-            part = None
-        else:
-            part = _member(descriptor, "nzval", dict, what, optional=True)
-            eltype = None if part is None else _member(part, "eltype", str, what)
-            declared = None if part is None else _count(part, what)
-            if declared is not None and declared != nnz:
-                raise self._invalid(snapshot.property, f"nzval has {declared} elements instead of {nnz}")
-        if eltype is not None and _is_string_type(eltype):
-            return self._text(snapshot, ".nztxt", nnz), CacheGroup.MemoryData
-        dtype = np.dtype(np.bool_) if eltype is None else _numeric_dtype(eltype, what)
-        if part is None and dtype == np.bool_:
-            return np.ones(nnz, dtype=np.bool_), CacheGroup.MemoryData
-        return self._map(snapshot, ".nzval", dtype, nnz)
 
     # Scalars.
 
@@ -958,13 +775,12 @@ class FilesFormat(FormatWriter):
 
     def format_get_scalar(self, name: str) -> StorageScalar:
         property = self._scalar(name)
-        return self._read(property, lambda snapshot: _scalar_value(self._descriptor(snapshot), property.what))
+        return self._read(property, lambda snapshot: scalar_value(self._descriptor(snapshot), property.what))
 
     def format_set_scalar(self, name: str, value: StorageScalar) -> None:
         property = self._scalar(name)
         self._require_writable(property.what)
-        eltype = julia_name(scalar_dtype(value))
-        self._store(property, [], f'{{"type":"{eltype}","value":{_json_value(value)}}}')
+        self._store(property, [], scalar_json(value))
 
     def format_delete_scalar(self, name: str, *, for_set: bool) -> None:
         self._delete(self._scalar(name), for_set=for_set)
@@ -995,7 +811,7 @@ class FilesFormat(FormatWriter):
     def format_axis_vector(self, axis: str) -> tuple[np.ndarray, CacheGroup | None]:
         def read(fd: int, status: os.stat_result, what: str) -> np.ndarray:
             data = _read_fd(fd, status.st_size, status.st_size, axis + ".txt")
-            return _lines(data, data.count(b"\n"), what)
+            return lines(data, data.count(b"\n"), what)
 
         return self._axis_file(axis, read), CacheGroup.MemoryData
 
@@ -1005,7 +821,7 @@ class FilesFormat(FormatWriter):
             cached = self._axis_lengths.get(axis)
             if cached is not None and cached[0] == version:
                 return cached[1]
-            length = _line_count(_read_fd(fd, status.st_size, status.st_size, axis + ".txt"), what)
+            length = line_count(_read_fd(fd, status.st_size, status.st_size, axis + ".txt"), what)
             self._axis_lengths[axis] = (version, length)
             return length
 
@@ -1015,7 +831,7 @@ class FilesFormat(FormatWriter):
         axis = self._name(axis, "axis")
         what = f"the axis: {axis}"
         lock = self._require_writable(what)
-        data = _lines_bytes(entries, f"the entries of {what}")
+        data = lines_bytes(entries, f"the entries of {what}")
         with lock.mutex, self._doing(f"adding {what}"), self._folder(("axes",), create=True) as axes:
             assert axes is not None
             temporary = _write_new(axes, axis + ".txt", data)
@@ -1069,54 +885,12 @@ class FilesFormat(FormatWriter):
         return self._read(self._vector(axis, name), lambda snapshot: self._decode_vector(snapshot, length))
 
     def _decode_vector(self, snapshot: _Snapshot, length: int) -> tuple[StoredVector, CacheGroup | None]:
-        property = snapshot.property
-        descriptor = self._descriptor(snapshot)
-        layout = _member(descriptor, "format", str, property.what)
-        self._refuse_packed(descriptor, property)
-        if layout == "dense":
-            return self._dense(snapshot, descriptor, length)
-        if layout != "sparse":
-            raise self._invalid(property, f"unknown format: {layout}")
-        nzind, group = self._index(snapshot, descriptor, "nzind", None)
-        if nzind.shape[0] > length or (nzind.shape[0] and (int(nzind[0]) < 1 or int(nzind[-1]) > length)):
-            # The full check of the indices is an O(nnz) pass, left to the reader layer; these are O(1).
-            raise self._invalid(property, f"{nzind.shape[0]} stored entries from {int(nzind[0])} to "
-                                          f"{int(nzind[-1])} for an axis of length {length}")
-        nzval, values_group = self._values(snapshot, descriptor, nzind.shape[0])
-        if nzval.dtype == STRING_DTYPE:
-            return dense_string_vector(length, nzind, nzval), CacheGroup.MemoryData
-        return SparseVector(length, nzind, nzval), weakest_cache_group(group, values_group)
+        return decode_vector(_SnapshotSource(self, snapshot), self._descriptor(snapshot), length)
 
     def format_set_vector(self, axis: str, name: str, vector: StoredVector | StorageScalar) -> None:
         property = self._vector(axis, name)
         self._require_writable(property.what)
-        length = self.format_axis_length(axis)
-        if not isinstance(vector, np.ndarray | SparseVector):
-            if not isinstance(vector, str) and vector == 0:  # Julia stores a zero fill as an empty sparse vector
-                vector = SparseVector(length, np.empty(0, np.int64), np.empty(0, scalar_dtype(vector)))
-            else:
-                vector = np.full(length, vector, dtype=scalar_dtype(vector))
-        if isinstance(vector, SparseVector):
-            self._store_sparse(property, [("nzind", vector.nzind)], vector.nzval)
-        elif vector.dtype == STRING_DTYPE:
-            if sparse_strings_are_smaller(vector, None):
-                nzind, texts = sparse_string_vector(vector)
-                self._store_sparse(property, [("nzind", nzind)], texts)
-            else:
-                self._store(property, [(".txt", _lines_bytes(vector, property.what))], _dense_json("String"))
-        else:
-            self._store(property, [(".data", vector)], _dense_json(julia_name(vector.dtype)))
-
-    def _store_sparse(self, property: _Property, indices: list[tuple[str, np.ndarray]], nzval: np.ndarray) -> None:
-        files: list[tuple[str, bytes | np.ndarray]] = [(f".{component}", values) for component, values in indices]
-        components = [(component, julia_name(values.dtype), values.shape[0]) for component, values in indices]
-        if nzval.dtype == STRING_DTYPE:
-            files.append((".nztxt", _lines_bytes(nzval, property.what)))
-            components.append(("nzval", "String", nzval.shape[0]))
-        elif not (nzval.dtype == np.bool_ and nzval.all()):
-            files.append((".nzval", nzval))
-            components.append(("nzval", julia_name(nzval.dtype), nzval.shape[0]))
-        self._store(property, files, _sparse_json(components))
+        self._store(property, *vector_files(vector, self.format_axis_length(axis), property.what))
 
     def format_delete_vector(self, axis: str, name: str, *, for_set: bool) -> None:
         self._delete(self._vector(axis, name), for_set=for_set)
@@ -1126,7 +900,7 @@ class FilesFormat(FormatWriter):
         return self._empty_file(property, ".data", dtype, self.format_axis_length(axis))
 
     def format_filled_empty_dense_vector(self, axis: str, name: str, filled: np.ndarray) -> None:
-        self._finish_empty(self._vector(axis, name), _dense_json(julia_name(filled.dtype)))
+        self._finish_empty(self._vector(axis, name), dense_json(julia_name(filled.dtype)))
 
     def format_get_empty_sparse_vector(self, axis: str, name: str, dtype: np.dtype, nnz: int,
                                        indtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
@@ -1134,8 +908,7 @@ class FilesFormat(FormatWriter):
         return self._empty_file(property, ".nzind", indtype, nnz), self._empty_file(property, ".nzval", dtype, nnz)
 
     def format_filled_empty_sparse_vector(self, axis: str, name: str, filled: SparseVector) -> None:
-        self._finish_empty(self._vector(axis, name), _sparse_json([
-            ("nzind", julia_name(filled.nzind.dtype), filled.nnz), ("nzval", julia_name(filled.dtype), filled.nnz)]))
+        self._finish_empty(self._vector(axis, name), empty_sparse_vector_json(filled))
 
     # Matrices.
 
@@ -1154,51 +927,14 @@ class FilesFormat(FormatWriter):
                           lambda snapshot: self._decode_matrix(snapshot, shape))
 
     def _decode_matrix(self, snapshot: _Snapshot, shape: tuple[int, int]) -> tuple[StoredMatrix, CacheGroup | None]:
-        property = snapshot.property
-        descriptor = self._descriptor(snapshot)
-        layout = _member(descriptor, "format", str, property.what)
-        self._refuse_packed(descriptor, property)
-        if layout == "dense":
-            values, group = self._dense(snapshot, descriptor, shape[0] * shape[1])
-            return values.reshape(shape, order="F"), group
-        if layout != "sparse":
-            raise self._invalid(property, f"unknown format: {layout}")
-        colptr, group = self._index(snapshot, descriptor, "colptr", shape[1] + 1)
-        rowval, rowval_group = self._index(snapshot, descriptor, "rowval", None)
-        nnz = rowval.shape[0]
-        if nnz > shape[0] * shape[1] or int(colptr[0]) != 1 or int(colptr[-1]) != nnz + 1:
-            raise self._invalid(property, f"{nnz} stored entries with colptr from {int(colptr[0])} to "
-                                          f"{int(colptr[-1])} for a {shape[0]} x {shape[1]} matrix")
-        nzval, values_group = self._values(snapshot, descriptor, nnz)
-        if nzval.dtype == STRING_DTYPE:
-            return dense_string_matrix(shape, colptr, rowval, nzval), CacheGroup.MemoryData
-        group = weakest_cache_group(group, rowval_group, values_group)
-        if rowval.dtype != colptr.dtype:
-            rowval, group = rowval.astype(colptr.dtype), CacheGroup.MemoryData
-        return SparseMatrixCSC(shape, colptr, rowval, nzval), group
+        return decode_matrix(_SnapshotSource(self, snapshot), self._descriptor(snapshot), shape)
 
     def format_set_matrix(self, rows_axis: str, columns_axis: str, name: str,
                           matrix: StoredMatrix | StorageScalar) -> None:
         property = self._matrix(rows_axis, columns_axis, name)
         self._require_writable(property.what)
         shape = (self.format_axis_length(rows_axis), self.format_axis_length(columns_axis))
-        if not isinstance(matrix, np.ndarray | SparseMatrixCSC):
-            if not isinstance(matrix, str) and matrix == 0:  # Julia stores a zero fill as an empty sparse matrix
-                matrix = SparseMatrixCSC(shape, np.ones(shape[1] + 1, np.int64), np.empty(0, np.int64),
-                                         np.empty(0, scalar_dtype(matrix)))
-            else:
-                matrix = np.full(shape, matrix, dtype=scalar_dtype(matrix), order="F")
-        if isinstance(matrix, SparseMatrixCSC):
-            self._store_sparse(property, [("colptr", matrix.colptr), ("rowval", matrix.rowval)], matrix.nzval)
-        elif matrix.dtype == STRING_DTYPE:
-            if sparse_strings_are_smaller(matrix, shape[1]):
-                colptr, rowval, texts = sparse_string_matrix(matrix)
-                self._store_sparse(property, [("colptr", colptr), ("rowval", rowval)], texts)
-            else:
-                self._store(property, [(".txt", _lines_bytes(matrix.reshape(-1, order="F"), property.what))],
-                            _dense_json("String"))
-        else:
-            self._store(property, [(".data", np.asfortranarray(matrix).T)], _dense_json(julia_name(matrix.dtype)))
+        self._store(property, *matrix_files(matrix, shape, property.what))
 
     def format_delete_matrix(self, rows_axis: str, columns_axis: str, name: str, *, for_set: bool) -> None:
         self._delete(self._matrix(rows_axis, columns_axis, name), for_set=for_set)
@@ -1211,7 +947,7 @@ class FilesFormat(FormatWriter):
 
     def format_filled_empty_dense_matrix(self, rows_axis: str, columns_axis: str, name: str,
                                          filled: np.ndarray) -> None:
-        self._finish_empty(self._matrix(rows_axis, columns_axis, name), _dense_json(julia_name(filled.dtype)))
+        self._finish_empty(self._matrix(rows_axis, columns_axis, name), dense_json(julia_name(filled.dtype)))
 
     def format_get_empty_sparse_matrix(self, rows_axis: str, columns_axis: str, name: str, dtype: np.dtype,
                                        nnz: int, indtype: np.dtype) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -1222,10 +958,7 @@ class FilesFormat(FormatWriter):
 
     def format_filled_empty_sparse_matrix(self, rows_axis: str, columns_axis: str, name: str,
                                           filled: SparseMatrixCSC) -> None:
-        index = julia_name(filled.colptr.dtype)
-        self._finish_empty(self._matrix(rows_axis, columns_axis, name), _sparse_json([
-            ("colptr", index, filled.shape[1] + 1), ("rowval", index, filled.nnz),
-            ("nzval", julia_name(filled.dtype), filled.nnz)]))
+        self._finish_empty(self._matrix(rows_axis, columns_axis, name), empty_sparse_matrix_json(filled))
 
     def format_relayout_matrix(self, rows_axis: str, columns_axis: str, name: str, matrix: StoredMatrix) -> None:
         try:
@@ -1254,7 +987,7 @@ class FilesFormat(FormatWriter):
 
     # Writing.
 
-    def _store(self, property: _Property, files: list[tuple[str, bytes | np.ndarray]], descriptor: str,
+    def _store(self, property: _Property, files: Files, descriptor: str,
                temporaries: list[tuple[str, str]] | None = None) -> None:
         """Write a property: its data files and descriptor as temporaries (so a full disk fails before anything
         changes), then commit them (:meth:`_commit`). ``temporaries`` are data files already written (builders)."""
@@ -1267,7 +1000,7 @@ class FilesFormat(FormatWriter):
             try:
                 for suffix, data in files:
                     temporaries.append((suffix, _write_new(folder, property.name + suffix, data)))
-                text = _utf8(descriptor + "\n", property.what)
+                text = utf8(descriptor + "\n", property.what)
                 temporaries.append((".json", _write_new(folder, property.name + ".json", text)))
                 existed = self._commit(folder, property, temporaries)
             except BaseException:
@@ -1363,10 +1096,10 @@ class FilesFormat(FormatWriter):
             current = None if rebuild else self._read_root_file("metadata.json")
             if current is None or not current.startswith(b"{") or not current.endswith(b"}"):
                 entries = self._metadata_entries()
-                current = _utf8("{" + ",".join(f"{json.dumps(name, ensure_ascii=False)}:{text}"
+                current = utf8("{" + ",".join(f"{json.dumps(name, ensure_ascii=False)}:{text}"
                                                for name, text, _ in entries if name != key) + "}", "metadata.json")
             if key is not None and descriptor is not None:
-                entry = _utf8(f"{json.dumps(key, ensure_ascii=False)}:{descriptor}}}", "metadata.json")
+                entry = utf8(f"{json.dumps(key, ensure_ascii=False)}:{descriptor}}}", "metadata.json")
                 current = current[:-1] + (b"," if len(current) > 2 else b"") + entry
             self._write_root_file("metadata.json", current)
         except (OSError, DafError):
@@ -1400,7 +1133,7 @@ class FilesFormat(FormatWriter):
                 if folder is None:
                     continue
                 for file in sorted(os.listdir(folder)):
-                    if not file.endswith(".json") or file.startswith(".") or not _is_text(file) or file == ".json":
+                    if not file.endswith(".json") or file.startswith(".") or not is_text(file) or file == ".json":
                         continue
                     try:
                         fd, status = _open_file(folder, file)
@@ -1431,6 +1164,27 @@ class FilesFormat(FormatWriter):
         except (ValueError, RecursionError):
             pass
         self._update_metadata(None, None, rebuild=True)
+
+
+class _SnapshotSource:
+    """The files of a property in one snapshot of its folder, as the layout's decoders read them."""
+
+    def __init__(self, storage: FilesFormat, snapshot: _Snapshot) -> None:
+        self._storage = storage
+        self._snapshot = snapshot
+        self.what = snapshot.property.what
+
+    def map(self, suffix: str, dtype: np.dtype, count: int | None) -> tuple[np.ndarray, CacheGroup]:
+        return self._storage._map(self._snapshot, suffix, dtype, count)
+
+    def text(self, suffix: str, count: int) -> np.ndarray:
+        return self._storage._text(self._snapshot, suffix, count)
+
+    def invalid(self, problem: str) -> DafFormatError:
+        return self._storage._invalid(self._snapshot.property, problem)
+
+    def refuse_packed(self, descriptor: dict[str, Any]) -> None:
+        self._storage._refuse_packed(descriptor, self._snapshot.property)
 
 
 class FilesDaf(PersistentDaf):

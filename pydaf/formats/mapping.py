@@ -21,6 +21,7 @@ import sys
 import threading
 import weakref
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -58,6 +59,28 @@ def file_key(path: str | os.PathLike | int) -> FileKey | None:
     except FileNotFoundError:
         return None
     return status.st_dev, status.st_ino
+
+
+# The state (lock, cache, version counters) of each data set open in this process, by (file identity, group).
+_states: weakref.WeakValueDictionary[tuple[FileKey, str], Any] = weakref.WeakValueDictionary()
+_states_lock = threading.RLock()
+
+
+def shared_state(path: str, group: str | None, state: Any) -> Any:
+    """The state shared by every handle on the data set stored at ``path`` (a file or directory, by identity, so any
+    link to it counts) under ``group`` in this process: ``state`` if this is the first one (or the path is gone).
+
+    Example:
+        >>> import tempfile, threading
+        >>> folder, first, second = tempfile.mkdtemp(), threading.Event(), threading.Event()
+        >>> shared_state(folder, None, first) is first, shared_state(folder, None, second) is first
+        (True, True)
+    """
+    key = file_key(path)
+    if key is None:
+        return state
+    with _states_lock:
+        return _states.setdefault((key, group or ""), state)
 
 
 @dataclass

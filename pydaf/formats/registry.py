@@ -92,7 +92,7 @@ def registered_formats() -> list[FormatEntry]:
 
     Example:
         >>> [entry.name for entry in registered_formats()]
-        ['H5df', 'ZarrDaf', 'FilesDaf']
+        ['H5df', 'ZarrDaf', 'ZipDaf', 'FilesDaf']
     """
     entries = list(_FORMATS.values())
     return [entry for entry in entries if not entry.fallback] + [entry for entry in entries if entry.fallback]

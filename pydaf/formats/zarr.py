@@ -54,7 +54,7 @@ from ..errors import DafFormatError, DafLockedError, DafModeError, DafStorageErr
 from ..sparse import SparseMatrixCSC, SparseVector
 from ..storage_types import STRING_DTYPE, StorageScalar, scalar_dtype
 from .base import CacheGroup, FormatWriter, StoredMatrix, StoredVector, parse_mode, weakest_cache_group
-from .mapping import FileKey, file_key, map_region
+from .mapping import FileKey, file_key, map_region, shared_state
 from .registry import FormatEntry, PersistentDaf, register_format
 from .zipstore import LOCK_WAIT_SECONDS, DafAppendOnlyError, ZipAppend, ZipStore, acquire_zip_store
 
@@ -670,10 +670,6 @@ def _forget_directories() -> None:
 
 os.register_at_fork(after_in_child=_forget_directories)
 
-# The state (lock, cache, version counters) of each data set open in this process, by (container identity, group).
-_states: weakref.WeakValueDictionary[tuple[FileKey, str], Any] = weakref.WeakValueDictionary()
-_states_lock = threading.RLock()
-
 
 class ZarrFormat(FormatWriter):
     """The storage of a ZarrDaf data set: a Zarr v3 group in a directory or a ZIP archive."""
@@ -1041,11 +1037,7 @@ class ZarrFormat(FormatWriter):
         lines.append(f"{indent}mode: {self.mode}")
 
     def format_shared_state(self, state: Any) -> Any:
-        key = file_key(self.container)
-        if key is None:
-            return state
-        with _states_lock:
-            return _states.setdefault((key, self.group or ""), state)
+        return shared_state(self.container, self.group, state)
 
     def format_close(self) -> None:
         """Release this handle's hold of the archive (or of the directory's writer lock); arrays already returned

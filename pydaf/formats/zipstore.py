@@ -635,6 +635,7 @@ class ZipAppend:
         self._entries: list[ZipEntry] = []
         self._data_offsets: dict[str, int] = {}
         self._reserved: list[tuple[int, int, int, np.ndarray]] = []  # (entry index, header offset, data offset, map)
+        self._sealed = 0  # how many of the reserved entries have their CRC written
         self._removed: set[str] = set()
         self._done = False
 
@@ -672,6 +673,7 @@ class ZipAppend:
         encoded = self._check_name(name, replace)
         payload = memoryview(data if isinstance(data, bytes) else np.ascontiguousarray(data).reshape(-1)).cast("B")
         try:
+            self._seal()
             data_offset, header = self._place(encoded, name, len(payload), zlib.crc32(payload))
             _pwrite(self._store._fd, header, self.position)
             _pwrite(self._store._fd, payload, data_offset)
@@ -681,8 +683,8 @@ class ZipAppend:
 
     def reserve(self, name: str, nbytes: int, *, replace: bool = False) -> np.ndarray:
         """Append an entry of ``nbytes`` and return a writable, zero-filled map of its data to fill in place (its
-        disk space allocated first, so a full disk is an error here, never a crash when the map is written). Its
-        CRC is computed at :meth:`commit`."""
+        disk space allocated first, so a full disk is an error here, never a crash when the map is written). Fill it
+        before adding another entry: its CRC is computed by the next :meth:`add` (or :meth:`commit`)."""
         encoded = self._check_name(name, replace)
         fd = self._store._fd
         try:
@@ -712,18 +714,26 @@ class ZipAppend:
         self.abort()
         return DafStorageError(f"can't append the ZIP entry: {name}\nto the archive: {self._store.path}\n({error})")
 
+    def _seal(self) -> None:
+        """Write the CRCs of the reserved entries (filled by now) into their local headers, before any later entry is
+        written: so an entry that ends a batch (its commit entry) is only ever complete after every earlier entry of
+        its batch is, CRC included, and what a killed writer's archive recovers to (the entries up to its last
+        complete commit entry) never holds an unpatched CRC."""
+        for index, header_offset, _, region in self._reserved[self._sealed:]:
+            crc32 = zlib.crc32(region)
+            entry = self._entries[index]
+            self._entries[index] = ZipEntry(entry.name, entry.header_offset, entry.size, entry.compressed_size, crc32,
+                                            STORED)
+            _pwrite(self._store._fd, struct.pack("<I", crc32), header_offset + 14)
+        self._sealed = len(self._reserved)
+
     def commit(self) -> None:
         """Patch the CRCs of reserved entries, then write the new central directory and end records (the commit)."""
         if self._done:
             return
         store = self._store
         try:
-            for index, header_offset, _, region in self._reserved:
-                crc32 = zlib.crc32(region)
-                entry = self._entries[index]
-                self._entries[index] = ZipEntry(entry.name, entry.header_offset, entry.size, entry.compressed_size,
-                                                crc32, STORED)
-                _pwrite(store._fd, struct.pack("<I", crc32), header_offset + 14)
+            self._seal()
             store._finish_append(self, self._entries, self._data_offsets, self._removed)
         except BaseException as error:
             self.abort()

@@ -22,6 +22,7 @@ import os
 from ..composition.copies import copy_all
 from ..errors import DafFormatError, DafValueError
 from ..formats.registry import guess_format
+from ..formats.zarr_convert import convert_linked, is_linkable_pair
 from ..open import open_daf
 from .anndata import daf_as_h5ad, h5ad_as_daf
 from .destinations import build_daf, is_h5ad, require_distinct, storage_of
@@ -85,7 +86,11 @@ def convert(source: str | os.PathLike, destination: str | os.PathLike, *, obs_is
         return
     if any(value is not None for value in names.values()) and not is_h5ad(destination):
         raise DafValueError("--obs-is, --var-is and --X-is only apply to conversions from or to h5ad")
-    if storage_of(source).path == storage_of(destination).path:
+    if is_linkable_pair(source, destination) and not relayout:  # FilesDaf <-> ZarrDaf directories: hard links
+        convert_linked(source, destination, progress=progress)
+        return
+    if storage_of(source).path == storage_of(destination).path and storage_of(source).path.endswith(
+            (".h5df", ".h5dfs")):
         # Two groups of one HDF5 file: open it writable once (HDF5 refuses to open for writing a file this process
         # holds open read-only), and read the source through a read-only view.
         source_daf = open_daf(source, "r+").read_only()
@@ -94,4 +99,5 @@ def convert(source: str | os.PathLike, destination: str | os.PathLike, *, obs_is
     if is_h5ad(destination):
         daf_as_h5ad(source_daf, destination, progress=progress, **names)
     else:
-        build_daf(destination, lambda daf: copy_all(daf, source_daf, progress=progress), name=source_daf.name)
+        build_daf(destination, lambda daf: copy_all(daf, source_daf, relayout=relayout, progress=progress),
+                  name=source_daf.name)

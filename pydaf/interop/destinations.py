@@ -1,11 +1,14 @@
 """Where conversions write: a new data set built next to its destination and moved into place only when complete.
 
 A conversion (``h5ad_as_daf`` to a path, ``pydaf convert``) never writes into its destination directly. It builds the
-new data set in a temporary sibling: a hidden directory beside a FilesDaf directory, a hidden file beside an ``.h5df``
-file, a hidden group beside an ``x.h5dfs#/group``. Only once everything was written is it moved into place (renames,
-and for a group HDF5 link moves): a failure (a damaged input, a full disk, an interrupt) leaves the destination exactly
-as it was and removes the temporary. An existing destination is replaced only if it is a Daf data set (or empty): a
-directory, file or group holding anything else is refused before anything is written.
+new data set in a temporary sibling: a hidden directory beside a FilesDaf or ZarrDaf directory, a hidden file beside an
+``.h5df``, ``.daf.zip`` or ``.daf.zarr.zip`` file, a hidden group beside an ``x.h5dfs#/group``, and for a new group of
+an append-only archive (``x.dafs.zip#/group``, ``x.dafs.zarr.zip#/group``) a hidden copy of the archive (holding its
+writer lock meanwhile). Only once everything was written is it moved into place (renames, and for a group HDF5 link
+moves): a failure (a damaged input, a full disk, an interrupt) leaves the destination exactly as it was and removes
+the temporary. An existing destination is replaced only if it is a Daf data set (or empty): a directory, file or group
+holding anything else is refused before anything is written, and so is a data set in a group of an append-only archive
+(which can't be replaced).
 
 A conversion whose source and destination are the same storage (the same path, the same file through a link or a
 symlink, the same group, or one inside the other) is refused, since replacing the destination would destroy the source.
@@ -30,12 +33,15 @@ from dataclasses import dataclass
 
 import h5py
 
+from ..core.readers import DafReader
 from ..core.writers import DafWriter
-from ..errors import DafFormatError, DafModeError
-from ..formats.files import FilesDaf
+from ..errors import DafError, DafFormatError, DafModeError
 from ..formats.h5df import H5df, open_h5_file, split_h5df_path
+from ..formats.registry import FormatEntry, guess_format
+from ..formats.zipstore import DafAppendOnlyError, acquire_zip_store
 
-__all__ = ["Storage", "build_daf", "is_h5ad", "require_distinct", "storage_of", "write_file_then_replace"]
+__all__ = ["Storage", "build_daf", "is_h5ad", "require_distinct", "require_replaceable", "storage_of",
+           "write_file_then_replace"]
 
 
 def is_h5ad(path: str | os.PathLike) -> bool:
@@ -46,6 +52,11 @@ def is_h5ad(path: str | os.PathLike) -> bool:
         (True, False)
     """
     return os.fspath(path).endswith(".h5ad")
+
+
+#: The suffixes of single-data-set archives and of archives of several data sets (``#/group``), longest first.
+_ARCHIVE_SUFFIXES = (".daf.zarr.zip", ".daf.zip")
+_GROUPS_SUFFIXES = (".dafs.zarr.zip", ".dafs.zip")
 
 
 @dataclass(frozen=True)
@@ -69,8 +80,11 @@ def storage_of(path: str | os.PathLike) -> Storage:
         ('/cells', True)
     """
     text = os.fspath(path)
-    if is_h5ad(text):
+    if is_h5ad(text) or text.endswith(_ARCHIVE_SUFFIXES):
         return Storage(os.path.realpath(text), "/", False)
+    if any(f"{suffix}#/" in text for suffix in _GROUPS_SUFFIXES):
+        archive, _, group = text.partition("#/")
+        return Storage(os.path.realpath(archive), "/" + group.strip("/"), False)
     if text.endswith(".h5df") or ".h5dfs#/" in text:
         file, group = split_h5df_path(text)
         return Storage(os.path.realpath(file), "/" + group.strip("/") if group != "/" else "/", False)
@@ -158,31 +172,100 @@ def build_daf(destination: str | os.PathLike, fill: Callable[[DafWriter], object
         if group == "/":
             return _build_file(text, fill, name)
         return _build_group(file, group, fill, name)
-    return _build_directory(text, fill, name)
+    entry = guess_format(text)
+    if "#/" in text:
+        return _build_archive_group(text, entry, fill, name)
+    return _build_other(text, entry, fill, name)
 
 
-def _build_directory(path: str, fill: Callable[[DafWriter], object], name: str | None) -> DafWriter:
-    if os.path.lexists(path):
-        if not os.path.isdir(path):
-            _refuse(path, "not a directory")
-        if not os.path.exists(os.path.join(path, "daf.json")) and os.listdir(path):
-            _refuse(path, "a non-empty directory without daf.json")
-    absolute = os.path.abspath(path)
-    os.makedirs(os.path.dirname(absolute), exist_ok=True)
-    temporary = _hidden_sibling(absolute, "tmp")
+def _close(daf: DafReader) -> None:
+    daf.format.format_close()
+
+
+def require_replaceable(path: str | os.PathLike) -> None:
+    """Refuse a destination (of a format other than H5df) that exists and is neither a Daf data set of the format its
+    path names nor an empty directory.
+
+    Example:
+        >>> import os, tempfile
+        >>> path = os.path.join(tempfile.mkdtemp(), "notes.daf.zip")
+        >>> with open(path, "w") as file:
+        ...     _ = file.write("mine")
+        >>> require_replaceable(path)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        pydaf.errors.DafFormatError: not a daf data set: ...notes.daf.zip
+        (it is not a ZipDaf data set: not a ZIP archive (or a corrupt one): ...
+    """
+    text = os.fspath(path)
+    absolute = os.path.abspath(text.rstrip("/"))
+    if not os.path.lexists(absolute) or (os.path.isdir(absolute) and not os.listdir(absolute)):
+        return
+    entry = guess_format(text)
     try:
-        _fill_temporary(FilesDaf(temporary, "w", name=name or path), fill)  # type: ignore[arg-type]
-        if os.path.lexists(absolute):
-            old = _hidden_sibling(absolute, "old")
+        _close(entry.open(absolute, "r"))
+    except DafError as error:
+        _refuse(text, f"not a {entry.name} data set: {str(error).splitlines()[0]}")
+
+
+def _build_other(path: str, entry: FormatEntry, fill: Callable[[DafWriter], object],
+                 name: str | None) -> DafWriter:
+    """A data set of a format other than H5df (a FilesDaf or ZarrDaf directory, a ``.daf.zip`` or ``.daf.zarr.zip``
+    archive), built under a hidden sibling name with the same suffix and renamed into place."""
+    absolute = os.path.abspath(path.rstrip("/"))
+    require_replaceable(path)
+    suffix = next((suffix for suffix in (*_ARCHIVE_SUFFIXES, ".daf.zarr") if absolute.endswith(suffix)), "")
+    os.makedirs(os.path.dirname(absolute), exist_ok=True)
+    temporary = _hidden_sibling(absolute, "tmp", suffix)
+    try:
+        _fill_temporary(entry.open(temporary, "w", name=name or path), fill)  # type: ignore[arg-type]
+        if os.path.isdir(absolute):
+            old = _hidden_sibling(absolute, "old", suffix)
             os.replace(absolute, old)
             os.replace(temporary, absolute)
             shutil.rmtree(old, ignore_errors=True)
         else:
             os.replace(temporary, absolute)
     except BaseException:
-        shutil.rmtree(temporary, ignore_errors=True)
+        if os.path.isdir(temporary):
+            shutil.rmtree(temporary, ignore_errors=True)
+        elif os.path.lexists(temporary):
+            os.remove(temporary)
         raise
-    return FilesDaf(path, "r+", name=name)  # type: ignore[return-value]
+    return entry.open(path, "r+", name=name)  # type: ignore[return-value]
+
+
+def _build_archive_group(path: str, entry: FormatEntry, fill: Callable[[DafWriter], object],
+                         name: str | None) -> DafWriter:
+    """A new data set in a group of an append-only archive: written into a copy of the archive (taken while holding
+    its writer lock, so no other process appends meanwhile), which then replaces it."""
+    archive, _, group = path.partition("#/")
+    absolute = os.path.abspath(archive)
+    suffix = next(suffix for suffix in _GROUPS_SUFFIXES if absolute.endswith(suffix))
+    os.makedirs(os.path.dirname(absolute), exist_ok=True)
+    temporary = _hidden_sibling(absolute, "tmp", suffix)
+    store = acquire_zip_store(absolute, writable=True) if os.path.lexists(absolute) else None
+    try:
+        if store is not None:
+            shutil.copyfile(absolute, temporary)
+            try:
+                _close(entry.open(f"{temporary}#/{group}", "r"))
+            except DafFormatError as error:
+                if "not a daf data set" not in str(error):
+                    raise
+            else:
+                raise DafAppendOnlyError(f"can't replace the data set: {path}\n(it is in an append-only archive; "
+                                         "convert into a new group or a new archive)")
+        _fill_temporary(entry.open(f"{temporary}#/{group}", "w+", name=name or path), fill)  # type: ignore[arg-type]
+        os.replace(temporary, absolute)
+    except BaseException:
+        if os.path.lexists(temporary):
+            os.remove(temporary)
+        raise
+    finally:
+        if store is not None:
+            store.release()
+    return entry.open(path, "r+", name=name)  # type: ignore[return-value]
 
 
 def _require_daf_file(path: str) -> None:

@@ -2,7 +2,7 @@
 which buffers a Julia ``MemoryDaf`` wraps and which of them had to be copied. :func:`~pydaf.julia.to_julia` carries a
 plan out; building one needs no Julia.
 
-- A stored data set (H5df, FilesDaf, ZarrDaf: :data:`STORED_FORMATS`) is opened by Julia from the same path
+- A stored data set (H5df, FilesDaf, ZarrDaf, ZipDaf: :data:`STORED_FORMATS`) is opened by Julia from the same path
   (``complete_path()``), read-only: Julia maps the same file, nothing is copied. An H5df this process has open for
   writing can't be (HDF5's own file lock excludes a second HDF5 library while a writer has the file open), so that
   is refused with :class:`~pydaf.DafLockedError` (reopen it read-only, or hand it over ``in_memory``).
@@ -29,7 +29,7 @@ from ..sparse import SparseMatrixCSC, SparseVector
 from ..storage_types import STRING_DTYPE, StorageScalar, indtype_for_size, julia_name
 
 #: pydaf's stored formats (their ``type_name``), and the Julia constructor that opens the same path.
-STORED_FORMATS = {"H5df": "H5df", "FilesDaf": "FilesDaf", "ZarrDaf": "ZarrDaf"}
+STORED_FORMATS = {"H5df": "H5df", "FilesDaf": "FilesDaf", "ZarrDaf": "ZarrDaf", "ZipDaf": "ZipDaf"}
 
 
 class ArrayForm(enum.Enum):

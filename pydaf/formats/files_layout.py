@@ -1,0 +1,445 @@
+"""The FilesDaf layout (FORMATS.md §3) apart from where its files live: which files and descriptor (``.json``) each
+property is stored as, with their exact bytes, and how a property is decoded from them. :class:`~pydaf.FilesDaf`
+keeps them in a directory and :class:`~pydaf.ZipDaf` as the entries of a ZIP archive; both use these functions, so
+the two layouts are the same byte for byte (unzipping a ZipDaf gives a FilesDaf directory).
+
+Decoding reads through a :class:`LayoutSource` (the files of one property, however stored): every size a descriptor
+declares is checked against the axes and the stored sizes before anything is mapped, and bad descriptors raise
+:class:`~pydaf.DafFormatError` naming the property.
+"""
+
+from __future__ import annotations
+
+import json
+from contextlib import suppress
+from typing import Any, Protocol
+
+import numpy as np
+
+from ..errors import DafFormatError, DafValueError
+from ..sparse import SparseMatrixCSC, SparseVector
+from ..storage_types import DTYPES_BY_NAME, STRING_DTYPE, StorageScalar, julia_name, scalar_dtype
+from .base import (
+    CacheGroup,
+    StoredMatrix,
+    StoredVector,
+    dense_string_matrix,
+    dense_string_vector,
+    sparse_string_matrix,
+    sparse_string_vector,
+    sparse_strings_are_smaller,
+    weakest_cache_group,
+)
+
+#: The FilesDaf format version written (``daf.json``); reading accepts this major version up to this minor one.
+MAJOR_VERSION = 1
+MINOR_VERSION = 1
+
+#: The suffixes of a vector's files, its descriptor first (Julia's ``format_delete_vector!`` list).
+VECTOR_SUFFIXES = (".json", ".txt", ".data", ".zip", ".nzind", ".nzind.zip", ".nzval", ".nzval.zip", ".nztxt")
+#: The suffixes of a matrix's files, its descriptor first.
+MATRIX_SUFFIXES = (".json", ".data", ".txt", ".zip", ".colptr", ".colptr.zip", ".rowval", ".rowval.zip", ".nzval",
+                   ".nzval.zip", ".nztxt")
+
+#: A property's files: ``(suffix, bytes or an array whose raw bytes in memory order are the file)``.
+Files = list[tuple[str, bytes | np.ndarray]]
+
+
+# Encoding.
+
+
+def utf8(text: str, what: str) -> bytes:
+    """``text`` as UTF-8 (a :class:`~pydaf.DafValueError` naming ``what`` if it can't be)."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise DafValueError(f"{what}\nis not valid UTF-8 text ({error})") from error
+
+
+def lines_bytes(values: np.ndarray, what: str) -> bytes:
+    """A lines file: each string followed by a newline (Julia's ``println``); a newline inside one is refused.
+
+    Example:
+        >>> lines_bytes(np.array(["A", "B"], dtype=object), "the axis: cell")
+        b'A\\nB\\n'
+    """
+    for value in values.flat:
+        if "\n" in value:
+            raise DafValueError(f"a string of {what}\ncontains a newline, which FilesDaf can't store: {value!r}")
+    return utf8("".join(f"{value}\n" for value in values.flat), what)
+
+
+def json_value(value: StorageScalar) -> str:
+    """A scalar as JSON.jl writes it (shortest round-trip numbers, ``true``/``false``)."""
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, np.bool_):
+        return "true" if value else "false"
+    if isinstance(value, np.floating):
+        if not np.isfinite(value):
+            raise DafValueError(f"FilesDaf can't store the non-finite scalar: {value}")
+        text = np.format_float_positional(value, unique=True, trim="0") if 1e-5 <= abs(value) < 1e16 or value == 0 \
+            else np.format_float_scientific(value, unique=True, trim="0").replace("e+", "e")
+        return text
+    return str(int(value))
+
+
+def scalar_json(value: StorageScalar) -> str:
+    """The descriptor of a scalar (without its trailing newline).
+
+    Example:
+        >>> scalar_json(np.float64(0.5)), scalar_json("amos")
+        ('{"type":"Float64","value":0.5}', '{"type":"String","value":"amos"}')
+    """
+    return f'{{"type":"{julia_name(scalar_dtype(value))}","value":{json_value(value)}}}'
+
+
+def dense_json(eltype: str) -> str:
+    """The descriptor of dense data of a Julia element type."""
+    return f'{{"format":"dense","eltype":"{eltype}"}}'
+
+
+def component_json(eltype: str, n_elements: int) -> str:
+    return f'{{"format":"dense","eltype":"{eltype}","n_elements":{n_elements}}}'
+
+
+def sparse_json(components: list[tuple[str, str, int]]) -> str:
+    """The v1.1 descriptor of sparse data: ``(component, Julia element type, n_elements)`` each, in order.
+
+    Example:
+        >>> sparse_json([("nzind", "Int64", 2)])
+        '{"format":"sparse","nzind":{"format":"dense","eltype":"Int64","n_elements":2}}'
+    """
+    parts = ",".join(f'"{name}":{component_json(eltype, count)}' for name, eltype, count in components)
+    return f'{{"format":"sparse",{parts}}}'
+
+
+def sparse_files(indices: list[tuple[str, np.ndarray]], nzval: np.ndarray, what: str) -> tuple[Files, str]:
+    """The files and descriptor of sparse data: its index components, then ``nzval`` (``.nztxt`` lines for strings,
+    left out for all-true Bool data)."""
+    files: Files = [(f".{component}", values) for component, values in indices]
+    components = [(component, julia_name(values.dtype), values.shape[0]) for component, values in indices]
+    if nzval.dtype == STRING_DTYPE:
+        files.append((".nztxt", lines_bytes(nzval, what)))
+        components.append(("nzval", "String", nzval.shape[0]))
+    elif not (nzval.dtype == np.bool_ and nzval.all()):
+        files.append((".nzval", nzval))
+        components.append(("nzval", julia_name(nzval.dtype), nzval.shape[0]))
+    return files, sparse_json(components)
+
+
+def vector_files(vector: StoredVector | StorageScalar, length: int, what: str) -> tuple[Files, str]:
+    """The files and descriptor of a vector of ``length`` entries, as Julia's FilesDaf stores it (a zero fill as an
+    empty sparse vector; strings sparse when that is smaller).
+
+    Example:
+        >>> vector_files(np.array([1.5, 2.5]), 2, "the vector: x")[1]
+        '{"format":"dense","eltype":"Float64"}'
+        >>> vector_files(np.int64(0), 3, "the vector: x")[1]
+        '{"format":"sparse","nzind":{"format":"dense","eltype":"Int64","n_elements":0},"nzval":{"format":"dense","eltype":"Int64","n_elements":0}}'
+    """
+    if not isinstance(vector, np.ndarray | SparseVector):
+        if not isinstance(vector, str) and vector == 0:  # Julia stores a zero fill as an empty sparse vector
+            vector = SparseVector(length, np.empty(0, np.int64), np.empty(0, scalar_dtype(vector)))
+        else:
+            vector = np.full(length, vector, dtype=scalar_dtype(vector))
+    if isinstance(vector, SparseVector):
+        return sparse_files([("nzind", vector.nzind)], vector.nzval, what)
+    if vector.dtype == STRING_DTYPE:
+        if sparse_strings_are_smaller(vector, None):
+            nzind, texts = sparse_string_vector(vector)
+            return sparse_files([("nzind", nzind)], texts, what)
+        return [(".txt", lines_bytes(vector, what))], dense_json("String")
+    return [(".data", vector)], dense_json(julia_name(vector.dtype))
+
+
+def matrix_files(matrix: StoredMatrix | StorageScalar, shape: tuple[int, int], what: str) -> tuple[Files, str]:
+    """The files and descriptor of a ``shape`` matrix (column-major), as Julia's FilesDaf stores it.
+
+    Example:
+        >>> files, descriptor = matrix_files(np.array([[1, 2], [3, 4]], dtype=np.int8), (2, 2), "the matrix: m")
+        >>> files[0][0], bytes(np.ascontiguousarray(files[0][1])), descriptor
+        ('.data', b'\\x01\\x03\\x02\\x04', '{"format":"dense","eltype":"Int8"}')
+    """
+    if not isinstance(matrix, np.ndarray | SparseMatrixCSC):
+        if not isinstance(matrix, str) and matrix == 0:  # Julia stores a zero fill as an empty sparse matrix
+            matrix = SparseMatrixCSC(shape, np.ones(shape[1] + 1, np.int64), np.empty(0, np.int64),
+                                     np.empty(0, scalar_dtype(matrix)))
+        else:
+            matrix = np.full(shape, matrix, dtype=scalar_dtype(matrix), order="F")
+    if isinstance(matrix, SparseMatrixCSC):
+        return sparse_files([("colptr", matrix.colptr), ("rowval", matrix.rowval)], matrix.nzval, what)
+    if matrix.dtype == STRING_DTYPE:
+        if sparse_strings_are_smaller(matrix, shape[1]):
+            colptr, rowval, texts = sparse_string_matrix(matrix)
+            return sparse_files([("colptr", colptr), ("rowval", rowval)], texts, what)
+        return [(".txt", lines_bytes(matrix.reshape(-1, order="F"), what))], dense_json("String")
+    return [(".data", np.asfortranarray(matrix).T)], dense_json(julia_name(matrix.dtype))
+
+
+def empty_sparse_vector_json(filled: SparseVector) -> str:
+    """The descriptor of a filled ``empty_sparse_vector!`` (whose ``nzval`` is always stored)."""
+    return sparse_json([("nzind", julia_name(filled.nzind.dtype), filled.nnz),
+                        ("nzval", julia_name(filled.dtype), filled.nnz)])
+
+
+def empty_sparse_matrix_json(filled: SparseMatrixCSC) -> str:
+    """The descriptor of a filled ``empty_sparse_matrix!`` (whose ``nzval`` is always stored)."""
+    index = julia_name(filled.colptr.dtype)
+    return sparse_json([("colptr", index, filled.shape[1] + 1), ("rowval", index, filled.nnz),
+                        ("nzval", julia_name(filled.dtype), filled.nnz)])
+
+
+# Decoding.
+
+
+def is_text(name: str) -> bool:
+    """Whether a name is valid UTF-8 (``os.listdir`` gives other bytes as surrogates; they are not Daf names)."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def is_file_name(name: object) -> bool:
+    """Whether a name can be a property's (or an axis's) file name: non-empty UTF-8, not starting with ``.``,
+    without ``/`` or NUL."""
+    return isinstance(name, str) and bool(name) and not name.startswith(".") and "/" not in name and \
+        "\0" not in name and is_text(name)
+
+
+def member(descriptor: Any, key: str, kinds: type | tuple[type, ...], what: str, *, optional: bool = False) -> Any:
+    """A member of a descriptor of one of ``kinds`` (``None`` if missing and ``optional``)."""
+    if not isinstance(descriptor, dict):
+        raise DafFormatError(f"invalid descriptor of {what}\n(expected a JSON object)")
+    if key not in descriptor and optional:
+        return None
+    value = descriptor.get(key)
+    kinds = kinds if isinstance(kinds, tuple) else (kinds,)
+    if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):  # JSON true is not 1
+        names = {str: "string", int: "integer", dict: "JSON object"}
+        expected = " or ".join(names.get(kind, kind.__name__) for kind in kinds)
+        raise DafFormatError(f"invalid descriptor of {what}\n(expected \"{key}\" to be a {expected})")
+    return value
+
+
+def element_count(descriptor: dict[str, Any], what: str) -> int | None:
+    """The ``n_elements`` of a component descriptor, if it has one."""
+    count = member(descriptor, "n_elements", int, what, optional=True)
+    if count is not None and count < 0:
+        raise DafFormatError(f"invalid descriptor of {what}\n(negative n_elements: {count})")
+    return count
+
+
+def is_string_type(eltype: str) -> bool:
+    return eltype in ("String", "string")
+
+
+def numeric_dtype(eltype: str, what: str, *, index: bool = False) -> np.dtype:
+    """The numpy type of a Julia element type name (an integer type if ``index``)."""
+    dtype = DTYPES_BY_NAME.get(eltype)
+    if dtype is None or (index and dtype.kind not in "iu"):
+        expected = "an integer type" if index else "a Daf element type"
+        raise DafFormatError(f"invalid element type: {eltype}\nof {what}\n(expected {expected})")
+    return dtype
+
+
+def scalar_value(descriptor: Any, what: str) -> StorageScalar:
+    """A scalar from its descriptor, converted as Julia's ``convert`` would (anything else is refused).
+
+    Example:
+        >>> scalar_value({"type": "Int8", "value": 7}, "the scalar: x")
+        np.int8(7)
+    """
+    eltype = member(descriptor, "type", str, what)
+    if "value" not in descriptor:
+        raise DafFormatError(f"invalid descriptor of {what}\n(no \"value\")")
+    value = descriptor["value"]
+    if is_string_type(eltype):
+        if isinstance(value, str):
+            return value
+    elif isinstance(value, int | float):
+        dtype = numeric_dtype(eltype, what)
+        integral = int(value) if isinstance(value, int) or value.is_integer() else None  # inf, nan: not integral
+        if dtype.kind == "b" and integral in (0, 1):
+            return np.bool_(integral)
+        if dtype.kind in "iu" and integral is not None and np.iinfo(dtype).min <= integral <= np.iinfo(dtype).max:
+            return dtype.type(integral)
+        if dtype.kind == "f":
+            with suppress(OverflowError):
+                number = float(value)
+                if not np.isfinite(number) or abs(number) <= float(np.finfo(dtype).max):
+                    return dtype.type(number)
+    raise DafFormatError(f"invalid value: {str(value)[:100]}\nof {what}\n(expected a value of type: {eltype})")
+
+
+def parse_json(data: bytes, what: str) -> Any:
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError) as error:  # UnicodeDecodeError is a ValueError
+        raise DafFormatError(f"invalid JSON in the descriptor of {what}\n({str(error)[:200]})") from error
+
+
+def checked_text(data: bytes, what: str) -> str:
+    """The text of a lines file: UTF-8, each line (if any) ending with a newline."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise DafFormatError(f"the text of {what}\nis not valid UTF-8 ({error})") from error
+    if text and not text.endswith("\n"):
+        raise DafFormatError(f"the text of {what}\ndoes not end with a newline")
+    return text
+
+
+def line_count(data: bytes, what: str) -> int:
+    """The number of lines of a (checked) lines file."""
+    checked_text(data, what)
+    return data.count(b"\n")
+
+
+def lines(data: bytes, count: int, what: str) -> np.ndarray:
+    """The ``count`` lines of a lines file.
+
+    Example:
+        >>> lines(b"A\\nB\\n", 2, "the axis: cell").tolist()
+        ['A', 'B']
+    """
+    text = checked_text(data, what)
+    if text.count("\n") != count:
+        raise DafFormatError(f"the text of {what}\nhas {text.count(chr(10))} lines instead of {count}")
+    return np.array(text[:-1].split("\n"), dtype=object) if count else np.empty(0, dtype=object)
+
+
+class LayoutSource(Protocol):
+    """The stored files of one property, wherever they are (a folder, a ZIP archive)."""
+
+    #: How errors name the property (``the vector: x\\nof the axis: cell``).
+    what: str
+
+    def map(self, suffix: str, dtype: np.dtype, count: int | None) -> tuple[np.ndarray, CacheGroup]:
+        """The values of a data file of ``count`` elements (``None``: as many as its size holds), read-only, mapped
+        where possible; a missing file or a wrong size raises."""
+
+    def text(self, suffix: str, count: int) -> np.ndarray:
+        """The ``count`` lines of a lines file."""
+
+    def invalid(self, problem: str) -> DafFormatError:
+        """The error of an invalid property."""
+
+    def refuse_packed(self, descriptor: dict[str, Any]) -> None:
+        """Raise if the descriptor says the data is packed (not supported yet)."""
+
+
+def verify_version(version: Any, where: str) -> None:
+    """Check a parsed ``daf.json`` (``where`` names the data set in errors).
+
+    Example:
+        >>> verify_version({"version": [2, 0]}, "the daf directory: x")
+        Traceback (most recent call last):
+        ...
+        pydaf.errors.DafFormatError: incompatible format version: 2.0
+        for the daf directory: x
+        the code supports version: 1.1
+    """
+    numbers = version.get("version") if isinstance(version, dict) else None
+    if not isinstance(numbers, list) or len(numbers) != 2 or not all(
+            isinstance(number, int) and not isinstance(number, bool) for number in numbers):
+        raise DafFormatError(f"invalid daf.json in {where}\n(expected {{\"version\":[major,minor]}})")
+    major, minor = numbers
+    if major != MAJOR_VERSION or minor > MINOR_VERSION:
+        raise DafFormatError(f"incompatible format version: {major}.{minor}\nfor {where}\nthe code supports version: "
+                             f"{MAJOR_VERSION}.{MINOR_VERSION}")
+
+
+def is_packed(descriptor: dict[str, Any]) -> bool:
+    """Whether a descriptor (or one of its components) describes packed (``.zip`` shard) data."""
+    return "packed_format" in descriptor or any(isinstance(component, dict) and "packed_format" in component
+                                                for component in descriptor.values())
+
+
+def _dense(source: LayoutSource, descriptor: dict[str, Any], count: int) -> tuple[np.ndarray, CacheGroup]:
+    eltype = member(descriptor, "eltype", str, source.what)
+    if is_string_type(eltype):
+        return source.text(".txt", count), CacheGroup.MemoryData
+    return source.map(".data", numeric_dtype(eltype, source.what), count)
+
+
+def _index(source: LayoutSource, descriptor: dict[str, Any], component: str,
+           count: int | None) -> tuple[np.ndarray, CacheGroup]:
+    """An index component of a sparse property (``nzind``, ``colptr``, ``rowval``), either descriptor version;
+    ``count`` is its required length, if known."""
+    what = source.what
+    if "eltype" in descriptor:  # v1.0: one index type, lengths from the file sizes
+        indtype = member(descriptor, "indtype", str, what)
+        return source.map(f".{component}", numeric_dtype(indtype, what, index=True), count)
+    part = member(descriptor, component, dict, what)
+    declared = element_count(part, what)
+    if count is not None and declared is not None and declared != count:
+        raise source.invalid(f"{component} has {declared} elements instead of {count}")
+    dtype = numeric_dtype(member(part, "eltype", str, what), what, index=True)
+    return source.map(f".{component}", dtype, declared if count is None else count)
+
+
+def _values(source: LayoutSource, descriptor: dict[str, Any], nnz: int) -> tuple[np.ndarray, CacheGroup]:
+    """The ``nzval`` of a sparse property with ``nnz`` entries (all-true Bool when it is not stored)."""
+    what = source.what
+    if "eltype" in descriptor:  # v1.0: Bool data is always all-true (FORMATS.md §3.5)
+        eltype = member(descriptor, "eltype", str, what)
+        part = None
+    else:
+        part = member(descriptor, "nzval", dict, what, optional=True)
+        eltype = None if part is None else member(part, "eltype", str, what)
+        declared = None if part is None else element_count(part, what)
+        if declared is not None and declared != nnz:
+            raise source.invalid(f"nzval has {declared} elements instead of {nnz}")
+    if eltype is not None and is_string_type(eltype):
+        return source.text(".nztxt", nnz), CacheGroup.MemoryData
+    dtype = np.dtype(np.bool_) if eltype is None else numeric_dtype(eltype, what)
+    if part is None and dtype == np.bool_:
+        return np.ones(nnz, dtype=np.bool_), CacheGroup.MemoryData
+    return source.map(".nzval", dtype, nnz)
+
+
+def decode_vector(source: LayoutSource, descriptor: Any, length: int) -> tuple[StoredVector, CacheGroup | None]:
+    """A vector of ``length`` entries from its descriptor and files (v1.0 or v1.1)."""
+    layout = member(descriptor, "format", str, source.what)
+    source.refuse_packed(descriptor)
+    if layout == "dense":
+        return _dense(source, descriptor, length)
+    if layout != "sparse":
+        raise source.invalid(f"unknown format: {layout}")
+    nzind, group = _index(source, descriptor, "nzind", None)
+    if nzind.shape[0] > length or (nzind.shape[0] and (int(nzind[0]) < 1 or int(nzind[-1]) > length)):
+        # The full check of the indices is an O(nnz) pass, left to the reader layer; these are O(1).
+        raise source.invalid(f"{nzind.shape[0]} stored entries from {int(nzind[0])} to {int(nzind[-1])} for an "
+                             f"axis of length {length}")
+    nzval, values_group = _values(source, descriptor, nzind.shape[0])
+    if nzval.dtype == STRING_DTYPE:
+        return dense_string_vector(length, nzind, nzval), CacheGroup.MemoryData
+    return SparseVector(length, nzind, nzval), weakest_cache_group(group, values_group)
+
+
+def decode_matrix(source: LayoutSource, descriptor: Any,
+                  shape: tuple[int, int]) -> tuple[StoredMatrix, CacheGroup | None]:
+    """A ``shape`` matrix from its descriptor and files (v1.0 or v1.1)."""
+    layout = member(descriptor, "format", str, source.what)
+    source.refuse_packed(descriptor)
+    if layout == "dense":
+        values, group = _dense(source, descriptor, shape[0] * shape[1])
+        return values.reshape(shape, order="F"), group
+    if layout != "sparse":
+        raise source.invalid(f"unknown format: {layout}")
+    colptr, group = _index(source, descriptor, "colptr", shape[1] + 1)
+    rowval, rowval_group = _index(source, descriptor, "rowval", None)
+    nnz = rowval.shape[0]
+    if nnz > shape[0] * shape[1] or int(colptr[0]) != 1 or int(colptr[-1]) != nnz + 1:
+        raise source.invalid(f"{nnz} stored entries with colptr from {int(colptr[0])} to {int(colptr[-1])} for a "
+                             f"{shape[0]} x {shape[1]} matrix")
+    nzval, values_group = _values(source, descriptor, nnz)
+    if nzval.dtype == STRING_DTYPE:
+        return dense_string_matrix(shape, colptr, rowval, nzval), CacheGroup.MemoryData
+    group = weakest_cache_group(group, rowval_group, values_group)
+    if rowval.dtype != colptr.dtype:
+        rowval, group = rowval.astype(colptr.dtype), CacheGroup.MemoryData
+    return SparseMatrixCSC(shape, colptr, rowval, nzval), group

@@ -1,0 +1,492 @@
+"""ZipDaf: Julia's FilesDaf layout inside one ZIP archive (FORMATS.md §3.11): ``x.daf.zip`` holds one data set at its
+root, ``x.dafs.zip#/group`` one of several, each under ``group/``.
+
+The entries are exactly the FilesDaf files (``daf.json``, ``scalars/<n>.json``, ``axes/<a>.txt``,
+``vectors/<a>/<n>.json`` + ``.data``/``.txt``/``.nzind``/``.nzval``/``.nztxt``, ``matrices/<r>/<c>/<n>.json`` + ...)
+with the same bytes (:mod:`pydaf.formats.files_layout`), so unzipping an archive gives a FilesDaf directory. There are
+no directory entries and no ``metadata.json`` (the central directory is the index; a writable open drops a stale
+``metadata.json``, ``metadata.zip`` or ``axes/metadata.json`` from it, as Julia's ``strip_files_daf_sidecars!``).
+
+The archive is written by :mod:`pydaf.formats.zipstore` (Julia's ``MmapZipStore`` framing): every entry STORED with its
+CRC32, its data 8-byte aligned, so numbers are memory-mapped and returned as read-only views of the archive
+(zero-copy); foreign archives' DEFLATE or unaligned entries are read into memory. Writing is append-only: deletes and
+overwrites raise :class:`~pydaf.formats.zipstore.DafAppendOnlyError`; mode ``w`` replaces a whole archive (and is
+refused for a group). Each property is one appended batch, its ``.json`` descriptor last (an axis is its ``.txt``),
+and the central directory is rewritten after it, so the archive is a valid ZIP (``zipfile``, ``unzip -t``) after
+every write, and one whose writer was killed opens with every property committed before the kill.
+
+Everything read is checked (descriptors, sizes against the axes and the entries) before it is mapped or allocated;
+packed (``.zip`` shard) properties are refused, as by :class:`~pydaf.FilesDaf`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import weakref
+from typing import Any
+
+import numpy as np
+
+from ..errors import DafFormatError, DafMissingError, DafModeError, DafNameError, DafStorageError
+from ..sparse import SparseMatrixCSC, SparseVector
+from ..storage_types import StorageScalar, julia_name
+from .base import CacheGroup, FormatWriter, StoredMatrix, StoredVector, parse_mode
+from .files_layout import (
+    MAJOR_VERSION,
+    MINOR_VERSION,
+    Files,
+    decode_matrix,
+    decode_vector,
+    dense_json,
+    empty_sparse_matrix_json,
+    empty_sparse_vector_json,
+    is_file_name,
+    is_packed,
+    line_count,
+    lines,
+    lines_bytes,
+    matrix_files,
+    parse_json,
+    scalar_json,
+    scalar_value,
+    utf8,
+    vector_files,
+    verify_version,
+)
+from .mapping import shared_state
+from .registry import FormatEntry, PersistentDaf, register_format
+from .zipstore import DafAppendOnlyError, ZipAppend, ZipStore, acquire_zip_store
+
+#: Entries a ``zip -r`` of a FilesDaf directory bundles that a ZipDaf does not keep (dropped from the central
+#: directory by a writable open; their bytes stay in the archive, unreachable).
+SIDECAR_NAMES = ("metadata.json", "metadata.zip", "axes/metadata.json")
+
+_MAX_JSON_BYTES = 64 << 20  # descriptors are tiny; a scalar string may be large, but not gigabytes
+_AXIS_ENTRY = re.compile(r"(?:^|/)axes/[^/]+\.txt\Z", re.DOTALL)
+_PATH = re.compile(r"\.dafs?\.zip(?:\Z|#)")
+
+
+def split_zip_path(path: str | os.PathLike) -> tuple[str, str | None]:
+    """Julia's ``parse_zip_archive_path`` for ZipDaf: ``(container, group)`` for ``x.daf.zip`` (group ``None``) and
+    ``x.dafs.zip#/group``; anything else is a :class:`~pydaf.DafFormatError` with Julia's message.
+
+    Example:
+        >>> split_zip_path("cells.daf.zip"), split_zip_path("all.dafs.zip#/cells/raw")
+        (('cells.daf.zip', None), ('all.dafs.zip', 'cells/raw'))
+        >>> split_zip_path("all.dafs.zip")
+        Traceback (most recent call last):
+        ...
+        pydaf.errors.DafFormatError: missing '#/<group>' in plural ZipDaf path: all.dafs.zip
+    """
+    text = os.fspath(path)
+    if ".dafs.zip#/" in text:
+        container, group = text.split(".dafs.zip#/", 1)
+        if not group:
+            raise DafFormatError(f"empty group name after '#/' in ZipDaf path: {text}")
+        if not all(is_file_name(part) and "\\" not in part for part in group.split("/")):
+            raise DafFormatError(f"invalid group name: {group!r}\nin ZipDaf path: {text}\n(each part must be a valid "
+                                 "Daf name)")
+        return container + ".dafs.zip", group
+    if ".daf.zip#" in text:
+        raise DafFormatError(f"can't address a sub-daf in a singular ZipDaf path; use .dafs.zip#/<group>: {text}")
+    if text.endswith(".daf.zip"):
+        return text, None
+    if text.endswith(".dafs.zip"):
+        raise DafFormatError(f"missing '#/<group>' in plural ZipDaf path: {text}")
+    raise DafFormatError(f"can't parse as ZipDaf path: {text}\nexpected one of: <stem>.daf.zip, "
+                         "<stem>.dafs.zip#/<group>")
+
+
+def _is_commit(name: str) -> bool:
+    """Whether an entry ends an appended batch: a property's ``.json`` descriptor (``daf.json`` too), or an axis."""
+    return name.endswith(".json") or _AXIS_ENTRY.search(name) is not None
+
+
+class _EntrySource:
+    """The entries of one property in the archive, as the layout's decoders read them."""
+
+    def __init__(self, storage: ZipFormat, base: str, what: str) -> None:
+        self._store = storage.store
+        self._path = storage.path
+        self._base = base
+        self.what = what
+
+    def _name(self, suffix: str) -> str:
+        name = self._base + suffix
+        if name not in self._store:
+            raise DafFormatError(f"missing ZIP entry: {name}\nof {self.what}\nin the daf zip archive: {self._path}")
+        return name
+
+    def map(self, suffix: str, dtype: np.dtype, count: int | None) -> tuple[np.ndarray, CacheGroup]:
+        name = self._name(suffix)
+        entry = self._store.entry(name)
+        assert entry is not None
+        if count is None:  # (v1.0 sparse components: as long as their size says)
+            if entry.size % dtype.itemsize:
+                raise DafFormatError(f"the ZIP entry: {name}\nof {self.what}\nin the daf zip archive: {self._path}\n"
+                                     f"has {entry.size} bytes (not a multiple of {dtype.itemsize})")
+            count = entry.size // dtype.itemsize
+        mapped = self._store.map_array(name, dtype, count)  # (checks the size first)
+        if mapped is not None:
+            return mapped, CacheGroup.MappedData if count else CacheGroup.MemoryData
+        values = np.frombuffer(self._store.read(name), dtype=dtype).copy()  # compressed or unaligned: a copy
+        return values, CacheGroup.MemoryData
+
+    def text(self, suffix: str, count: int) -> np.ndarray:
+        return lines(self._store.read(self._name(suffix)), count, f"{self.what}\nin the daf zip archive: {self._path}")
+
+    def invalid(self, problem: str) -> DafFormatError:
+        return DafFormatError(f"invalid {self.what}\nin the daf zip archive: {self._path}\n({problem})")
+
+    def refuse_packed(self, descriptor: dict[str, Any]) -> None:
+        if is_packed(descriptor):
+            raise DafFormatError(f"reading packed (.zip) ZipDaf data is not supported yet\nfor {self.what}\nin the "
+                                 f"daf zip archive: {self._path}")
+
+
+
+class ZipFormat(FormatWriter):
+    """The storage of a ZipDaf data set: FilesDaf entries in a ZIP archive (see the module docstring)."""
+
+    type_name = "ZipDaf"
+
+    def __init__(self, path: str, mode: str) -> None:
+        writable, may_create, truncate = parse_mode(mode)
+        container, group = split_zip_path(path)
+        self.mode = mode
+        self.is_writable = writable
+        self.container = os.path.abspath(container)
+        self.group = group
+        self.path = self.container if group is None else f"{self.container}#/{group}"
+        self.prefix = "" if group is None else f"{group}/"
+        self._axis_lengths: dict[str, int] = {}  # (an archive's axes never change)
+        self._building: tuple[str, ZipAppend] | None = None  # an empty_* builder's entries base and batch
+        if truncate and group is not None:
+            raise DafModeError(f"can't truncate a sub-daf inside a ZipDaf; the ZIP backend is append-only: "
+                               f"{self.path}")
+        if not may_create and not os.path.isfile(self.container):
+            raise DafFormatError(f"no such file: {self.container}")
+        self.store: ZipStore = acquire_zip_store(self.container, writable=writable, create=may_create,
+                                                 truncate=truncate and group is None, is_commit=_is_commit)
+        self._release = weakref.finalize(self, self.store.release)
+        try:
+            self._open_root(may_create)
+        except BaseException:
+            self.format_close()  # (a failed open holds no archive)
+            raise
+
+    def _open_root(self, may_create: bool) -> None:
+        marker = self.prefix + "daf.json"
+        if marker not in self.store:
+            if not may_create:
+                raise DafFormatError(f"not a daf data set: {self.path}")
+            with self.store.append() as batch:
+                batch.add(marker, f'{{"version":[{MAJOR_VERSION},{MINOR_VERSION}]}}\n'.encode())
+            return
+        self._verify_version(marker)
+        if self.is_writable:
+            stale = [self.prefix + name for name in SIDECAR_NAMES if self.prefix + name in self.store]
+            if stale:
+                with self.store.append() as batch:
+                    for name in stale:
+                        batch.remove(name)
+
+    def _verify_version(self, marker: str) -> None:
+        version = parse_json(self._read(marker, "the daf.json"), f"the daf.json of the daf zip archive: {self.path}")
+        verify_version(version, f"the daf zip archive: {self.path}")
+
+    # Names and entries.
+
+    def _name(self, name: Any, what: str) -> str:
+        if is_file_name(name) and "\\" not in name:
+            return name
+        raise DafNameError(f"invalid {what} name: {name!r}\nfor the daf zip archive: {self.path}\n(ZipDaf names are "
+                           "FilesDaf file names: non-empty UTF-8, not starting with '.', without '/', '\\' or NUL)")
+
+    def _has(self, key: Any) -> bool:
+        """Whether a property exists (a name the archive could never hold is not found, as the contract asks)."""
+        try:
+            return self.prefix + key() in self.store
+        except DafNameError:
+            return False
+
+    def _names(self, folder: str, suffix: str) -> set[str]:
+        return {name[:-len(suffix)] for name in self.store.children(self.prefix + folder)
+                if name.endswith(suffix) and len(name) > len(suffix) and is_file_name(name)
+                and self.prefix + f"{folder}/{name}" in self.store}
+
+    def _read(self, name: str, what: str, limit: int | None = None) -> bytes:
+        entry = self.store.entry(name)
+        if entry is None:
+            raise DafMissingError(f"missing {what}\nin the daf zip archive: {self.path}")
+        if limit is not None and entry.size > limit:
+            raise DafFormatError(f"the ZIP entry: {name}\nof {what}\nin the daf zip archive: {self.path}\nhas "
+                                 f"{entry.size} bytes (too large for a descriptor)")
+        return self.store.read(name)
+
+    def _descriptor(self, base: str, what: str) -> Any:
+        return parse_json(self._read(self.prefix + base + ".json", what, _MAX_JSON_BYTES),
+                          f"{what}\nin the daf zip archive: {self.path}")
+
+    def _append_only(self, doing: str, what: str) -> DafAppendOnlyError:
+        return DafAppendOnlyError(f"ZipDaf is append-only; can't {doing} {what}\nin: {self.path}")
+
+    def _refuse_existing(self, base: str, what: str) -> None:
+        if self.prefix + base + ".json" in self.store:
+            raise self._append_only("overwrite", what)
+
+    def _write(self, base: str, files: Files, descriptor: str, what: str) -> None:
+        """Append a property's entries as one batch, its descriptor last (what makes it exist). Entries of the same
+        names a killed batch left are superseded (``replace``)."""
+        self._refuse_existing(base, what)
+        text = utf8(descriptor + "\n", what)
+        with self.store.append() as batch:
+            for suffix, data in files:
+                batch.add(self.prefix + base + suffix, data, replace=True)
+            batch.add(self.prefix + base + ".json", text, replace=True)
+
+    # Identity.
+
+    def format_default_name(self) -> str:
+        return self.path
+
+    def format_complete_path(self) -> str | None:
+        return self.path
+
+    def format_description_header(self, indent: str, lines: list[str], deep: bool) -> None:
+        lines.append(f"{indent}type: ZipDaf")
+        lines.append(f"{indent}path: {self.path}")
+        lines.append(f"{indent}mode: {self.mode}")
+
+    def format_shared_state(self, state: Any) -> Any:
+        return shared_state(self.container, self.group, state)
+
+    def format_close(self) -> None:
+        """Release this handle's hold of the archive; arrays already returned stay valid."""
+        self.format_discard_empty()
+        self._release()
+
+    # Scalars.
+
+    def _scalar(self, name: str) -> tuple[str, str]:
+        name = self._name(name, "scalar")
+        return f"scalars/{name}", f"the scalar: {name}"
+
+    def format_has_scalar(self, name: str) -> bool:
+        return self._has(lambda: self._scalar(name)[0] + ".json")
+
+    def format_scalars_set(self) -> set[str]:
+        return self._names("scalars", ".json")
+
+    def format_get_scalar(self, name: str) -> StorageScalar:
+        base, what = self._scalar(name)
+        return scalar_value(self._descriptor(base, what), f"{what}\nin the daf zip archive: {self.path}")
+
+    def format_set_scalar(self, name: str, value: StorageScalar) -> None:
+        base, what = self._scalar(name)
+        self._write(base, [], scalar_json(value), what)
+
+    def format_delete_scalar(self, name: str, *, for_set: bool) -> None:
+        raise self._append_only("overwrite" if for_set else "delete", self._scalar(name)[1])
+
+    # Axes.
+
+    def _axis(self, axis: str) -> tuple[str, str]:
+        axis = self._name(axis, "axis")
+        return f"axes/{axis}.txt", f"the axis: {axis}"
+
+    def format_has_axis(self, axis: str, *, for_change: bool) -> bool:
+        return self._has(lambda: self._axis(axis)[0])
+
+    def format_axes_set(self) -> set[str]:
+        return self._names("axes", ".txt")
+
+    def format_axis_vector(self, axis: str) -> tuple[np.ndarray, CacheGroup | None]:
+        name, what = self._axis(axis)
+        data = self._read(self.prefix + name, what)
+        return lines(data, line_count(data, what), f"{what}\nin the daf zip archive: {self.path}"), \
+            CacheGroup.MemoryData
+
+    def format_axis_length(self, axis: str) -> int:
+        length = self._axis_lengths.get(axis)
+        if length is None:
+            name, what = self._axis(axis)
+            length = line_count(self._read(self.prefix + name, what), f"{what}\nin the daf zip archive: {self.path}")
+            self._axis_lengths[axis] = length
+        return length
+
+    def format_add_axis(self, axis: str, entries: np.ndarray) -> None:
+        name, what = self._axis(axis)
+        if self.prefix + name in self.store:
+            raise self._append_only("overwrite", what)
+        data = lines_bytes(entries, f"the entries of {what}")
+        with self.store.append() as batch:
+            batch.add(self.prefix + name, data, replace=True)
+
+    def format_delete_axis(self, axis: str) -> None:
+        raise self._append_only("delete", self._axis(axis)[1])
+
+    # Vectors.
+
+    def _vector(self, axis: str, name: str) -> tuple[str, str]:
+        axis, name = self._name(axis, "axis"), self._name(name, "vector")
+        return f"vectors/{axis}/{name}", f"the vector: {name}\nof the axis: {axis}"
+
+    def format_has_vector(self, axis: str, name: str) -> bool:
+        return self._has(lambda: self._vector(axis, name)[0] + ".json")
+
+    def format_vectors_set(self, axis: str) -> set[str]:
+        return self._names(f"vectors/{self._name(axis, 'axis')}", ".json")
+
+    def format_get_vector(self, axis: str, name: str) -> tuple[StoredVector, CacheGroup | None]:
+        base, what = self._vector(axis, name)
+        length = self.format_axis_length(axis)
+        return decode_vector(_EntrySource(self, self.prefix + base, what), self._descriptor(base, what), length)
+
+    def format_set_vector(self, axis: str, name: str, vector: StoredVector | StorageScalar) -> None:
+        base, what = self._vector(axis, name)
+        self._write(base, *vector_files(vector, self.format_axis_length(axis), what), what)
+
+    def format_delete_vector(self, axis: str, name: str, *, for_set: bool) -> None:
+        raise self._append_only("overwrite" if for_set else "delete", self._vector(axis, name)[1])
+
+    # Builders: the data entries are reserved (and filled in place, in the archive); the descriptor, appended when
+    # filled, commits them.
+
+    def _start_building(self, base: str, what: str, entries: list[tuple[str, np.dtype, int]]) -> list[np.ndarray]:
+        self._refuse_existing(base, what)
+        self.format_discard_empty()
+        batch = self.store.append()
+        try:
+            buffers = [batch.reserve(self.prefix + base + suffix, count * dtype.itemsize, replace=True).view(dtype)
+                       for suffix, dtype, count in entries]
+        except BaseException:
+            batch.abort()
+            raise
+        self._building = (base, batch)
+        return buffers
+
+    def _finish_building(self, base: str, descriptor: str) -> None:
+        building, self._building = self._building, None
+        if building is None or building[0] != base:
+            if building is not None:
+                building[1].abort()
+            raise DafStorageError(f"filled an empty_* builder that was not started: {base}\nin the daf zip archive: "
+                                  f"{self.path}")
+        batch = building[1]
+        try:
+            batch.add(self.prefix + base + ".json", (descriptor + "\n").encode(), replace=True)
+        except BaseException:
+            batch.abort()
+            raise
+        batch.commit()
+
+    def format_discard_empty(self) -> bool:
+        building, self._building = self._building, None
+        if building is not None:
+            building[1].abort()
+        return True
+
+    def format_get_empty_dense_vector(self, axis: str, name: str, dtype: np.dtype) -> np.ndarray:
+        base, what = self._vector(axis, name)
+        (buffer,) = self._start_building(base, what, [(".data", dtype, self.format_axis_length(axis))])
+        return buffer
+
+    def format_filled_empty_dense_vector(self, axis: str, name: str, filled: np.ndarray) -> None:
+        self._finish_building(self._vector(axis, name)[0], dense_json(julia_name(filled.dtype)))
+
+    def format_get_empty_sparse_vector(self, axis: str, name: str, dtype: np.dtype, nnz: int,
+                                       indtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
+        base, what = self._vector(axis, name)
+        nzind, nzval = self._start_building(base, what, [(".nzind", indtype, nnz), (".nzval", dtype, nnz)])
+        return nzind, nzval
+
+    def format_filled_empty_sparse_vector(self, axis: str, name: str, filled: SparseVector) -> None:
+        self._finish_building(self._vector(axis, name)[0], empty_sparse_vector_json(filled))
+
+    # Matrices.
+
+    def _matrix(self, rows_axis: str, columns_axis: str, name: str) -> tuple[str, str]:
+        rows_axis, columns_axis = self._name(rows_axis, "axis"), self._name(columns_axis, "axis")
+        name = self._name(name, "matrix")
+        return (f"matrices/{rows_axis}/{columns_axis}/{name}",
+                f"the matrix: {name}\nof the rows axis: {rows_axis}\nand the columns axis: {columns_axis}")
+
+    def format_has_matrix(self, rows_axis: str, columns_axis: str, name: str) -> bool:
+        return self._has(lambda: self._matrix(rows_axis, columns_axis, name)[0] + ".json")
+
+    def format_matrices_set(self, rows_axis: str, columns_axis: str) -> set[str]:
+        return self._names(f"matrices/{self._name(rows_axis, 'axis')}/{self._name(columns_axis, 'axis')}", ".json")
+
+    def format_get_matrix(self, rows_axis: str, columns_axis: str, name: str) -> tuple[StoredMatrix,
+                                                                                       CacheGroup | None]:
+        base, what = self._matrix(rows_axis, columns_axis, name)
+        shape = (self.format_axis_length(rows_axis), self.format_axis_length(columns_axis))
+        return decode_matrix(_EntrySource(self, self.prefix + base, what), self._descriptor(base, what), shape)
+
+    def format_set_matrix(self, rows_axis: str, columns_axis: str, name: str,
+                          matrix: StoredMatrix | StorageScalar) -> None:
+        base, what = self._matrix(rows_axis, columns_axis, name)
+        shape = (self.format_axis_length(rows_axis), self.format_axis_length(columns_axis))
+        self._write(base, *matrix_files(matrix, shape, what), what)
+
+    def format_delete_matrix(self, rows_axis: str, columns_axis: str, name: str, *, for_set: bool) -> None:
+        raise self._append_only("overwrite" if for_set else "delete", self._matrix(rows_axis, columns_axis, name)[1])
+
+    def format_get_empty_dense_matrix(self, rows_axis: str, columns_axis: str, name: str,
+                                      dtype: np.dtype) -> np.ndarray:
+        base, what = self._matrix(rows_axis, columns_axis, name)
+        shape = (self.format_axis_length(rows_axis), self.format_axis_length(columns_axis))
+        (buffer,) = self._start_building(base, what, [(".data", dtype, shape[0] * shape[1])])
+        return buffer.reshape(shape, order="F")
+
+    def format_filled_empty_dense_matrix(self, rows_axis: str, columns_axis: str, name: str,
+                                         filled: np.ndarray) -> None:
+        self._finish_building(self._matrix(rows_axis, columns_axis, name)[0], dense_json(julia_name(filled.dtype)))
+
+    def format_get_empty_sparse_matrix(self, rows_axis: str, columns_axis: str, name: str, dtype: np.dtype,
+                                       nnz: int, indtype: np.dtype) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        base, what = self._matrix(rows_axis, columns_axis, name)
+        colptr, rowval, nzval = self._start_building(base, what, [
+            (".colptr", indtype, self.format_axis_length(columns_axis) + 1), (".rowval", indtype, nnz),
+            (".nzval", dtype, nnz)])
+        return colptr, rowval, nzval
+
+    def format_filled_empty_sparse_matrix(self, rows_axis: str, columns_axis: str, name: str,
+                                          filled: SparseMatrixCSC) -> None:
+        self._finish_building(self._matrix(rows_axis, columns_axis, name)[0], empty_sparse_matrix_json(filled))
+
+
+class ZipDaf(PersistentDaf):
+    """A Daf data set in a ZIP archive holding Julia's FilesDaf layout, Julia's ``ZipDaf``: ``x.daf.zip`` (one data
+    set at the root) or ``x.dafs.zip#/group`` (one of several). Numbers are memory-mapped from the archive
+    (zero-copy, read-only views); the archive is append-only (deletes and overwrites raise
+    :class:`~pydaf.formats.zipstore.DafAppendOnlyError`). Modes as :class:`~pydaf.H5df` (``r`` returns a
+    :class:`~pydaf.DafReadOnly`; ``w`` replaces a whole archive, and is refused for a group).
+
+    Example:
+        >>> import pydaf, tempfile, os, zipfile
+        >>> path = os.path.join(tempfile.mkdtemp(), "example.daf.zip")
+        >>> daf = pydaf.ZipDaf(path, "w", name="example!").add_axis("cell", ["A", "B"])
+        >>> daf.set_vector("cell", "age", [3, 5]).get_vector("cell", "age").tolist()
+        [3, 5]
+        >>> zipfile.ZipFile(path).namelist()
+        ['daf.json', 'axes/cell.txt', 'vectors/cell/age.data', 'vectors/cell/age.json']
+    """
+
+    _format: ZipFormat
+
+    def __init__(self, path: str | os.PathLike, mode: str = "r", *, name: str | None = None) -> None:
+        super().__init__(ZipFormat(os.fspath(path), mode), name=name)
+
+
+def _guess_can_open(path: str) -> bool:
+    """A ZipDaf path by its suffix: ``x.daf.zip``, ``x.dafs.zip#/group`` (and the near misses Julia refuses with a
+    message)."""
+    return _PATH.search(path) is not None
+
+
+FORMAT = register_format(FormatEntry(
+    name="ZipDaf", paths="a ZIP of a FilesDaf layout (x.daf.zip), or a group in one (x.dafs.zip#/group)",
+    guess_can_open=_guess_can_open, open=ZipDaf.open))
