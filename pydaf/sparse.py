@@ -131,6 +131,23 @@ class SparseVector:
         """The same vector with read-only arrays (zero-copy)."""
         return SparseVector(self.length, _read_only(self.nzind), _read_only(self.nzval))
 
+    def select(self, positions: np.ndarray) -> SparseVector:
+        """The sub-vector at the given distinct 0-based positions, in their order (a new vector with the same index
+        and value types).
+
+        Example:
+            >>> v = SparseVector(5, np.array([2, 4], np.int64), np.array([1.5, 2.5]))
+            >>> v.select(np.array([3, 0, 1])).to_dense().tolist()
+            [2.5, 0.0, 1.5]
+        """
+        positions = np.asarray(positions, dtype=np.int64)
+        new_position = np.full(self.length, -1, dtype=np.int64)
+        new_position[positions] = np.arange(positions.shape[0])
+        moved = new_position[self.nzind.astype(np.int64) - 1]
+        kept = np.flatnonzero(moved >= 0)
+        order = kept[np.argsort(moved[kept], kind="stable")]
+        return SparseVector(int(positions.shape[0]), (moved[order] + 1).astype(self.nzind.dtype), self.nzval[order])
+
     @staticmethod
     def from_dense(dense: np.ndarray, *, indtype: Any = np.int64) -> SparseVector:
         """The sparse form of a dense vector (``Int64`` indices by default, like Julia's ``sparse``)."""

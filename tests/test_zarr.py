@@ -756,7 +756,7 @@ KILLS = round(soak(100, 6))  # tests/soak.py: 100 at PYDAF_SOAK=1
 _KILLED_WRITER = """
 import sys, numpy as np, pydaf
 path, log = sys.argv[1], open(sys.argv[2], "a")
-daf = pydaf.ZarrDaf(path, "w+")
+daf = getattr(pydaf, sys.argv[3])(path, "w+")
 if not daf.has_axis("cell"):
     daf.add_axis("cell", [f"c{index}" for index in range(20000)])
 index = len(daf.vectors_set("cell"))
@@ -777,39 +777,45 @@ while True:
 """
 
 
+def kill_a_writer(format_type: type, path: str, log: Path, rng: np.random.Generator, *, archive: bool) -> set[str]:
+    """Start a process appending vectors to a ``format_type`` data set (``_KILLED_WRITER``) and SIGKILL it at a
+    random moment; check that every vector it committed before the kill reads back whole through a read-only open,
+    which (for an ``archive``) writes nothing; returns the vectors found."""
+    child = subprocess.Popen([sys.executable, "-c", _KILLED_WRITER, path, str(log), format_type.__name__],
+                             env={**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)})
+    deadline = time.monotonic() + 120
+    while not log.exists() or len(log.read_text().split()) < 2:
+        assert time.monotonic() < deadline and child.poll() is None, "the writer did not start"
+        time.sleep(0.01)
+    time.sleep(rng.uniform(0, 0.3))
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    committed = set(log.read_text().split())
+    before = Path(archive_of(path)).read_bytes() if archive else None
+    reader = format_type(path, "r")
+    found = reader.vectors_set("cell")
+    # (the writer may have been killed after its commit, before it logged it)
+    assert committed <= found and len(found - committed) <= 1, (sorted(committed), sorted(found))
+    log.write_text("".join(f"{name}\n" for name in sorted(found)))
+    for name in found:
+        index = int(name[1:])
+        expected = np.zeros(20000, np.int64)
+        expected[:1 + index % 50 if index % 3 == 2 else 20000] = index
+        np.testing.assert_array_equal(reader.get_vector("cell", name), expected, err_msg=name)
+    if before is not None:
+        assert Path(archive_of(path)).read_bytes() == before  # the read-only open wrote nothing
+    reader.base.format.format_close()
+    return found
+
+
 @pytest.mark.parametrize("variant", ["zip", "zip_group", "directory"])
 def test_a_writer_killed_mid_append_loses_nothing_earlier(tmp_path, variant):
     """SIGKILL a process appending properties at random moments; every property it committed before the kill reads
     back whole (a read-only open recovers in memory, without writing), and a writable open repairs the archive."""
     path = variant_path(tmp_path, variant)
-    log = tmp_path / "committed.log"
     rng = np.random.default_rng(42)
     for _ in range(KILLS):
-        child = subprocess.Popen([sys.executable, "-c", _KILLED_WRITER, path, str(log)],
-                                 env={**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)})
-        deadline = time.monotonic() + 120
-        while not log.exists() or len(log.read_text().split()) < 2:
-            assert time.monotonic() < deadline and child.poll() is None, "the writer did not start"
-            time.sleep(0.01)
-        time.sleep(rng.uniform(0, 0.3))
-        child.send_signal(signal.SIGKILL)
-        child.wait()
-        committed = set(log.read_text().split())
-        before = Path(archive_of(path)).read_bytes() if variant != "directory" else None
-        reader = pydaf.ZarrDaf(path, "r")
-        found = reader.vectors_set("cell")
-        # (the writer may have been killed after its commit, before it logged it)
-        assert committed <= found and len(found - committed) <= 1, (sorted(committed), sorted(found))
-        log.write_text("".join(f"{name}\n" for name in sorted(found)))
-        for name in found:
-            index = int(name[1:])
-            vector = reader.get_vector("cell", name)
-            expected = np.zeros(20000, np.int64)
-            expected[:1 + index % 50 if index % 3 == 2 else 20000] = index
-            np.testing.assert_array_equal(vector, expected, err_msg=name)
-        if before is not None:
-            assert Path(archive_of(path)).read_bytes() == before  # the read-only open wrote nothing
-        reader.base.format.format_close()
+        found = kill_a_writer(pydaf.ZarrDaf, path, tmp_path / "committed.log", rng, archive=variant != "directory")
         writer = pydaf.ZarrDaf(path, "r+")  # repairs
         assert writer.vectors_set("cell") == found
         writer.format.format_close()

@@ -11,7 +11,6 @@ import signal
 import struct
 import subprocess
 import sys
-import time
 import zipfile
 from pathlib import Path
 
@@ -24,8 +23,7 @@ from pydaf.formats.zipdaf import split_zip_path
 from pydaf.testing.conformance import is_file_map
 
 from .julia_examples import FIXTURES
-from .soak import soak
-from .test_zarr import archive_of, files_of
+from .test_zarr import KILLS, archive_of, files_of, kill_a_writer
 
 FILES_FIXTURES = [FIXTURES / "julia" / name for name in ("files-v1.0", "files-v1.1", "example-cells.files")]
 VARIANTS = ["zip", "zip_group"]
@@ -341,62 +339,6 @@ def test_a_read_only_open_of_another_process_sees_committed_properties(tmp_path)
     writer.format.format_close()
 
 
-#: Kills per variant: 100 at ``PYDAF_SOAK=1`` (``tests/soak.py``), as the other kill tests.
-KILLS = round(soak(100, 6))
-
-_KILLED_WRITER = """
-import sys, numpy as np, pydaf
-path, log = sys.argv[1], open(sys.argv[2], "a")
-daf = pydaf.ZipDaf(path, "w+")
-if not daf.has_axis("cell"):
-    daf.add_axis("cell", [f"c{index}" for index in range(20000)])
-index = len(daf.vectors_set("cell"))
-while True:
-    name = f"v{index}"
-    if index % 3 == 0:
-        daf.set_vector("cell", name, np.full(20000, index, dtype=np.int64))
-    elif index % 3 == 1:
-        with daf.empty_dense_vector("cell", name, "Int64") as buffer:
-            buffer[:] = index
-    else:
-        nnz = 1 + index % 50
-        with daf.empty_sparse_vector("cell", name, "Int64", nnz, "Int64") as (nzind, nzval):
-            nzind[:] = np.arange(1, nnz + 1)
-            nzval[:] = index
-    print(name, file=log, flush=True)
-    index += 1
-"""
-
-
-def kill_a_writer(path: str, log: Path, rng: np.random.Generator) -> set[str]:
-    """Start a process appending vectors (``_KILLED_WRITER``) and SIGKILL it at a random moment; check that every
-    vector it committed before the kill reads back whole through a read-only open, which writes nothing; returns
-    the vectors found."""
-    child = subprocess.Popen([sys.executable, "-c", _KILLED_WRITER, path, str(log)],
-                             env={**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)})
-    deadline = time.monotonic() + 120
-    while not log.exists() or len(log.read_text().split()) < 2:
-        assert time.monotonic() < deadline and child.poll() is None, "the writer did not start"
-        time.sleep(0.01)
-    time.sleep(rng.uniform(0, 0.3))
-    child.send_signal(signal.SIGKILL)
-    child.wait()
-    committed = set(log.read_text().split())
-    before = Path(archive_of(path)).read_bytes()
-    reader = pydaf.ZipDaf(path, "r")
-    found = reader.vectors_set("cell")
-    # (the writer may have been killed after its commit, before it logged it)
-    assert committed <= found and len(found - committed) <= 1, (sorted(committed), sorted(found))
-    log.write_text("".join(f"{name}\n" for name in sorted(found)))
-    for name in found:
-        index = int(name[1:])
-        expected = np.zeros(20000, np.int64)
-        expected[:1 + index % 50 if index % 3 == 2 else 20000] = index
-        np.testing.assert_array_equal(reader.get_vector("cell", name), expected, err_msg=name)
-    assert Path(archive_of(path)).read_bytes() == before  # the read-only open wrote nothing
-    reader.base.format.format_close()
-    return found
-
 
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_a_writer_killed_mid_append_loses_nothing_earlier(tmp_path, variant):
@@ -405,7 +347,7 @@ def test_a_writer_killed_mid_append_loses_nothing_earlier(tmp_path, variant):
     path = variant_path(tmp_path, variant)
     rng = np.random.default_rng(13)
     for _ in range(KILLS):
-        found = kill_a_writer(path, tmp_path / "committed.log", rng)
+        found = kill_a_writer(pydaf.ZipDaf, path, tmp_path / "committed.log", rng, archive=True)
         writer = pydaf.ZipDaf(path, "r+")  # repairs
         assert writer.vectors_set("cell") == found
         writer.format.format_close()

@@ -31,6 +31,7 @@ from ..keys import PropertyKey, pairs_as_dict
 from ..queries.query import julia_string
 from ..sparse import SparseMatrixCSC, SparseVector
 from ..storage_types import STRING_DTYPE, StorageScalar, indtype_for_size, scalar_dtype, scalar_value
+from .copies import expand_tensors
 
 if TYPE_CHECKING:
     from tqdm import tqdm
@@ -209,20 +210,6 @@ def _empty_values(empty: Any) -> dict[Any, StorageScalar]:
     return values
 
 
-def _expand_tensors(values: dict[Any, StorageScalar], dafs: list[DafReader]) -> dict[Any, StorageScalar]:
-    """Julia's ``expand_tensors``: a tensor key ``(main_axis, rows_axis, columns_axis, name)`` stands for the matrix
-    ``<entry>_<name>`` of each entry of the main axis in any of ``dafs``."""
-    expanded = {key: value for key, value in values.items() if not (isinstance(key, tuple) and len(key) == 4)}
-    for key, value in values.items():
-        if isinstance(key, tuple) and len(key) == 4:
-            main_axis, rows_axis, columns_axis, name = key
-            for daf in dafs:
-                if daf.has_axis(main_axis):
-                    for entry in daf.axis_vector(main_axis).tolist():
-                        expanded[(rows_axis, columns_axis, f"{entry}_{name}")] = value
-    return expanded
-
-
 def _merge_pairs(merge: Any) -> list[tuple[PropertyKey, MergeAction]]:
     if merge is None:
         return []
@@ -270,7 +257,7 @@ class _Planner:
         self.request = request
         self.destination = request.destination
         self.sources = request.sources
-        self.empty = _expand_tensors(request.empty, [self.destination, *self.sources])
+        self.empty = expand_tensors([self.destination, *self.sources], request.empty)
         self.steps: list[_Step] = []
         self.other_axes: dict[str, np.ndarray] = {}
 

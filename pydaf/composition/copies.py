@@ -186,12 +186,7 @@ def copy_vector(*, destination: DafWriter, source: DafReader, axis: str, name: s
 def _vector_at(value: np.ndarray | SparseVector, positions: np.ndarray) -> np.ndarray | SparseVector:
     """The values at (valid, 0-based) positions, sparse kept sparse."""
     if isinstance(value, SparseVector):
-        new_position = np.full(value.length, -1, dtype=np.int64)
-        new_position[positions] = np.arange(positions.shape[0])
-        moved = new_position[value.nzind.astype(np.int64) - 1]
-        kept = np.flatnonzero(moved >= 0)
-        order = kept[np.argsort(moved[kept], kind="stable")]
-        return SparseVector(int(positions.shape[0]), (moved[order] + 1).astype(value.nzind.dtype), value.nzval[order])
+        return value.select(positions)
     return value[positions]
 
 
@@ -463,8 +458,8 @@ def copy_all(destination: DafWriter, source: DafReader, *, empty: Mapping | Iter
 
     with source.read_lock():
         tensor_keys: list[tuple[str, str, str, str]] = []
-        empty = _expand_tensors([destination, source], pairs_as_dict(empty), tensor_keys)
-        types = _expand_tensors([destination, source], pairs_as_dict(types), tensor_keys)
+        empty = expand_tensors([destination, source], pairs_as_dict(empty), tensor_keys)
+        types = expand_tensors([destination, source], pairs_as_dict(types), tensor_keys)
         what_for = ": data" if not empty else None
         relations = {axis: _relation(destination=destination, destination_axis=axis, source=source, source_axis=axis,
                                      allow_missing=True, what_for=what_for) for axis in sorted(source.axes_set())}
@@ -508,13 +503,22 @@ def _copy_one_matrix(destination: DafWriter, source: DafReader, rows_axis: str, 
                 _relations=(relations[rows_axis], relations[columns_axis]))
 
 
-def _expand_tensors(dafs: list[DafReader], data: dict, tensor_keys: list[tuple[str, str, str, str]]) -> dict:
-    """Replace each ``(main_axis, rows_axis, columns_axis, name)`` tensor key by the keys of its matrices (one per
-    entry of the main axis in any of the data sets), remembering the tensor keys."""
+def expand_tensors(dafs: list[DafReader], data: dict,
+                   tensor_keys: list[tuple[str, str, str, str]] | None = None) -> dict:
+    """Julia's ``expand_tensors``: replace each ``(main_axis, rows_axis, columns_axis, name)`` tensor key by the keys
+    of its matrices ``<entry>_<name>`` (one per entry of the main axis in any of the data sets), appending the tensor
+    keys to ``tensor_keys`` if given.
+
+    Example:
+        >>> import pydaf
+        >>> daf = pydaf.MemoryDaf().add_axis("batch", ["b1", "b2"])
+        >>> sorted(expand_tensors([daf], {("batch", "cell", "gene", "UMIs"): 0, ("cell", "age"): 1}))
+        [('cell', 'age'), ('cell', 'gene', 'b1_UMIs'), ('cell', 'gene', 'b2_UMIs')]
+    """
     expanded = dict(data)
     for key, value in data.items():
         if isinstance(key, tuple) and len(key) == 4:
-            if key not in tensor_keys:
+            if tensor_keys is not None and key not in tensor_keys:
                 tensor_keys.append(key)
             del expanded[key]
             main_axis, rows_axis, columns_axis, name = key

@@ -53,7 +53,7 @@ from ..queries.query import (
     parse_query,
 )
 from ..queries.results import query_result
-from ..sparse import SparseMatrixCSC, SparseVector, read_only_array
+from ..sparse import SparseMatrixCSC, read_only_array
 from ..storage_types import StorageScalar
 
 __all__ = [
@@ -204,13 +204,7 @@ def _select_vector(vector: StoredVector, selection: slice | np.ndarray | None) -
         return vector
     if isinstance(vector, np.ndarray):
         return vector[selection]  # a slice is a view (zero-copy), positions copy
-    positions = _positions(selection)
-    new_position = np.full(vector.length, -1, dtype=np.int64)
-    new_position[positions] = np.arange(positions.shape[0])
-    picked = new_position[vector.nzind.astype(np.int64) - 1]
-    kept = np.flatnonzero(picked >= 0)
-    kept = kept[np.argsort(picked[kept], kind="stable")]
-    return SparseVector(int(positions.shape[0]), (picked[kept] + 1).astype(vector.nzind.dtype), vector.nzval[kept])
+    return vector.select(_positions(selection))
 
 
 def _select_matrix(matrix: StoredMatrix, rows: slice | np.ndarray | None,
