@@ -28,25 +28,13 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import statistics
-import subprocess
 import sys
 import time
 
 import numpy as np
+from child_runs import GB, peak_rss, print_against_cp, remove, run_child, warm
 
 DEFAULT_PATH = "/tmp/pydaf_bench_concat"
-GB = 1e9
-MB = 1e6
-
-
-def _peak_rss() -> int:
-    """This process's peak resident set (``VmHWM``), in bytes."""
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    return 0
 
 
 def _source_paths(path: str, sources: int) -> list[str]:
@@ -116,26 +104,7 @@ def child(mode: str, destination: str, sources: list[str]) -> None:
         pydaf.concatenate(target, "cell", dafs, progress=False)
         target.flush()
     elapsed = time.perf_counter() - start
-    print(f"{elapsed} {_peak_rss()}")
-
-
-def _run(mode: str, destination: str, sources: list[str]) -> tuple[float, int]:
-    output = subprocess.run([sys.executable, __file__, "--child", mode, destination, *sources], check=True,
-                            capture_output=True, text=True).stdout.split()
-    return float(output[0]), int(output[1])
-
-
-def _remove(path: str) -> None:
-    if os.path.exists(path):
-        os.remove(path)
-    os.sync()
-
-
-def _warm(paths: list[str]) -> None:
-    for path in paths:
-        with open(path, "rb") as file:
-            while file.read(64 << 20):
-                pass
+    print(f"{elapsed} {peak_rss()}")
 
 
 def _equal(destination: str, sources: list[str]) -> bool:
@@ -185,25 +154,19 @@ def main(argv: list[str] | None = None) -> int:
             write_source(path, index, arguments.cells, arguments.genes, arguments.sparse, arguments.density)
     data_bytes = sum(os.path.getsize(path) for path in sources)
     os.sync()
-    _warm(sources)
+    warm(sources)
     outputs = {"cp": f"{arguments.path}.copy", "concatenate": f"{arguments.path}.concatenated.h5df"}
     results: dict[str, list[tuple[float, int]]] = {mode: [] for mode in outputs}
     for _ in range(arguments.repeats):
         for mode, output in outputs.items():
-            _remove(output)
-            results[mode].append(_run(mode, output, sources))
+            remove(output)
+            results[mode].append(run_child(__file__, mode, output, *sources))
     equal = _equal(outputs["concatenate"], sources)
     for output in outputs.values():
-        _remove(output)
-    best_cp = min(seconds for seconds, _ in results["cp"])
+        remove(output)
     print(f"data: {arguments.sources} sources of {description} UMIs ({arguments.genes:,} genes x "
           f"{arguments.cells:,} cells each): {data_bytes / GB:.2f} GB; {arguments.repeats} interleaved runs")
-    print(f"{'operation':<12} {'best s':>8} {'median s':>9} {'speed vs cp':>12} {'peak RSS MB':>12} {'RSS / data':>11}")
-    for mode, runs in results.items():
-        times = [seconds for seconds, _ in runs]
-        peak = max(rss for _, rss in runs)
-        print(f"{mode:<12} {min(times):>8.3f} {statistics.median(times):>9.3f} {best_cp / min(times):>11.2f}x "
-              f"{peak / MB:>12.0f} {peak / data_bytes:>10.1%}")
+    print_against_cp(results, data_bytes)
     print(f"equal: {'yes' if equal else 'NO'}")
     return 0 if equal else 1
 

@@ -27,25 +27,13 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import statistics
-import subprocess
 import sys
 import time
 
 import numpy as np
+from child_runs import GB, peak_rss, print_against_cp, remove, run_child, warm
 
 DEFAULT_PATH = "/tmp/pydaf_bench_copy.h5df"
-GB = 1e9
-MB = 1e6
-
-
-def _peak_rss() -> int:
-    """This process's peak resident set (``VmHWM``), in bytes."""
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    return 0
 
 
 def _shape(path: str) -> tuple[int, int] | None:
@@ -89,27 +77,7 @@ def child(mode: str, source: str, destination: str) -> None:
     else:
         pydaf.copy_all(pydaf.FilesDaf(destination, "w", name="copy!"), pydaf.H5df(source, "r"), progress=False)
     elapsed = time.perf_counter() - start
-    print(f"{elapsed} {_peak_rss()}")
-
-
-def _run(mode: str, source: str, destination: str) -> tuple[float, int]:
-    output = subprocess.run([sys.executable, __file__, "--child", mode, source, destination], check=True,
-                            capture_output=True, text=True).stdout.split()
-    return float(output[0]), int(output[1])
-
-
-def _remove(path: str) -> None:
-    if os.path.isdir(path):
-        shutil.rmtree(path)
-    elif os.path.exists(path):
-        os.remove(path)
-    os.sync()
-
-
-def _warm(path: str) -> None:
-    with open(path, "rb") as file:
-        while file.read(64 << 20):
-            pass
+    print(f"{elapsed} {peak_rss()}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -130,30 +98,24 @@ def main(argv: list[str] | None = None) -> int:
         write_source(arguments.path, arguments.cells, arguments.genes)
     data_bytes = 2 * arguments.cells * arguments.genes * 4
     os.sync()
-    _warm(arguments.path)
+    warm([arguments.path])
     stem = os.path.splitext(arguments.path)[0]
     outputs = {"cp": f"{stem}.copy.h5df", "copy_all": f"{stem}.copy.daf"}
     results: dict[str, list[tuple[float, int]]] = {mode: [] for mode in outputs}
     for _ in range(arguments.repeats):
         for mode, output in outputs.items():
-            _remove(output)
-            results[mode].append(_run(mode, arguments.path, output))
+            remove(output)
+            results[mode].append(run_child(__file__, mode, arguments.path, output))
     copied = pydaf.FilesDaf(outputs["copy_all"], "r")
     source = pydaf.H5df(arguments.path, "r")
     equal = all(np.array_equal(copied.get_matrix(rows, columns, "UMIs", relayout=False),
                                source.get_matrix(rows, columns, "UMIs", relayout=False))
                 for rows, columns in (("cell", "gene"), ("gene", "cell")))
     for output in outputs.values():
-        _remove(output)
-    best_cp = min(seconds for seconds, _ in results["cp"])
+        remove(output)
     print(f"data: {arguments.cells:,} cells x {arguments.genes:,} genes Float32, both layouts:"
           f" {data_bytes / GB:.2f} GB; {arguments.repeats} interleaved runs")
-    print(f"{'operation':<10} {'best s':>8} {'median s':>9} {'speed vs cp':>12} {'peak RSS MB':>12} {'RSS / data':>11}")
-    for mode, runs in results.items():
-        times = [seconds for seconds, _ in runs]
-        peak = max(rss for _, rss in runs)
-        print(f"{mode:<10} {min(times):>8.3f} {statistics.median(times):>9.3f} {best_cp / min(times):>11.2f}x "
-              f"{peak / MB:>12.0f} {peak / data_bytes:>10.1%}")
+    print_against_cp(results, data_bytes)
     print(f"equal: {'yes' if equal else 'NO'}")
     return 0 if equal else 1
 

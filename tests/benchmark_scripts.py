@@ -11,6 +11,8 @@ from types import ModuleType
 def load_benchmark(name: str) -> ModuleType:
     """The module of ``benchmarks/<name>.py``."""
     script = pathlib.Path(__file__).resolve().parent.parent / "benchmarks" / f"{name}.py"
+    if str(script.parent) not in sys.path:  # (as when run as a script: its helpers, e.g. child_runs, import)
+        sys.path.append(str(script.parent))
     spec = importlib.util.spec_from_file_location(name, script)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
