@@ -921,8 +921,13 @@ def test_writers_killed_at_random_moments(tmp_path):
     state: dict[str, tuple[str, int]] = {}
     done = 0  # operations acknowledged
     kills = round(soak(100, 10))
-    interrupted = 0
-    for _ in range(kills):
+    # How many kills must land inside a write (leaving temporaries to repair): on a loaded machine a run of kills
+    # can miss them all by chance (CI once saw 1 in 10), so the test goes on killing, up to 5x as often, until enough
+    # did; it fails only if they still did not.
+    needed = max(2, kills // 4)
+    interrupted = rounds = 0
+    while rounds < kills or (interrupted < needed and rounds < 5 * kills):
+        rounds += 1
         child = python(KILLED_WRITER, path, str(done + 1), cwd=REPOSITORY)
         assert child.stdout.readline() == "ready\n", child.stderr.read()
         time.sleep(generator.uniform(0.0, 0.6))
@@ -953,7 +958,7 @@ def test_writers_killed_at_random_moments(tmp_path):
         assert json.loads(Path(path, "metadata.json").read_text()).keys() == _index_keys(daf)
         del daf
         gc.collect()
-    assert done > kills and interrupted >= kills // 4, (done, interrupted)
+    assert done > kills and interrupted >= needed, (done, rounds, interrupted)
 
 
 # Full disks and file-size limits: a DafError naming the property, everything stored before intact, never SIGBUS.
