@@ -16,6 +16,7 @@ declared sizes and shapes checked against the file and the axes before anything 
 
 from __future__ import annotations
 
+import atexit
 import fcntl
 import os
 import re
@@ -30,7 +31,7 @@ from typing import Any
 
 import h5py
 import numpy as np
-from h5py import h5d, h5f, h5l, h5o, h5p, h5s, h5t
+from h5py import h5d, h5f, h5fd, h5l, h5o, h5p, h5s, h5t
 
 from ..errors import (
     DafError,
@@ -58,6 +59,7 @@ from .base import (
 )
 from .mapping import FileKey, detach_region, file_key, map_region, populate_pages
 from .registry import FormatEntry, PersistentDaf, register_format
+from .undo_journal import JournaledFile, recover
 
 MAJOR_VERSION = 1
 MINOR_VERSION = 0
@@ -186,11 +188,14 @@ class _LockHold:
 class _OpenFile:
     """What this process shares about one open HDF5 file (see ``_open_files``)."""
 
-    def __init__(self, fid: h5f.FileID, key: FileKey, lock: _FileLock | None, hold: _LockHold | None) -> None:
+    def __init__(self, fid: h5f.FileID, key: FileKey, lock: _FileLock | None, hold: _LockHold | None,
+                 journal: JournaledFile | None = None) -> None:
         self.fid = fid
         self.key = key
         self.lock = lock
         self.hold = hold
+        # (weak: HDF5 holds the journaled file while the file is open, and closing the file releases it and its lock)
+        self._journal = None if journal is None else weakref.ref(journal)
         self.writing = threading.RLock()
         self.states: weakref.WeakValueDictionary[str, Any] = weakref.WeakValueDictionary()
 
@@ -199,6 +204,23 @@ class _OpenFile:
         file = h5py.File(self.fid)
         file._pydaf_open_file = self  # keeps this record (and so the lock) alive as long as the caller's file object
         return file
+
+    @property
+    def journal(self) -> JournaledFile | None:
+        """The journaled file HDF5 writes this file through (None if read-only, opened by the caller, or closed)."""
+        return None if self._journal is None else self._journal()
+
+    def commit(self) -> None:
+        """Flush HDF5's metadata, then commit the undo journal: the end of every write operation."""
+        h5f.flush(self.fid)
+        journal = self.journal
+        if journal is not None:
+            journal.commit()
+
+    def close(self) -> None:
+        """Close the HDF5 file and every object of it (which releases its journaled file)."""
+        if self.fid.valid:
+            h5py.File(self.fid).close()
 
     def map_hold(self) -> _LockHold | None:
         """A reader's share of the lock, for an array mapped from the file (None for files opened outside pydaf)."""
@@ -221,13 +243,33 @@ def _file_lock(path: str) -> _FileLock:
 
 
 def _forget_inherited_files() -> None:
-    """In a forked child: the parent's HDF5 handles and locks are not this process's."""
+    """In a forked child: the parent's HDF5 handles and locks are not this process's (nor its journaled files, which
+    HDF5 may still call into when the child exits: they write nothing)."""
+    for reference in _open_files.values():
+        record = reference()
+        journal = None if record is None else record.journal
+        if journal is not None:
+            journal.abandon()
     _open_files.clear()
     _file_locks.clear()
 
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_inherited_files)
+
+
+@atexit.register
+def _close_files_at_exit() -> None:
+    """Close the files pydaf opened writable (through h5py's fileobj driver) while Python still runs: HDF5 would
+    close them from its own exit handler, after the interpreter is gone, and calling into their file objects then
+    crashes the process."""
+    for reference in list(_open_files.values()):
+        record = reference()
+        if record is not None and record.journal is not None:
+            try:
+                record.close()
+            except Exception:  # at exit, a file that can't close keeps its journal (rolled back on its next open)
+                pass
 
 
 def _file_access_list() -> h5p.PropFAID:
@@ -289,23 +331,38 @@ def open_h5_file(path: str, mode: str) -> h5py.File:
             os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o666))
         lock = _file_lock(path)
         hold = lock.hold(writable=mode != "r")
-        fid = _open_locked(path, mode)
+        fid, journal = _open_locked(path, mode)
         if mode != "r":
             _disable_evictions(fid)
-        record = _OpenFile(fid, file_key(path) or (0, 0), lock, hold)
+        record = _OpenFile(fid, file_key(path) or (0, 0), lock, hold, journal)
         _open_files[record.key] = weakref.ref(record)
         return record.file
 
 
-def _open_locked(path: str, mode: str) -> h5f.FileID:
+def _open_locked(path: str, mode: str) -> tuple[h5f.FileID, JournaledFile | None]:
+    """Open the file (whose lock the caller holds): read-only through HDF5's own driver, writable through a
+    :class:`JournaledFile` (rolling back first what a killed writer left half done)."""
+    recover(path, writable=mode != "r")
     fapl = _file_access_list()
     encoded = os.fsencode(path)
+    journal = None
     try:
-        if mode == "w" or (mode == "a" and os.path.getsize(path) == 0):
+        if mode == "r":
+            return h5f.open(encoded, h5f.ACC_RDONLY, fapl=fapl), None
+        create = mode == "w" or (mode == "a" and os.path.getsize(path) == 0)
+        if create:
             detach_region(path)  # truncating the file would otherwise kill any array still mapping it
-            return h5f.create(encoded, h5f.ACC_TRUNC, fapl=fapl)
-        return h5f.open(encoded, h5f.ACC_RDONLY if mode == "r" else h5f.ACC_RDWR, fapl=fapl)
+        journal = JournaledFile(path, truncate=create)
+        fapl.set_fileobj_driver(h5fd.fileobj_driver, journal)
+        if create:
+            fid = h5f.create(encoded, h5f.ACC_TRUNC, fapl=fapl)
+            journal.commit()
+        else:
+            fid = h5f.open(encoded, h5f.ACC_RDWR, fapl=fapl)
+        return fid, journal
     except OSError as error:
+        if journal is not None:
+            journal.close()
         if _HDF5_LOCK_MESSAGE in str(error):
             raise DafLockedError(f"the H5df file: {path}\nis locked by another process\n({error})") from error
         stored_end = _interrupted_flush_end(path, str(error))
@@ -317,6 +374,10 @@ def _open_locked(path: str, mode: str) -> h5f.FileID:
             os.truncate(path, stored_end)
             return _open_locked(path, mode)
         raise DafFormatError(f"not a valid HDF5 file (truncated or corrupt?): {path}\n({error})") from error
+    except BaseException:
+        if journal is not None:
+            journal.close()
+        raise
 
 
 def _interrupted_flush_end(path: str, message: str) -> int | None:
@@ -379,9 +440,11 @@ def _create_dataset(group: h5py.Group, name: str, dtype: np.dtype, shape: tuple[
 
 
 def _write_numbers(group: h5py.Group, name: str, values: np.ndarray | np.generic, *,
-                   allocate: Callable[[h5py.Dataset, int], Any] | None = None) -> h5py.Dataset:
+                   allocate: Callable[[h5py.Dataset, int], Any] | None = None,
+                   write: Callable[[h5py.Dataset, np.ndarray], bool] | None = None) -> h5py.Dataset:
     """Write a numeric array (C order, HDF5 shape) or scalar as a contiguous dataset. With ``allocate``, the dataset's
-    storage is allocated at creation and ``allocate(dataset, nbytes)`` is called before anything is written."""
+    storage is allocated at creation and ``allocate(dataset, nbytes)`` is called before anything is written; then
+    ``write(dataset, array)``, if given, may write the values itself (returning whether it did)."""
     array = np.asarray(values)
     if not array.flags.c_contiguous:  # (not np.ascontiguousarray: it turns a scalar into a 1-element vector)
         array = np.ascontiguousarray(array)
@@ -389,6 +452,8 @@ def _write_numbers(group: h5py.Group, name: str, values: np.ndarray | np.generic
     if array.size:
         if allocate is not None:
             allocate(dataset, array.nbytes)
+        if write is not None and write(dataset, array):
+            return dataset
         if array.dtype == np.bool_:
             dataset.id.write(h5s.ALL, h5s.ALL, array.view(np.uint8), mtype=h5t.NATIVE_B8)
         else:
@@ -555,7 +620,11 @@ class H5dfFormat(FormatWriter):
         lines.append(f"{indent}mode: {self.mode}")
 
     def format_close(self) -> None:
-        self.file.flush()
+        self.flush()
+
+    def flush(self) -> None:
+        """Flush HDF5's metadata and commit the file's undo journal (see :mod:`pydaf.formats.undo_journal`)."""
+        self._open_file.commit()
 
     # Structure.
 
@@ -604,6 +673,9 @@ class H5dfFormat(FormatWriter):
         """Run one write operation of ``what``; ``created`` are the objects it creates (removed if it fails). With
         ``commit``, the properties it replaced are deleted and the metadata flushed at its end."""
         with self._open_file.writing:
+            journal = self._open_file.journal
+            if journal is not None:
+                journal.begin()
             try:
                 yield
                 if commit:
@@ -625,7 +697,7 @@ class H5dfFormat(FormatWriter):
         for group, name in self._replaced:
             _delete(group, _OLD + name)
         self._replaced.clear()
-        self.file.flush()
+        self.flush()
 
     def _roll_back(self, created: tuple[tuple[h5py.Group, str], ...]) -> str | None:
         """Undo a failed operation: remove what it created, put back what it replaced, flush. Returns what failed."""
@@ -642,7 +714,7 @@ class H5dfFormat(FormatWriter):
                     _delete(group, name)
                 group.move(_OLD + name, name)
             self._replaced.clear()
-            self.file.flush()
+            self.flush()
         except Exception as error:  # reported in the error raised for the operation
             return f"{type(error).__name__}: {error}"
         return None
@@ -685,6 +757,8 @@ class H5dfFormat(FormatWriter):
         with open(self.path, "r+b") as handle:
             size = os.fstat(handle.fileno()).st_size
             if nbytes:
+                if self._open_file.journal is not None:  # (reused space: saved, as a rollback may need it back)
+                    self._open_file.journal.preserve(offset, nbytes)
                 os.posix_fallocate(handle.fileno(), offset, nbytes)
         return offset < size
 
@@ -741,8 +815,20 @@ class H5dfFormat(FormatWriter):
         return mapped.view(dtype) if dtype == np.bool_ else mapped
 
     def _write_numbers(self, group: h5py.Group, name: str, values: np.ndarray | np.generic) -> h5py.Dataset:
-        """Write a numeric array (C order, HDF5 shape) or scalar as a contiguous dataset, its space allocated first."""
-        return _write_numbers(group, name, values, allocate=self._allocate)
+        """Write a numeric array (C order, HDF5 shape) or scalar as a contiguous dataset, its space allocated first
+        (and written straight into the file, not through HDF5's file object, when the file is journaled)."""
+        journal = self._open_file.journal
+        if journal is None:
+            return _write_numbers(group, name, values, allocate=self._allocate)
+
+        def write(dataset: h5py.Dataset, array: np.ndarray) -> bool:
+            offset = dataset.id.get_offset()
+            if offset is None or array.dtype.byteorder == ">":
+                return False
+            journal.write_at(offset, memoryview(array.reshape(-1).view(np.uint8)))
+            return True
+
+        return _write_numbers(group, name, values, allocate=self._allocate, write=write)
 
     # Scalars.
 
@@ -1203,7 +1289,7 @@ class H5df(PersistentDaf):
             >>> import pydaf, tempfile, os
             >>> pydaf.H5df(os.path.join(tempfile.mkdtemp(), "x.h5df"), "w").flush()
         """
-        self._format.file.flush()
+        self._format.flush()
 
 
 def _count_objects(group: h5py.Group) -> int:

@@ -1,0 +1,343 @@
+"""An undo journal that makes each H5df write operation atomic against a killed process.
+
+HDF5 flushes its metadata as many separate block writes, with no journal of its own: a writer killed inside a flush
+leaves some blocks new and some old, and a group can then list one link twice and lose another (seen once in 200
+SIGKILLs of ``tests/test_h5df_crash.py``, before this journal). So a writable H5df is opened through h5py's
+``fileobj`` driver on a :class:`JournaledFile`, which sees every byte HDF5 writes. The first time an operation writes
+over bytes that the last commit left in the file, their old content is appended to the journal, a file beside the
+HDF5 file, *before* they are overwritten; bytes past the committed end of the file need no copy. The operation
+commits by deleting the journal (after HDF5's flush). A writer killed before that leaves the journal, and the next
+writable open copies the old bytes back and cuts the file to its committed size (:func:`recover`): the file is again
+exactly what the last commit left. A read-only open never writes: it refuses a file with a pending rollback.
+
+Journal layout: ``MAGIC``, the committed size (u64) and a CRC-32 of both; then records of offset (u64), length
+(u64), CRC-32 (u32) of those and the old bytes, then the old bytes. A record cut short by the kill is ignored: its
+bytes were not yet overwritten (the record is written whole before the bytes it saves are).
+
+Raw data pydaf writes itself (through :meth:`JournaledFile.write_at` or a writable map prepared with
+:meth:`JournaledFile.preserve`) is covered the same way, so space HDF5 reuses within an operation is restored too.
+Shrinking the file (HDF5 cuts free space at its end when it flushes) waits for the commit, since the cut bytes may
+be part of the state a rollback restores.
+"""
+
+from __future__ import annotations
+
+import bisect
+import errno
+import fcntl
+import os
+import struct
+import threading
+import zlib
+
+from ..errors import DafFormatError, DafLockedError, DafStorageError
+
+MAGIC = b"PYDAF-H5DF-UNDO-1\n"
+_HEADER = struct.Struct("<QI")  # committed size, CRC-32 of MAGIC and the size
+_RECORD = struct.Struct("<QQI")  # offset, length, CRC-32 of offset, length and the saved bytes
+_WRITE_CHUNK = 1 << 30  # (Linux writes at most ~2 GiB per call)
+
+
+def journal_path(path: str) -> str:
+    """Where the undo journal of the HDF5 file ``path`` lives: beside the file its path resolves to (so any path to
+    it, through symbolic links, finds the same journal), named after it, hidden.
+
+    Example:
+        >>> journal_path("/data/cells.h5df")
+        '/data/.cells.h5df.pydaf-undo'
+    """
+    real = os.path.realpath(path)
+    folder, name = os.path.split(real)
+    return os.path.join(folder, f".{name}.pydaf-undo")
+
+
+def _read_journal(journal: str, path: str) -> tuple[int, list[tuple[int, bytes]]] | None:
+    """The committed size and the complete records of a journal, or None if its header was cut short (then no byte
+    of the file was overwritten yet)."""
+    with open(journal, "rb") as handle:
+        data = handle.read()
+    if len(data) < len(MAGIC) + _HEADER.size:
+        return None
+    if not data.startswith(MAGIC):
+        raise DafFormatError(f"the undo journal: {journal}\nof the H5df file: {path}\nis not a pydaf journal")
+    size, checksum = _HEADER.unpack_from(data, len(MAGIC))
+    if checksum != zlib.crc32(data[:len(MAGIC) + 8]):
+        raise DafFormatError(f"the undo journal: {journal}\nof the H5df file: {path}\nhas a corrupt header")
+    records = []
+    position = len(MAGIC) + _HEADER.size
+    while position + _RECORD.size <= len(data):
+        offset, length, checksum = _RECORD.unpack_from(data, position)
+        start = position + _RECORD.size
+        saved = data[start:start + length]
+        if len(saved) != length or checksum != zlib.crc32(saved, zlib.crc32(data[position:position + 16])):
+            break  # the record being written when the writer was killed: its bytes were not overwritten
+        records.append((offset, saved))
+        position = start + length
+    return size, records
+
+
+def recover(path: str, *, writable: bool) -> None:
+    """Roll the HDF5 file ``path`` back to its last commit if a killed writer left an undo journal (the caller holds
+    the file's exclusive lock). A read-only open only checks: if the journal saved any byte (so the file may hold a
+    torn flush), it raises :class:`DafFormatError` asking for a writable open, which repairs.
+
+    Example:
+        >>> import tempfile, os
+        >>> path = os.path.join(tempfile.mkdtemp(), "x.h5df")
+        >>> recover(path, writable=True)  # no journal: nothing to do
+    """
+    journal = journal_path(path)
+    if not os.path.lexists(journal):
+        return
+    if os.path.islink(journal) or not os.path.isfile(journal):
+        raise DafFormatError(f"the undo journal: {journal}\nof the H5df file: {path}\nis not a regular file")
+    content = _read_journal(journal, path)
+    if not writable:
+        if content is not None and content[1]:
+            raise DafFormatError(f"the H5df file: {path}\nwas left by a writer killed while it wrote (its undo "
+                                 f"journal: {journal} is pending)\nopen it once in mode r+ to repair it (a read-only "
+                                 "open never writes)")
+        return  # nothing was overwritten: the file is as its last commit left it (maybe with unused bytes at its end)
+    if content is not None:
+        size, records = content
+        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+        try:
+            for offset, saved in records:
+                _write_all(fd, memoryview(saved), offset)
+            if os.fstat(fd).st_size > size:
+                os.ftruncate(fd, size)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    os.unlink(journal)
+
+
+def _write_all(fd: int, data: memoryview, offset: int) -> None:
+    done = 0
+    while done < len(data):
+        done += os.pwrite(fd, data[done:done + _WRITE_CHUNK], offset + done)
+
+
+class JournaledFile:
+    """The file object h5py's ``fileobj`` driver reads and writes a writable H5df file through (see the module).
+
+    Example:
+        >>> import tempfile, os
+        >>> path = os.path.join(tempfile.mkdtemp(), "x.h5df")
+        >>> open(path, "wb").write(b"old bytes")
+        9
+        >>> file = JournaledFile(path)
+        >>> file.seek(0); file.write(b"new")
+        0
+        3
+        >>> os.path.exists(journal_path(path))  # the old bytes were saved first
+        True
+        >>> file.commit(); os.path.exists(journal_path(path)), open(path, "rb").read()
+        (False, b'new bytes')
+        >>> file.close()
+    """
+
+    def __init__(self, path: str, *, truncate: bool = False) -> None:
+        self.path = path
+        self._journal = journal_path(path)
+        self._fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+        try:
+            # HDF5's own driver would take this lock exclusively. Shared, it still keeps out every other HDF5 writer
+            # (Julia, h5py: they lock exclusively) yet lets plain h5py read the file in this process, as it could
+            # when HDF5 shared one handle per file; pydaf readers are kept out by pydaf's own lock (h5df._FileLock).
+            fcntl.flock(self._fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError as error:
+            os.close(self._fd)
+            raise DafLockedError(f"the H5df file: {path}\nis locked by another program ({error})") from error
+        if truncate:  # (a new file: once it is locked)
+            os.ftruncate(self._fd, 0)
+        self._owner = os.getpid()
+        self._mutex = threading.RLock()
+        self._position = 0
+        self._journal_fd = -1
+        self._committed_size = os.fstat(self._fd).st_size
+        self._saved: list[tuple[int, int]] = []  # disjoint, sorted [start, end) ranges saved since the last commit
+        self._shrink_to: int | None = None
+        self._in_operation = False  # a write operation began and has not committed
+        self._failed = False  # a write failed since the last commit
+
+    @property
+    def committed_size(self) -> int:
+        """The size of the file at the last commit (bytes below it are saved before they are overwritten)."""
+        return self._committed_size
+
+    # The file object protocol of h5py's fileobj driver (called with h5py's lock held).
+
+    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
+        if whence == os.SEEK_END:
+            offset += os.fstat(self._fd).st_size
+        elif whence == os.SEEK_CUR:
+            offset += self._position
+        self._position = offset
+        return offset
+
+    def tell(self) -> int:
+        return self._position
+
+    def read(self, size: int) -> bytes:
+        if not self._active():
+            return bytes(size)
+        data = os.pread(self._fd, size, self._position)
+        if len(data) < size:  # past the end of the file reads as zeros (as HDF5's own driver does)
+            data += bytes(size - len(data))
+        self._position += size
+        return data
+
+    def write(self, data: bytes | bytearray | memoryview) -> int:
+        view = memoryview(data).cast("B")
+        position = self._position
+        self._position += len(view)
+        # HDF5 rewrites some blocks unchanged (the superblock, when it closes a file): they need no journal.
+        if position >= self._committed_size or view != os.pread(self._fd, len(view), position):
+            self.write_at(position, view)
+        return len(view)
+
+    def truncate(self, size: int) -> None:
+        with self._mutex:
+            if not self._active():
+                return
+            if size > os.fstat(self._fd).st_size:
+                os.ftruncate(self._fd, size)
+            else:
+                self._shrink_to = size  # (at the commit: the cut bytes may belong to the state a rollback restores)
+
+    def flush(self) -> None:
+        pass  # every write goes straight to the file
+
+    # pydaf's side.
+
+    def preserve(self, offset: int, nbytes: int) -> None:
+        """Save (in the journal) the committed bytes of ``[offset, offset + nbytes)`` not yet saved, before they are
+        overwritten (by a writable map, say)."""
+        with self._mutex:
+            if not self._active():
+                return
+            if self._shrink_to is not None and offset + nbytes > self._shrink_to:
+                self._shrink_to = None
+            end = min(offset + nbytes, self._committed_size)
+            for start, stop in self._unsaved(offset, end):
+                self._save(start, stop)
+
+    def write_at(self, offset: int, data: memoryview) -> None:
+        """Write ``data`` at ``offset``, first saving the committed bytes it overwrites."""
+        with self._mutex:
+            if not self._active():
+                return
+            try:
+                self.preserve(offset, len(data))
+                _write_all(self._fd, data, offset)
+            except BaseException:
+                self._failed = True
+                raise
+
+    def begin(self) -> None:
+        """Note that a write operation began: until it commits, closing the file keeps the journal (so the next
+        writable open rolls back whatever HDF5 wrote of it when it closed)."""
+        self._in_operation = True
+
+    def commit(self) -> None:
+        """Make what was written since the last commit permanent (call it after HDF5's flush): delete the journal,
+        then apply any shrink HDF5 asked for."""
+        with self._mutex:
+            if not self._active():
+                return
+            if self._journal_fd >= 0:
+                os.close(self._journal_fd)
+                self._journal_fd = -1
+                os.unlink(self._journal)
+            if self._shrink_to is not None and self._shrink_to < os.fstat(self._fd).st_size:
+                os.ftruncate(self._fd, self._shrink_to)
+            self._shrink_to = None
+            self._in_operation = self._failed = False
+            self._saved.clear()
+            self._committed_size = os.fstat(self._fd).st_size
+
+    def close(self) -> None:
+        """Release the file (its lock goes with it). A pending journal stays: the next writable open rolls back what
+        was written since the last commit."""
+        with self._mutex:
+            if self._fd >= 0 and os.getpid() == self._owner:
+                if self._journal_fd >= 0:
+                    os.close(self._journal_fd)
+                elif self._shrink_to is not None and self._shrink_to < os.fstat(self._fd).st_size:
+                    os.ftruncate(self._fd, self._shrink_to)  # (nothing pending: the file is as committed)
+                os.close(self._fd)
+            self._fd = self._journal_fd = -1
+
+    def __del__(self) -> None:
+        # HDF5 drops its file object when it has closed the file (through pydaf, or h5py), after writing what closing
+        # writes (the superblock, when it cut free space at the end): that is committed, unless a write operation was
+        # still under way or a write failed.
+        if self._active() and not self._in_operation and not self._failed:
+            self.commit()
+        self.close()
+
+    def abandon(self) -> None:
+        """In a forked child: the file is the parent's, so this process must never write it (HDF5 may still call
+        in when the child exits)."""
+        self._owner = -1
+        self._fd = self._journal_fd = -1
+
+    def _active(self) -> bool:
+        return self._fd >= 0 and os.getpid() == self._owner
+
+    def _unsaved(self, start: int, end: int) -> list[tuple[int, int]]:
+        """The parts of ``[start, end)`` not covered by the saved ranges."""
+        parts = []
+        index = max(0, bisect.bisect_right(self._saved, (start, start)) - 1)
+        while start < end and index < len(self._saved):
+            saved_start, saved_end = self._saved[index]
+            if saved_start >= end:
+                break
+            if saved_end > start:
+                if saved_start > start:
+                    parts.append((start, saved_start))
+                start = max(start, saved_end)
+            index += 1
+        if start < end:
+            parts.append((start, end))
+        return parts
+
+    def _save(self, start: int, end: int) -> None:
+        saved = os.pread(self._fd, end - start, start)
+        if len(saved) != end - start:
+            raise DafStorageError(f"can't save the bytes {start}..{end} of the H5df file: {self.path}\n"
+                                  "(the file is shorter than its committed size: changed by another program?)")
+        if self._journal_fd < 0:
+            self._open_journal()
+        head = struct.pack("<QQ", start, end - start)
+        record = _RECORD.pack(start, end - start, zlib.crc32(saved, zlib.crc32(head))) + saved
+        _write_all(self._journal_fd, memoryview(record), os.fstat(self._journal_fd).st_size)
+        bisect.insort(self._saved, (start, end))
+        self._merge_saved()
+
+    def _merge_saved(self) -> None:
+        merged: list[tuple[int, int]] = []
+        for start, end in self._saved:
+            if merged and start <= merged[-1][1]:
+                merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
+            else:
+                merged.append((start, end))
+        self._saved = merged
+
+    def _open_journal(self) -> None:
+        try:
+            fd = os.open(self._journal, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        except FileExistsError as error:
+            raise DafStorageError(f"can't start the undo journal: {self._journal}\nof the H5df file: {self.path}\n"
+                                  "(it exists: another writer, or something planted there)") from error
+        except OSError as error:
+            if error.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+                raise DafStorageError(f"can't create the undo journal: {self._journal}\nof the H5df file: "
+                                      f"{self.path}\n(a writable H5df needs to write beside its file: {error})") \
+                    from error
+            raise
+        header = MAGIC + struct.pack("<Q", self._committed_size)
+        _write_all(fd, memoryview(header + struct.pack("<I", zlib.crc32(header))), 0)
+        self._journal_fd = fd
+
