@@ -222,6 +222,18 @@ class _OpenFile:
         if self.fid.valid:
             h5py.File(self.fid).close()
 
+    def abandon(self) -> None:
+        """Close a file whose flush failed and could not be undone: HDF5 can't flush through that handle again, so
+        the next open must start afresh (rolling back, from the journal, whatever was written since the last
+        commit). Handles still holding it fail from now on; arrays mapped from it keep their values."""
+        with _open_files_lock:
+            if self.key in _open_files and _open_files[self.key]() is self:
+                del _open_files[self.key]
+        try:
+            self.close()
+        except Exception:  # closing flushes again, which fails the same way; the journal stays for the next open
+            pass
+
     def map_hold(self) -> _LockHold | None:
         """A reader's share of the lock, for an array mapped from the file (None for files opened outside pydaf)."""
         return None if self.lock is None else self.lock.hold(writable=False)
@@ -243,15 +255,20 @@ def _file_lock(path: str) -> _FileLock:
 
 
 def _forget_inherited_files() -> None:
-    """In a forked child: the parent's HDF5 handles and locks are not this process's (nor its journaled files, which
-    HDF5 may still call into when the child exits: they write nothing)."""
+    """In a forked child: the parent's HDF5 handles and locks are not this process's, nor its journaled files (which
+    then write nothing; the child still closes them at its exit, see ``_close_files_at_exit``)."""
     for reference in _open_files.values():
         record = reference()
         journal = None if record is None else record.journal
         if journal is not None:
             journal.abandon()
+            _inherited_files.append(record)
     _open_files.clear()
     _file_locks.clear()
+
+
+# The parent's files a forked child inherited (and must close before it exits).
+_inherited_files: list[_OpenFile] = []
 
 
 if hasattr(os, "register_at_fork"):
@@ -263,8 +280,8 @@ def _close_files_at_exit() -> None:
     """Close the files pydaf opened writable (through h5py's fileobj driver) while Python still runs: HDF5 would
     close them from its own exit handler, after the interpreter is gone, and calling into their file objects then
     crashes the process."""
-    for reference in list(_open_files.values()):
-        record = reference()
+    records = [reference() for reference in _open_files.values()] + _inherited_files
+    for record in records:
         if record is not None and record.journal is not None:
             try:
                 record.close()
@@ -684,14 +701,18 @@ class H5dfFormat(FormatWriter):
                 # Drop the failed calls' locals first: an HDF5 object still open (a dataset whose space could not be
                 # allocated) would keep its space allocated after it is deleted, past a file-size limit.
                 traceback.clear_frames(error.__traceback__)
+                cause = error if journal is None or journal.failure is None else journal.failure
                 problem = self._roll_back(created)
                 if isinstance(error, DafError) and problem is None:
                     raise
                 if not isinstance(error, Exception):
                     raise
-                note = "" if problem is None else f"\n(and undoing it failed: {problem}; reopen the file to repair it)"
+                note = ""
+                if problem is not None:
+                    note = f"\n(and undoing it failed: {problem}; the file is closed: reopen it to repair it)"
+                    self._open_file.abandon()
                 raise DafStorageError(f"can't write the {what}\nin the H5df file: {self.path}\n"
-                                      f"({type(error).__name__}: {error}){note}") from error
+                                      f"({type(cause).__name__}: {cause}){note}") from error
 
     def _commit(self) -> None:
         for group, name in self._replaced:
@@ -716,7 +737,9 @@ class H5dfFormat(FormatWriter):
             self._replaced.clear()
             self.flush()
         except Exception as error:  # reported in the error raised for the operation
-            return f"{type(error).__name__}: {error}"
+            journal = self._open_file.journal
+            cause = error if journal is None or journal.failure is None else journal.failure
+            return f"{type(cause).__name__}: {cause}"
         return None
 
     def _replace(self, group: h5py.Group, name: str) -> None:
@@ -1041,8 +1064,9 @@ class H5dfFormat(FormatWriter):
         with self._open_file.writing:
             problem = self._roll_back(())
         if problem is not None:
-            raise DafStorageError(f"can't undo a failed write\nin the H5df file: {self.path}\n({problem}; reopen "
-                                  "the file to repair it)")
+            self._open_file.abandon()
+            raise DafStorageError(f"can't undo a failed write\nin the H5df file: {self.path}\n({problem}; the file "
+                                  "is closed: reopen it to repair it)")
         return True
 
     # Matrices.

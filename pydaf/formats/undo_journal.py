@@ -159,7 +159,7 @@ class JournaledFile:
         self._saved: list[tuple[int, int]] = []  # disjoint, sorted [start, end) ranges saved since the last commit
         self._shrink_to: int | None = None
         self._in_operation = False  # a write operation began and has not committed
-        self._failed = False  # a write failed since the last commit
+        self._failure: BaseException | None = None  # the first write that failed since the last commit
 
     @property
     def committed_size(self) -> int:
@@ -168,9 +168,15 @@ class JournaledFile:
 
     # The file object protocol of h5py's fileobj driver (called with h5py's lock held).
 
+    @property
+    def failure(self) -> BaseException | None:
+        """The first write that failed since the last commit: HDF5 reports only that its flush failed (and h5py,
+        as HDF5 calls on, a chain of SystemErrors), so the writer names this one."""
+        return self._failure
+
     def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
         if whence == os.SEEK_END:
-            offset += os.fstat(self._fd).st_size
+            offset += os.fstat(self._fd).st_size if self._active() else self._committed_size
         elif whence == os.SEEK_CUR:
             offset += self._position
         self._position = offset
@@ -231,14 +237,15 @@ class JournaledFile:
             try:
                 self.preserve(offset, len(data))
                 _write_all(self._fd, data, offset)
-            except BaseException:
-                self._failed = True
+            except BaseException as error:
+                self._failure = self._failure or error
                 raise
 
     def begin(self) -> None:
         """Note that a write operation began: until it commits, closing the file keeps the journal (so the next
         writable open rolls back whatever HDF5 wrote of it when it closed)."""
         self._in_operation = True
+        self._failure = None  # (what failed before was reported; a successful commit of this one commits it all)
 
     def commit(self) -> None:
         """Make what was written since the last commit permanent (call it after HDF5's flush): delete the journal,
@@ -253,7 +260,8 @@ class JournaledFile:
             if self._shrink_to is not None and self._shrink_to < os.fstat(self._fd).st_size:
                 os.ftruncate(self._fd, self._shrink_to)
             self._shrink_to = None
-            self._in_operation = self._failed = False
+            self._in_operation = False
+            self._failure = None
             self._saved.clear()
             self._committed_size = os.fstat(self._fd).st_size
 
@@ -273,7 +281,7 @@ class JournaledFile:
         # HDF5 drops its file object when it has closed the file (through pydaf, or h5py), after writing what closing
         # writes (the superblock, when it cut free space at the end): that is committed, unless a write operation was
         # still under way or a write failed.
-        if self._active() and not self._in_operation and not self._failed:
+        if self._active() and not self._in_operation and self._failure is None:
             self.commit()
         self.close()
 
