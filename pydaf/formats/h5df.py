@@ -1193,10 +1193,13 @@ def _delete(group: h5py.Group, name: str) -> None:
     datasets = [node] if isinstance(node, h5py.Dataset) else []
     if isinstance(node, h5py.Group):
         node.visititems(lambda _, child: datasets.append(child) if isinstance(child, h5py.Dataset) else None)
+    journal = _record_of(group.file).journal
     for dataset in datasets:
         offset = dataset.id.get_offset()
         if offset is not None:
             detach_region(group.file.filename, offset, dataset.id.get_storage_size())
+            if journal is not None:
+                journal.deleted(offset, dataset.id.get_storage_size())
     del group[name]
 
 

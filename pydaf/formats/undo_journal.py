@@ -118,6 +118,67 @@ def _write_all(fd: int, data: memoryview, offset: int) -> None:
         done += os.pwrite(fd, data[done:done + _WRITE_CHUNK], offset + done)
 
 
+class Extents:
+    """A set of byte ranges ``[start, end)``, kept as sorted disjoint ranges.
+
+    Example:
+        >>> extents = Extents()
+        >>> extents.add(10, 20); extents.add(15, 30); extents.remove(12, 14)
+        >>> extents.ranges
+        [(10, 12), (14, 30)]
+        >>> extents.missing(0, 40)
+        [(0, 10), (12, 14), (30, 40)]
+    """
+
+    def __init__(self) -> None:
+        self.ranges: list[tuple[int, int]] = []
+
+    def missing(self, start: int, end: int) -> list[tuple[int, int]]:
+        """The parts of ``[start, end)`` not in the set."""
+        parts = []
+        index = max(0, bisect.bisect_right(self.ranges, (start, start)) - 1)
+        while start < end and index < len(self.ranges):
+            range_start, range_end = self.ranges[index]
+            if range_start >= end:
+                break
+            if range_end > start:
+                if range_start > start:
+                    parts.append((start, range_start))
+                start = max(start, range_end)
+            index += 1
+        if start < end:
+            parts.append((start, end))
+        return parts
+
+    def add(self, start: int, end: int) -> None:
+        if start < end:
+            self._set([*self.ranges, (start, end)])
+
+    def remove(self, start: int, end: int) -> None:
+        kept = []
+        for range_start, range_end in self.ranges:
+            if range_end <= start or range_start >= end:
+                kept.append((range_start, range_end))
+                continue
+            if range_start < start:
+                kept.append((range_start, start))
+            if range_end > end:
+                kept.append((end, range_end))
+        self.ranges = kept
+
+    def clear(self) -> None:
+        self.ranges = []
+
+    def _set(self, ranges: list[tuple[int, int]]) -> None:
+        merged: list[tuple[int, int]] = []
+        for start, end in sorted(ranges):
+            if merged and start <= merged[-1][1]:
+                merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
+            else:
+                merged.append((start, end))
+        self.ranges = merged
+
+
 class JournaledFile:
     """The file object h5py's ``fileobj`` driver reads and writes a writable H5df file through (see the module).
 
@@ -155,8 +216,14 @@ class JournaledFile:
         self._mutex = threading.RLock()
         self._position = 0
         self._journal_fd = -1
+        self._journal_length = 0
         self._committed_size = os.fstat(self._fd).st_size
-        self._saved: list[tuple[int, int]] = []  # disjoint, sorted [start, end) ranges saved since the last commit
+        self._saved = Extents()  # saved since the last commit
+        # Raw data of datasets deleted by operations that committed: no committed metadata refers to it, so reusing it
+        # needs no copy (HDF5 reuses freed space; without this, overwriting a big matrix would copy the freed one).
+        # Only pydaf's deletes are known: space HDF5 freed on its own (a group's heap that grew) is always saved.
+        self._free = Extents()
+        self._freed = Extents()  # deleted by the operation under way: free once it commits
         self._shrink_to: int | None = None
         self._in_operation = False  # a write operation began and has not committed
         self._failure: BaseException | None = None  # the first write that failed since the last commit
@@ -226,8 +293,17 @@ class JournaledFile:
             if self._shrink_to is not None and offset + nbytes > self._shrink_to:
                 self._shrink_to = None
             end = min(offset + nbytes, self._committed_size)
-            for start, stop in self._unsaved(offset, end):
-                self._save(start, stop)
+            for start, stop in self._saved.missing(offset, end):
+                for part_start, part_stop in self._free.missing(start, stop):
+                    self._save(part_start, part_stop)
+            self._saved.add(offset, end)  # (saved now, or free at the last commit: either way, safe to overwrite)
+            self._free.remove(offset, offset + nbytes)  # (in use from now on)
+
+    def deleted(self, offset: int, nbytes: int) -> None:
+        """Note that the operation under way deleted a dataset whose raw data is ``[offset, offset + nbytes)``: once
+        it commits, nothing refers to those bytes, and reusing them needs no copy."""
+        with self._mutex:
+            self._freed.add(offset, min(offset + nbytes, self._committed_size))
 
     def write_at(self, offset: int, data: memoryview) -> None:
         """Write ``data`` at ``offset``, first saving the committed bytes it overwrites."""
@@ -263,7 +339,11 @@ class JournaledFile:
             self._in_operation = False
             self._failure = None
             self._saved.clear()
+            for start, end in self._freed.ranges:
+                self._free.add(start, end)
+            self._freed.clear()
             self._committed_size = os.fstat(self._fd).st_size
+            self._free.remove(self._committed_size, 1 << 63)
 
     def close(self) -> None:
         """Release the file (its lock goes with it). A pending journal stays: the next writable open rolls back what
@@ -294,23 +374,6 @@ class JournaledFile:
     def _active(self) -> bool:
         return self._fd >= 0 and os.getpid() == self._owner
 
-    def _unsaved(self, start: int, end: int) -> list[tuple[int, int]]:
-        """The parts of ``[start, end)`` not covered by the saved ranges."""
-        parts = []
-        index = max(0, bisect.bisect_right(self._saved, (start, start)) - 1)
-        while start < end and index < len(self._saved):
-            saved_start, saved_end = self._saved[index]
-            if saved_start >= end:
-                break
-            if saved_end > start:
-                if saved_start > start:
-                    parts.append((start, saved_start))
-                start = max(start, saved_end)
-            index += 1
-        if start < end:
-            parts.append((start, end))
-        return parts
-
     def _save(self, start: int, end: int) -> None:
         saved = os.pread(self._fd, end - start, start)
         if len(saved) != end - start:
@@ -320,18 +383,8 @@ class JournaledFile:
             self._open_journal()
         head = struct.pack("<QQ", start, end - start)
         record = _RECORD.pack(start, end - start, zlib.crc32(saved, zlib.crc32(head))) + saved
-        _write_all(self._journal_fd, memoryview(record), os.fstat(self._journal_fd).st_size)
-        bisect.insort(self._saved, (start, end))
-        self._merge_saved()
-
-    def _merge_saved(self) -> None:
-        merged: list[tuple[int, int]] = []
-        for start, end in self._saved:
-            if merged and start <= merged[-1][1]:
-                merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
-            else:
-                merged.append((start, end))
-        self._saved = merged
+        _write_all(self._journal_fd, memoryview(record), self._journal_length)
+        self._journal_length += len(record)
 
     def _open_journal(self) -> None:
         try:
@@ -346,6 +399,8 @@ class JournaledFile:
                     from error
             raise
         header = MAGIC + struct.pack("<Q", self._committed_size)
-        _write_all(fd, memoryview(header + struct.pack("<I", zlib.crc32(header))), 0)
+        header += struct.pack("<I", zlib.crc32(header))
+        _write_all(fd, memoryview(header), 0)
         self._journal_fd = fd
+        self._journal_length = len(header)
 
