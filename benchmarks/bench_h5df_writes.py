@@ -9,7 +9,7 @@ Workloads (each on a fresh file):
 - ``reopen``: open the ``small`` data set writable and list every property;
 - ``strings``: read a 1M-entry string vector through a writable handle (HDF5 reads go through the journaled file).
 
-Usage: ``python benchmarks/bench_h5df_writes.py [--against DIR] [--repeats N]``. Prints seconds and ratios
+Usage: ``python benchmarks/bench_h5df_writes.py [--against DIR] [--repeats N] [--scale S]``. Prints seconds and ratios
 (this / against); without ``--against`` prints this checkout's seconds only.
 """
 
@@ -26,19 +26,21 @@ REPOSITORY = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORKLOADS = ("small", "big", "overwrite", "reopen", "strings")
 
 
-def child(workload: str, folder: str) -> float:
+def child(workload: str, folder: str, scale: float = 1.0) -> float:
+    """Run one workload in ``folder``, its sizes multiplied by ``scale``; returns its seconds."""
     import numpy as np
 
     import pydaf
 
     path = os.path.join(folder, f"{workload}.h5df")
+    cells, big_cells, overwritten_cells = (max(10, round(count * scale)) for count in (1_000_000, 50_000, 25_000))
     if workload in ("reopen", "strings"):  # (prepared untimed)
-        daf = pydaf.H5df(path, "w").add_axis("cell", [f"c{index}" for index in range(1_000_000)])
+        daf = pydaf.H5df(path, "w").add_axis("cell", [f"c{index}" for index in range(cells)])
         if workload == "reopen":
             for index in range(300):
-                daf.set_vector("cell", f"v{index}", np.zeros(1_000_000, dtype=np.float32))
+                daf.set_vector("cell", f"v{index}", np.zeros(cells, dtype=np.float32))
         else:
-            daf.set_vector("cell", "label", np.array([f"name-{index}" for index in range(1_000_000)], dtype=object))
+            daf.set_vector("cell", "label", np.array([f"name-{index}" for index in range(cells)], dtype=object))
         del daf
     start = time.perf_counter()
     if workload == "small":
@@ -50,49 +52,51 @@ def child(workload: str, folder: str) -> float:
         for index in range(300):
             daf.set_vector("cell", f"v{index}", np.full(1000, -1.0), overwrite=True)
     elif workload == "big":
-        daf = pydaf.H5df(path, "w").add_axis("cell", [f"c{index}" for index in range(50_000)])
+        daf = pydaf.H5df(path, "w").add_axis("cell", [f"c{index}" for index in range(big_cells)])
         daf.add_axis("gene", [f"g{index}" for index in range(1000)])
-        daf.set_matrix("cell", "gene", "x", np.ones((50_000, 1000), order="F"), relayout=False)
+        daf.set_matrix("cell", "gene", "x", np.ones((big_cells, 1000), order="F"), relayout=False)
     elif workload == "overwrite":
-        daf = pydaf.H5df(path, "w").add_axis("cell", [f"c{index}" for index in range(25_000)])
+        daf = pydaf.H5df(path, "w").add_axis("cell", [f"c{index}" for index in range(overwritten_cells)])
         daf.add_axis("gene", [f"g{index}" for index in range(1000)])
         for index in range(5):
-            daf.set_matrix("cell", "gene", "x", np.full((25_000, 1000), float(index), order="F"), relayout=False,
-                           overwrite=True)
+            daf.set_matrix("cell", "gene", "x", np.full((overwritten_cells, 1000), float(index), order="F"),
+                           relayout=False, overwrite=True)
     elif workload == "reopen":
         daf = pydaf.H5df(path, "r+")
         assert len(daf.vectors_set("cell")) == 300
         daf.get_vector("cell", "v7")
     else:
         daf = pydaf.H5df(path, "r+")
-        assert daf.get_vector("cell", "label")[-1] == "name-999999"
+        assert daf.get_vector("cell", "label")[-1] == f"name-{cells - 1}"
     del daf
     return time.perf_counter() - start
 
 
-def run(checkout: str, workload: str) -> float:
+def run(checkout: str, workload: str, scale: float) -> float:
     with tempfile.TemporaryDirectory() as folder:
         environment = {**os.environ, "PYTHONPATH": checkout}
-        output = subprocess.run([sys.executable, __file__, "--child", workload, folder], env=environment,
+        output = subprocess.run([sys.executable, __file__, "--child", workload, folder, str(scale)], env=environment,
                                 check=True, capture_output=True, text=True, cwd=checkout).stdout
     return float(output)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--against", help="another pydaf checkout to compare with")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
-    arguments = parser.parse_args()
+    parser.add_argument("--scale", type=float, default=1.0, help="multiply the sizes (0.01 for a smoke run)")
+    parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    arguments = parser.parse_args(argv)
     if arguments.child:
-        print(child(*arguments.child))
+        workload, folder, scale = arguments.child
+        print(child(workload, folder, float(scale)))
         return
     checkouts = {"this": REPOSITORY} | ({"against": os.path.abspath(arguments.against)} if arguments.against else {})
     best = {(name, workload): float("inf") for name in checkouts for workload in WORKLOADS}
     for _ in range(arguments.repeats):
         for workload in WORKLOADS:
             for name, checkout in checkouts.items():  # interleaved: the machine's load hits both alike
-                best[name, workload] = min(best[name, workload], run(checkout, workload))
+                best[name, workload] = min(best[name, workload], run(checkout, workload, arguments.scale))
     print(f"{'workload':<10} {'this s':>8}" + (f" {'against s':>10} {'this/against':>13}" if arguments.against else ""))
     for workload in WORKLOADS:
         line = f"{workload:<10} {best['this', workload]:>8.3f}"
