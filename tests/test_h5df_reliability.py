@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 import pydaf
+from pydaf.formats.global_heap import REFERENCE
 from tests import h5df_stress
 from tests.test_h5df_crash import STRESS, child_env
 
@@ -196,6 +197,43 @@ def test_corrupt_and_truncated_files_never_crash(tmp_path):
     paths = byte_variants(tmp_path, round(soak(600, 60)))
     output = check_hostile(paths)
     assert len(output.splitlines()) == len(paths)
+
+
+def _first_objects(data: bytes, collection: int) -> list[tuple[int, int, int]]:
+    """(position, index, size) of the objects of the global heap collection at ``collection``."""
+    size = int.from_bytes(data[collection + 8:collection + 16], "little")
+    objects, position = [], collection + 16
+    while position + 16 <= collection + size:
+        index = int.from_bytes(data[position:position + 2], "little")
+        object_size = int.from_bytes(data[position + 8:position + 16], "little")
+        objects.append((position, index, object_size))
+        position += object_size if index == 0 else 16 + (object_size + 7) // 8 * 8
+    return objects
+
+
+@pytest.mark.parametrize("count", [3, 200_000], ids=["walked in Python", "walked in numba"])
+def test_a_corrupt_string_heap_is_an_error_not_a_hang(tmp_path, count):
+    """A global heap collection whose free space has the size 0 sent libhdf5's reader into an endless loop (found by
+    the byte flips above); a string object whose size runs past its collection is refused too."""
+    path = tmp_path / "strings.h5df"
+    pydaf.H5df(path, "w").add_axis("cell", [f"cell{index}" for index in range(count)])
+    with h5py.File(path, "r") as file:
+        offset = file["axes/cell"].id.get_offset()
+    data = bytearray(path.read_bytes())
+    references = np.frombuffer(bytes(data[offset:offset + 16 * count]), dtype=REFERENCE)
+    objects = _first_objects(bytes(data), int(references["collection"][0]))
+    free = [position for position, index, _ in objects if index == 0]
+    if free:
+        data[free[0] + 8:free[0] + 16] = bytes(8)  # the free space's size: 0
+        expected = "free space at byte"
+    else:  # (a full collection)
+        data[objects[0][0] + 8:objects[0][0] + 16] = (1 << 40).to_bytes(8, "little")
+        expected = "past its end"
+    path.write_bytes(bytes(data))
+    output = check_hostile([path])
+    assert output.startswith(f"error {path} the axis: cell"), output
+    with pytest.raises(pydaf.DafFormatError, match=expected):
+        pydaf.H5df(path, "r").axis_vector("cell")
 
 
 

@@ -57,6 +57,7 @@ from .base import (
     sparse_strings_are_smaller,
     weakest_cache_group,
 )
+from .global_heap import REFERENCE, check_string_heaps
 from .mapping import FileKey, detach_region, file_key, map_region, populate_pages
 from .registry import FormatEntry, PersistentDaf, register_format
 from .undo_journal import JournaledFile, recover
@@ -798,7 +799,7 @@ class H5dfFormat(FormatWriter):
         stored, daf_dtype = _dataset_dtypes(dataset)
         if stored == STRING_DTYPE:
             _check_declared_size(dataset, 16, what, self.path)  # a variable-length string takes at least 16 bytes
-            return dataset.asstr()[()], CacheGroup.MemoryData
+            return self._read_strings(dataset, what), CacheGroup.MemoryData
         _check_declared_size(dataset, stored.itemsize, what, self.path)
         mapped = self._map_dataset(dataset, stored, writable=False)
         if mapped is not None:
@@ -809,6 +810,19 @@ class H5dfFormat(FormatWriter):
         if values.size:
             dataset.read_direct(values)
         return values.astype(daf_dtype, copy=False), CacheGroup.MemoryData
+
+    def _read_strings(self, dataset: h5py.Dataset, what: str) -> Any:
+        """A string dataset's values; variable-length strings stored contiguously (as Daf stores them) are read only
+        once the global heap collections they point into are checked (a corrupt one can hang HDF5's reader)."""
+        string_type = dataset.id.get_type()
+        if isinstance(string_type, h5t.TypeStringID) and string_type.is_variable_str():
+            dcpl = dataset.id.get_create_plist()
+            offset = dataset.id.get_offset()
+            if (offset is not None and dcpl.get_layout() == h5d.CONTIGUOUS and not dcpl.get_nfilters()
+                    and self.file.id.get_create_plist().get_sizes() == (8, 8)
+                    and dataset.id.get_storage_size() == dataset.size * REFERENCE.itemsize):
+                check_string_heaps(self.path, offset, dataset.size, what)
+        return dataset.asstr()[()]
 
     def _map_dataset(self, dataset: h5py.Dataset, dtype: np.dtype, *, writable: bool) -> np.ndarray | None:
         """A numpy array over the file's bytes of a contiguous, unfiltered, allocated, aligned dataset, else None."""
@@ -872,7 +886,7 @@ class H5dfFormat(FormatWriter):
                                      f"(shape: {getattr(dataset, 'shape', None)})")
             stored, daf_dtype = _dataset_dtypes(dataset)
             if stored == STRING_DTYPE:
-                value = dataset.asstr()[()]
+                value = self._read_strings(dataset, what)
                 return str(value if dataset.shape == () else value[0])
             values, _ = self._read_dataset(dataset, what)
             return daf_dtype.type(values.reshape(-1)[0] if values.shape else values[()])
@@ -910,7 +924,7 @@ class H5dfFormat(FormatWriter):
 
     def format_axis_vector(self, axis: str) -> tuple[np.ndarray, CacheGroup | None]:
         with self._reading(f"axis: {axis}"):
-            return self._axis_dataset(axis).asstr()[()], CacheGroup.MemoryData
+            return self._read_strings(self._axis_dataset(axis), f"axis: {axis}"), CacheGroup.MemoryData
 
     def format_axis_length(self, axis: str) -> int:
         # (No size check here: a length allocates nothing, and whatever is read with it is checked itself.)

@@ -37,8 +37,8 @@ _EXPORTS = {
          "reduce_all", "reduce_columns", "reduce_grouped_columns", "reduce_grouped_rows", "reduce_grouped_vector",
          "reduce_rows", "reduce_vector", "row_means", "row_sums"), "reductions"),
     **dict.fromkeys(("RELAYOUT_NUMBA_MIN_ENTRIES", "transpose_csc_into", "transpose_dense_into"), "relayout"),
-    **dict.fromkeys(("CSC_BAD_COLPTR", "CSC_BAD_ORDER", "first_csc_problem", "first_sorted_problem", "sort_csc_columns",
-                     "transposed_mismatch"), "validation"),
+    **dict.fromkeys(("CSC_BAD_COLPTR", "CSC_BAD_ORDER", "first_csc_problem", "first_sorted_problem",
+                     "global_heap_problem", "sort_csc_columns", "transposed_mismatch"), "validation"),
 }
 
 __all__ = sorted(_EXPORTS)

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from ..sparse import SparseMatrixCSC
 
 __all__ = ["CSC_BAD_COLPTR", "CSC_BAD_ORDER", "CSC_BAD_ROW", "first_csc_problem", "first_sorted_problem",
-           "sort_csc_columns", "transposed_mismatch"]
+           "global_heap_problem", "sort_csc_columns", "transposed_mismatch"]
 
 #: Problem kinds reported by :func:`first_csc_problem`.
 CSC_BAD_COLPTR, CSC_BAD_ROW, CSC_BAD_ORDER = 1, 2, 3
@@ -275,3 +275,31 @@ def _kernel_values(values: np.ndarray) -> np.ndarray:
     view = values.view(np.uint8) if values.dtype == np.bool_ else values.view()
     view.flags.writeable = False
     return view
+
+
+@numba.njit(cache=True, nogil=True)
+def global_heap_problem(data, starts, sizes):  # pragma: no cover - jit
+    """The position (in ``starts``) of the first HDF5 global heap collection whose object walk would not end at its
+    end (see :mod:`pydaf.formats.global_heap`, which checked each collection lies in ``data``), or -1."""
+    for collection in range(starts.shape[0]):
+        position = starts[collection] + 16
+        end = starts[collection] + sizes[collection]
+        while position + 16 <= end:
+            index = np.int64(data[position]) | (np.int64(data[position + 1]) << 8)
+            size = np.int64(0)
+            for byte in range(8):
+                size |= np.int64(data[position + 8 + byte]) << (8 * byte)
+            if size < 0:  # (past 2**63: past any end)
+                return collection
+            if index == 0:
+                if size < 16:
+                    return collection
+                need = size
+            else:
+                if size > end:
+                    return collection
+                need = 16 + (size + 7) // 8 * 8
+            if need > end - position:
+                return collection
+            position += need
+    return -1

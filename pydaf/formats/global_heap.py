@@ -1,0 +1,104 @@
+"""A check of the HDF5 global heap collections that a variable-length string dataset points into, before HDF5 reads
+them (HDF5 file format, "Global Heap").
+
+HDF5 parses a collection by walking its objects (each a 16-byte header: index u16, reference count u16, reserved u32,
+size u64, then the data padded to 8 bytes; index 0 is the free space, whose size includes its header). A corrupt size
+can make that walk stop advancing: a free-space object of size 0 sends libhdf5 (2.0) into an endless loop, holding
+the process (found by ``tests/test_h5df_reliability.py``'s byte flips: object 8's size 1 flipped to 33 lands the walk
+on zeros). So pydaf walks every collection a contiguous string dataset refers to, with every step bounded, and
+refuses a collection whose walk would not end at its end. Strings in chunked or compact datasets (which Daf never
+writes) are read by HDF5 unchecked.
+
+Large inputs (many strings) walk in a numba kernel (:func:`pydaf.kernels.global_heap_problem`); small ones in Python,
+so reading a few names never imports numba.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+
+import numpy as np
+
+from .. import kernels
+from ..errors import DafFormatError
+
+#: A variable-length string as a dataset stores it: its length, its collection's address, its index in it.
+REFERENCE = np.dtype([("length", "<u4"), ("collection", "<u8"), ("index", "<u4")])
+
+_MAGIC = b"GCOL"
+_HEADER = 16  # magic, version, 3 reserved bytes, collection size (u64)
+_OBJECT_HEADER = 16
+
+#: Above this many bytes of collections, the walk runs in numba.
+NUMBA_MIN_BYTES = 1 << 20
+
+
+def walk_problem(data: bytes | memoryview | np.ndarray, start: int, size: int) -> str | None:
+    """Why the collection of ``size`` bytes at ``start`` in ``data`` is not one HDF5 can walk, or None.
+
+    Example:
+        >>> header = b"GCOL" + bytes([1, 0, 0, 0]) + (48).to_bytes(8, "little")
+        >>> one = (1).to_bytes(2, "little") + bytes(6) + (1).to_bytes(8, "little") + b"a" + bytes(7)
+        >>> walk_problem(header + one + bytes(8), 0, 48)  # (the last 8 bytes: too few for a header, so free)
+        >>> walk_problem(header + one + bytes(16), 0, 56) is None  # a free-space object of size 0: endless in HDF5
+        False
+    """
+    position = start + _HEADER
+    end = start + size
+    while position + _OBJECT_HEADER <= end:
+        index = int.from_bytes(data[position:position + 2], "little")
+        object_size = int.from_bytes(data[position + 8:position + 16], "little")
+        need = object_size if index == 0 else _OBJECT_HEADER + (object_size + 7) // 8 * 8
+        if index == 0 and object_size < _OBJECT_HEADER:
+            return f"its free space at byte {position - start} has the size {object_size}"
+        if need > end - position:
+            return f"its object {index} at byte {position - start} has the size {object_size}, past its end"
+        position += need
+    return None
+
+
+def check_string_heaps(path: str, offset: int, count: int, what: str) -> None:
+    """Check the collections the ``count`` strings of a contiguous dataset at ``offset`` in the file ``path`` refer
+    to; raise :class:`DafFormatError` naming ``what`` if one is broken."""
+    if count == 0:
+        return
+    with open(path, "rb") as handle:
+        file_size = os.fstat(handle.fileno()).st_size
+        if offset + count * REFERENCE.itemsize > file_size:
+            raise DafFormatError(f"the {what}\nin the H5df file: {path}\nends past the end of the file")
+        with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            references = np.frombuffer(data, dtype=REFERENCE, count=count, offset=offset)
+            collections = np.unique(references["collection"][references["length"] > 0])
+            del references  # (the map can't close while a view of it lives)
+            starts, sizes = _collections(data, collections, file_size, path, what)
+            if int(sizes.sum()) >= NUMBA_MIN_BYTES:
+                bad = kernels.global_heap_problem(np.frombuffer(data, dtype=np.uint8), starts, sizes)
+                problem = None if bad < 0 else walk_problem(data, int(starts[bad]), int(sizes[bad]))
+                bad_start = None if bad < 0 else int(starts[bad])
+            else:
+                problem = bad_start = None
+                for start, size in zip(starts.tolist(), sizes.tolist(), strict=True):
+                    problem = walk_problem(data, start, size)
+                    if problem is not None:
+                        bad_start = start
+                        break
+    if problem is not None:
+        raise DafFormatError(f"the {what}\nin the H5df file: {path}\nrefers to the global heap collection at byte "
+                             f"{bad_start}, which is corrupt: {problem}")
+
+
+def _collections(data: mmap.mmap, collections: np.ndarray, file_size: int, path: str,
+                 what: str) -> tuple[np.ndarray, np.ndarray]:
+    """The start and size of each collection, checked to be one inside the file."""
+    sizes = np.empty(len(collections), dtype=np.int64)
+    for position, start in enumerate(collections.tolist()):
+        if start + _HEADER > file_size or data[start:start + 4] != _MAGIC:
+            raise DafFormatError(f"the {what}\nin the H5df file: {path}\nrefers to a global heap collection at byte "
+                                 f"{start}, where there is none")
+        size = int.from_bytes(data[start + 8:start + 16], "little")
+        if size < _HEADER or start + size > file_size:
+            raise DafFormatError(f"the {what}\nin the H5df file: {path}\nrefers to the global heap collection at "
+                                 f"byte {start}, whose size {size} does not fit in the file")
+        sizes[position] = size
+    return collections.astype(np.int64), sizes
