@@ -355,7 +355,7 @@ def test_a_writable_h5df_is_not_handed_over_by_path(tmp_path):
         julia_plan(daf)
     assert str(error.value) == (
         f"can't hand the H5df file: {tmp_path / 'open.h5df'}\nto Julia while this process has it open for writing "
-        "(HDF5's file lock excludes Julia's HDF5 library)\n(reopen it read-only, or use to_julia(..., "
+        "(Julia would read it as it is being written)\n(reopen it read-only, or use to_julia(..., "
         "in_memory=True))\nin the daf data: open!")
     assert isinstance(julia_plan(daf, in_memory=True), JuliaMemoryPlan)
     sharing = pydaf.H5df(tmp_path / "open.h5df", "r")  # read-only, but sharing the writer's read-write HDF5 file

@@ -4,7 +4,7 @@ plan out; building one needs no Julia.
 
 - A stored data set (H5df, FilesDaf, ZarrDaf, ZipDaf: :data:`STORED_FORMATS`) is opened by Julia from the same path
   (``complete_path()``), read-only: Julia maps the same file, nothing is copied. An H5df this process has open for
-  writing can't be (HDF5's own file lock excludes a second HDF5 library while a writer has the file open), so that
+  writing can't be (Julia would read it under a writer: a flush in progress, uncommitted states), so that
   is refused with :class:`~pydaf.DafLockedError` (reopen it read-only, or hand it over ``in_memory``).
 - Anything else (a MemoryDaf, a chain, a view), or any data set with ``in_memory=True``, becomes a Julia
   ``MemoryDaf`` whose vectors and matrices are Julia ``Array``\\ s over the very buffers pydaf returns (memory-mapped
@@ -110,8 +110,8 @@ def julia_plan(daf: DafReader, *, in_memory: bool = False) -> JuliaOpenPlan | Ju
     if not in_memory and constructor is not None and path is not None:
         if constructor == "H5df" and _open_for_writing(daf):
             raise DafLockedError(
-                f"can't hand the H5df file: {path}\nto Julia while this process has it open for writing (HDF5's file "
-                f"lock excludes Julia's HDF5 library)\n(reopen it read-only, or use to_julia(..., in_memory=True))\n"
+                f"can't hand the H5df file: {path}\nto Julia while this process has it open for writing (Julia would "
+                f"read it as it is being written)\n(reopen it read-only, or use to_julia(..., in_memory=True))\n"
                 f"in the daf data: {daf.name}")
         return JuliaOpenPlan(constructor, path, daf.name)
     return _memory_plan(daf)
