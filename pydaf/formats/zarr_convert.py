@@ -47,7 +47,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from ..core.readers import DafReader
 from ..core.writers import DafWriter
@@ -266,6 +265,8 @@ class _Placer:
             for columns_axis in axes:
                 tasks += [self._matrix_task(rows_axis, columns_axis, name)
                           for name in sorted(source.matrices_set(rows_axis, columns_axis, relayout=False))]
+        from tqdm.auto import tqdm  # (tqdm.auto imports asyncio: ~25 ms of every `import pydaf`)
+
         with tqdm(total=len(tasks), desc="convert", unit="property", disable=not progress, leave=False) as bar:
             for task in tasks:
                 task()
