@@ -220,21 +220,59 @@ def test_writers_refuse_invalid_sparse_data(tmp_path, kind):
 # Once per cached array; pages released.
 
 
-def test_a_mapped_matrix_is_validated_once(tmp_path, monkeypatch):
-    path = str(tmp_path / "x.h5df")
-    hostile.build(path)
-    calls = []
+def _count_validations(monkeypatch) -> list[int]:
+    calls: list[int] = []
     original = validation.sparse_matrix_problem
     monkeypatch.setattr(validation, "sparse_matrix_problem", lambda *arguments: calls.append(1) or original(
         *arguments))
-    daf = pydaf.H5df(path, "r")
+    return calls
+
+
+def test_a_mapped_matrix_is_validated_once_until_written(tmp_path, monkeypatch):
+    path = str(tmp_path / "x.h5df")
+    hostile.build(path)
+    calls = _count_validations(monkeypatch)
+    daf = pydaf.H5df(path, "r+")
     for _ in range(3):
         daf.get_stored_matrix("cell", "gene", "UMIs", relayout=False)
         daf.get_matrix("cell", "gene", "UMIs")
         daf.get_query("@ cell @ gene :: UMIs >| Sum", cache=False)
     assert len(calls) == 1
+    daf.empty_cache()  # the same bytes mapped again: known valid
+    daf.get_stored_matrix("cell", "gene", "UMIs", relayout=False)
+    assert len(calls) == 1
+    daf.set_scalar("note", "any write")  # (HDF5 may have moved things: checked again)
     daf.empty_cache()
     daf.get_stored_matrix("cell", "gene", "UMIs", relayout=False)
+    assert len(calls) == 2
+    daf.set_matrix("cell", "gene", "UMIs", sp.random(daf.axis_length("cell"), daf.axis_length("gene"), density=0.5,
+                                                     format="csc", dtype=np.float32, random_state=1),
+                   overwrite=True, relayout=False)  # (the writer validates what it is given)
+    before = len(calls)
+    stored = daf.get_stored_matrix("cell", "gene", "UMIs", relayout=False)
+    assert len(calls) == before + 1 and stored.nnz > 0
+
+
+def test_a_file_replaced_under_a_reader_is_validated_again(tmp_path, monkeypatch):
+    # A FilesDaf writer in another process replaces files (rename): the reader's next map sees another file.
+    path = tmp_path / "x.daf"
+    daf = pydaf.FilesDaf(path, "w").add_axis("cell", ["a", "b", "c"]).add_axis("gene", ["x", "y"])
+    daf.set_matrix("cell", "gene", "UMIs", sp.csc_matrix(np.array([[0, 2], [1, 0], [0, 3]], np.uint16)),
+                   relayout=False)
+    calls = _count_validations(monkeypatch)
+    reader = pydaf.FilesDaf(path, "r")
+    assert reader.get_matrix("cell", "gene", "UMIs").toarray().tolist() == [[0, 2], [1, 0], [0, 3]]
+    reader.empty_cache()
+    reader.get_stored_matrix("cell", "gene", "UMIs", relayout=False)
+    assert len(calls) == 1
+    rowval = path / "matrices" / "cell" / "gene" / "UMIs.rowval"
+    hostile_rowval = np.fromfile(rowval, dtype=np.uint32)
+    hostile_rowval[0] = 7  # past the 3 rows
+    hostile_rowval.tofile(str(rowval) + ".new")
+    os.replace(str(rowval) + ".new", rowval)
+    reader.empty_cache()
+    with pytest.raises(pydaf.DafFormatError, match="UMIs"):
+        reader.get_stored_matrix("cell", "gene", "UMIs", relayout=False)
     assert len(calls) == 2
 
 

@@ -14,6 +14,7 @@ import numpy as np
 
 from ..errors import DafError, DafFormatError, DafMissingError, DafShapeError, DafValueError
 from ..formats.base import CacheGroup, FormatReader, StoredMatrix, StoredVector
+from ..formats.mapping import mapped_region
 from ..sparse import SparseMatrixCSC, SparseVector, read_only_array
 from ..storage_types import StorageScalar, scalar_dtype, scalar_value
 from .brief import brief_array, brief_scalar, percent
@@ -43,12 +44,14 @@ if TYPE_CHECKING:
 
 
 class _State:
-    """What a data set shares with every wrapper of it: the data lock, the cache and the version counters."""
+    """What a data set shares with every wrapper of it: the data lock, the cache, the version counters, and what
+    is known to be valid (``validated``, which ``empty_cache`` keeps: see :meth:`DafReader._validate_mapped`)."""
 
     def __init__(self) -> None:
         self.lock = ReadWriteLock()
         self.cache = DataCache()
         self.versions = VersionCounters()
+        self.validated: dict[CacheKey, tuple[Any, ...]] = {}
 
 
 class DafReader:
@@ -464,12 +467,34 @@ class DafReader:
     def _index_vector(self, axis: str) -> np.ndarray:
         return read_only_array(np.arange(self._reads.format_axis_length(axis), dtype=np.int64))
 
+    def _validate_mapped(self, key: CacheKey, stored: StoredVector | StoredMatrix,
+                         validate: Callable[[], None]) -> None:
+        """Run ``validate`` on ``stored`` data unless the same file bytes were validated with no write since.
+        ``empty_cache`` drops data, not what was learned about it: a sparse matrix mapped again is not scanned again
+        (200M entries take 0.14-0.2 s, `benchmarks/bench_validation.py`). The bytes of a region can change only by
+        a write through this data set (counted), or through another process's writer, which for H5df the file's
+        locks exclude while it is open here, and which elsewhere replaces files (new identity, time or size)."""
+        arrays: tuple[np.ndarray | None, ...] = ()
+        if isinstance(stored, SparseMatrixCSC):
+            arrays = (stored.colptr, stored.rowval, stored.nzval)
+        elif isinstance(stored, SparseVector):
+            arrays = (stored.nzind, stored.nzval)
+        regions = tuple(mapped_region(array) for array in arrays if array is not None)
+        if not regions or None in regions:  # (dense data is checked in O(1); memory is read again anyway)
+            validate()
+            return
+        stamp = (regions, self._state.lock.write_count, self._format.format_write_count())
+        if self._state.validated.get(key) != stamp:
+            validate()
+            self._state.validated[key] = stamp
+
     def _stored_vector(self, axis: str, name: str) -> StoredVector:
         def compute() -> tuple[StoredVector, CacheGroup | None]:
             vector, group = self._reads.format_get_vector(axis, name)
             if group is not None:  # (data a backend keeps in memory was validated when it was stored)
-                require_stored_vector(vector, self._reads.format_axis_length(axis),
-                                      what=property_text("vector", axis, name), daf_name=self._name)
+                self._validate_mapped(VectorKey(axis, name), vector, lambda: require_stored_vector(
+                    vector, self._reads.format_axis_length(axis), what=property_text("vector", axis, name),
+                    daf_name=self._name))
             if isinstance(vector, SparseVector):
                 return vector.read_only(), group
             return read_only_array(vector), group
@@ -659,8 +684,8 @@ class DafReader:
         matrix, group = self._reads.format_get_matrix(rows_axis, columns_axis, name)
         if group is not None:  # (data a backend keeps in memory was validated when it was stored)
             shape = (self._reads.format_axis_length(rows_axis), self._reads.format_axis_length(columns_axis))
-            require_stored_matrix(matrix, shape, what=property_text("matrix", rows_axis, columns_axis, name),
-                                  daf_name=self._name)
+            self._validate_mapped(MatrixKey(rows_axis, columns_axis, name), matrix, lambda: require_stored_matrix(
+                matrix, shape, what=property_text("matrix", rows_axis, columns_axis, name), daf_name=self._name))
         if isinstance(matrix, SparseMatrixCSC):
             return matrix.read_only(), group
         return read_only_array(matrix), group

@@ -90,6 +90,7 @@ class _Map:
     length: int
     start: int  # file offset of the first mapped byte
     writable: bool
+    version: tuple[int, int]  # the file's (st_mtime_ns, st_size) when it was mapped
     detached: bool = False
 
 
@@ -124,7 +125,7 @@ def map_region(path: str, offset: int, nbytes: int, *, writable: bool, keep_aliv
     whole = np.frombuffer(region, dtype=np.uint8)
     address = whole.__array_interface__["data"][0]
     array = whole[offset - start:]
-    entry = _Map(weakref.ref(whole), address, len(region), start, writable)
+    entry = _Map(weakref.ref(whole), address, len(region), start, writable, (status.st_mtime_ns, status.st_size))
     if keep_alive is not None:
         weakref.finalize(whole, _keep, keep_alive)
     key = (status.st_dev, status.st_ino)
@@ -193,6 +194,33 @@ def live_maps(path: str) -> int:
     key = file_key(path)
     with _maps_lock:
         return sum(1 for entry in _maps.get(key, []) if entry.array() is not None and not entry.detached)
+
+
+MappedRegion = tuple[FileKey, tuple[int, int], int, int]
+"""Where an array's bytes lie: ``(file identity, (st_mtime_ns, st_size) when mapped, offset, nbytes)``."""
+
+
+def mapped_region(array: np.ndarray) -> MappedRegion | None:
+    """Where the bytes of a contiguous ``array`` lie in a file, if it is a view of a live map made here that was not
+    detached into private memory; ``None`` otherwise. Equal regions hold the same bytes as long as the file is not
+    written (a writer replacing a file gives it a new identity, or at least a new time or size).
+
+    Example:
+        >>> import tempfile
+        >>> with tempfile.NamedTemporaryFile() as handle:
+        ...     _ = handle.write(b"hello"); handle.flush()
+        ...     region = mapped_region(map_region(handle.name, 1, 3, writable=False))
+        ...     region[2:], mapped_region(np.zeros(3)) is None
+        ((1, 3), True)
+    """
+    address, nbytes = array.__array_interface__["data"][0], array.nbytes
+    with _maps_lock:
+        for key, entries in _maps.items():
+            for entry in entries:
+                if (entry.address <= address and address + nbytes <= entry.address + entry.length
+                        and not entry.detached and entry.array() is not None):
+                    return key, entry.version, entry.start + address - entry.address, nbytes
+    return None
 
 
 _MADV_DONTNEED = 4
@@ -264,7 +292,8 @@ def map_file(fd: int, path: str, offset: int, nbytes: int, *, writable: bool) ->
     region = mmap.mmap(fd, offset + nbytes - start, access=mmap.ACCESS_WRITE if writable else mmap.ACCESS_READ,
                        offset=start)
     whole = np.frombuffer(region, dtype=np.uint8)
-    entry = _Map(weakref.ref(whole), whole.__array_interface__["data"][0], len(region), start, writable)
+    entry = _Map(weakref.ref(whole), whole.__array_interface__["data"][0], len(region), start, writable,
+                 (status.st_mtime_ns, status.st_size))
     key = (status.st_dev, status.st_ino)
     with _maps_lock:
         _maps[key] = [live for live in _maps.get(key, []) if live.array() is not None] + [entry]  # type: ignore[index]
