@@ -9,6 +9,8 @@ index arrays). Readers, queries and kernels all use the methods here rather than
 
 from __future__ import annotations
 
+import threading
+import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -191,17 +193,24 @@ class SparseMatrixCSC:
         return matrix
 
     def _scipy_indices(self) -> tuple[np.ndarray, np.ndarray]:
-        """0-based copies of ``rowval`` and ``colptr`` of one type scipy accepts (``int32`` when the shape and the
-        number of entries fit, as scipy chooses; one type for both, or scipy would convert one again), each made in one
-        pass that also checks its range (scipy itself does not check indices, and indexes memory with them)."""
+        """Read-only 0-based copies of ``rowval`` and ``colptr`` of one type scipy accepts (``int32`` when the shape
+        and the number of entries fit, as scipy chooses; one type for both, or scipy would convert one again), each
+        made in one pass that also checks its range (scipy itself does not check indices, and indexes memory with
+        them). Matrices over the same 1-based indices (a stored matrix and the element-wise results computed from
+        it) share one copy while any scipy matrix holds it."""
         nnz = self.nnz
         dtype = np.dtype(np.int32 if max(self.shape[0], nnz + 1) <= np.iinfo(np.int32).max else np.int64)
+        shared = _ZERO_BASED.get(self.rowval, self.colptr, self.shape[0], dtype)
+        if shared is not None:
+            return shared
         rowval = zero_based_indices(self.rowval, self.shape[0], dtype)
         colptr = zero_based_indices(self.colptr, nnz + 1, dtype)
         if rowval is None or colptr is None or (self.colptr.shape[0] and (colptr[0] != 0 or colptr[-1] != nnz)):
             raise DafValueError(f"invalid 1-based CSC indices of a {self.shape[0]} x {self.shape[1]} sparse matrix "
                                 f"with {nnz} stored entries: each of rowval must be in 1..{self.shape[0]}, colptr "
                                 f"must go from 1 to {nnz + 1}")
+        rowval.flags.writeable = colptr.flags.writeable = False  # (shared: and a cached matrix's must never change)
+        _ZERO_BASED.put(self.rowval, self.colptr, self.shape[0], rowval, colptr)
         return rowval, colptr
 
     def to_dense(self) -> np.ndarray:
@@ -365,3 +374,54 @@ class SparseMatrixCSC:
             (csc.indices + 1).astype(indtype),
             csc.data,
         )
+
+
+class _ZeroBasedIndices:
+    """The 0-based index copies :meth:`SparseMatrixCSC.to_scipy` made, by the memory of the 1-based arrays they were
+    made from, held weakly: an entry lives while both its sources (so their memory, unchanged: they are read-only)
+    and both copies (held by some scipy matrix) are alive, and no longer."""
+
+    def __init__(self) -> None:
+        self._entries: dict[tuple[Any, ...], tuple[weakref.ref, ...]] = {}
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _key(rowval: np.ndarray, colptr: np.ndarray, n_rows: int) -> tuple[Any, ...]:
+        return (rowval.__array_interface__["data"][0], rowval.nbytes, rowval.dtype.str,
+                colptr.__array_interface__["data"][0], colptr.nbytes, colptr.dtype.str, n_rows)
+
+    def get(self, rowval: np.ndarray, colptr: np.ndarray, n_rows: int,
+            dtype: np.dtype) -> tuple[np.ndarray, np.ndarray] | None:
+        if rowval.flags.writeable or colptr.flags.writeable:
+            return None
+        with self._lock:
+            entry = self._entries.get(self._key(rowval, colptr, n_rows))
+        arrays = None if entry is None else [reference() for reference in entry]
+        if arrays is None or any(array is None for array in arrays) or arrays[2].dtype != dtype:
+            return None
+        return arrays[2], arrays[3]
+
+    def put(self, rowval: np.ndarray, colptr: np.ndarray, n_rows: int, rowval0: np.ndarray,
+            colptr0: np.ndarray) -> None:
+        if rowval.flags.writeable or colptr.flags.writeable:  # (their memory may change: nothing to share)
+            return
+        key = self._key(rowval, colptr, n_rows)
+
+        def forget(_: weakref.ref) -> None:
+            with self._lock:
+                if self._entries.get(key) is entry:
+                    del self._entries[key]
+
+        entry = tuple(weakref.ref(array, forget) for array in (_owner(rowval), _owner(colptr), rowval0, colptr0))
+        with self._lock:
+            self._entries[key] = entry
+
+
+def _owner(array: np.ndarray) -> np.ndarray:
+    """The last array of a view's chain of bases: its memory lives (and is not reused) as long as this one does."""
+    while isinstance(array.base, np.ndarray):
+        array = array.base
+    return array
+
+
+_ZERO_BASED = _ZeroBasedIndices()

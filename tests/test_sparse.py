@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import gc
+import weakref
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
+import pydaf
 from pydaf.sparse import SparseMatrixCSC, SparseVector, colptr_from_counts, dense_column_major, read_only_array
 
 INDEX_TYPES = [np.uint32, np.int64, np.int32, np.uint16]
@@ -121,3 +125,44 @@ def test_to_scipy_shifts_and_range_checks_the_indices(indtype, n_rows):
     broken[-1] -= 1
     with pytest.raises(DafValueError, match="colptr"):
         SparseMatrixCSC((n_rows, n_columns), broken, rowval, reference.data).to_scipy()
+
+
+def _umis(daf):
+    daf.add_axis("cell", ["a", "b", "c"]).add_axis("gene", ["x", "y"])
+    daf.set_matrix("cell", "gene", "UMIs", sp.csc_matrix(np.array([[0, 2], [1, 0], [0, 3]], np.float32)),
+                   relayout=False)
+    return daf
+
+
+@pytest.mark.parametrize("kind", ["memory", "h5df"])
+def test_a_cached_scipy_matrix_can_not_be_corrupted_through_its_indices(tmp_path, kind):
+    daf = _umis(pydaf.MemoryDaf() if kind == "memory" else pydaf.H5df(tmp_path / "x.h5df", "w"))
+    matrix = daf.get_matrix("cell", "gene", "UMIs")
+    for array in (matrix.indices, matrix.indptr):
+        with pytest.raises(ValueError, match="read-only"):
+            array[0] = 1
+    assert daf.get_matrix("cell", "gene", "UMIs").toarray().tolist() == [[0, 2], [1, 0], [0, 3]]
+
+
+@pytest.mark.parametrize("kind", ["memory", "h5df"])
+def test_element_wise_results_share_the_zero_based_indices_while_held(tmp_path, kind):
+    daf = _umis(pydaf.MemoryDaf() if kind == "memory" else pydaf.H5df(tmp_path / "x.h5df", "w"))
+    matrix = daf.get_matrix("cell", "gene", "UMIs")
+    result = daf.get_np_query("@ cell @ gene :: UMIs % Log eps 1", cache=False)
+    assert np.shares_memory(result.indices, matrix.indices) and np.shares_memory(result.indptr, matrix.indptr)
+    assert np.allclose(result.toarray(), np.log(matrix.toarray() + 1))
+    held = weakref.ref(matrix.indices.base if matrix.indices.base is not None else matrix.indices)
+    del matrix, result
+    daf.empty_cache()
+    gc.collect()
+    assert held() is None  # (held weakly: nothing kept once no matrix uses it)
+
+
+def test_indices_that_may_change_are_never_shared():
+    rowval = np.array([2, 1], dtype=np.int64)  # writable: its owner may change it between two calls
+    matrix = SparseMatrixCSC((2, 2), np.array([1, 2, 3], np.int64), rowval, np.array([5.0, 6.0]))
+    first = matrix.to_scipy()
+    rowval[:] = [1, 2]
+    second = matrix.to_scipy()
+    assert not np.shares_memory(first.indices, second.indices)
+    assert first.indices.tolist() == [1, 0] and second.indices.tolist() == [0, 1]
