@@ -6,8 +6,9 @@ converted sparse matrices, axis dictionaries); mapped data is cached as :attr:`C
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -303,17 +304,19 @@ class DafReader:
             self._require_axis(axis, "for: axis_vector")
             return self._axis_entries(axis)
 
-    def axis_dict(self, axis: str) -> dict[str, int]:
-        """A dictionary from each entry of an axis to its (0-based) position. Do not modify it: it is cached.
+    def axis_dict(self, axis: str) -> Mapping[str, int]:
+        """A read-only mapping from each entry of an axis to its (0-based) position (a view of the cached ``dict``:
+        Julia hands out the ``Dict`` itself, which a caller could change under every later lookup).
 
         Example:
             >>> import pydaf
-            >>> pydaf.MemoryDaf().add_axis("cell", ["A", "B"]).axis_dict("cell")
-            {'A': 0, 'B': 1}
+            >>> positions = pydaf.MemoryDaf().add_axis("cell", ["A", "B"]).axis_dict("cell")
+            >>> positions["B"], dict(positions)
+            (1, {'A': 0, 'B': 1})
         """
         with self._state.lock.read():
             self._require_axis(axis, "for: axis_dict")
-            return self._axis_dict(axis)
+            return MappingProxyType(self._axis_dict(axis))
 
     def _axis_dict(self, axis: str) -> dict[str, int]:
         def compute() -> tuple[dict[str, int], CacheGroup]:

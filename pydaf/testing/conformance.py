@@ -157,7 +157,11 @@ class DafConformance:
         assert entries.tolist() == ["A", "B", "C", "D"]
         assert entries.dtype == object and not entries.flags.writeable
         assert daf.axis_vector("donor", default=None) is None
-        assert daf.axis_dict("gene") == {"X": 0, "Y": 1, "Z": 2}
+        positions = daf.axis_dict("gene")
+        assert positions == {"X": 0, "Y": 1, "Z": 2}
+        with pytest.raises(TypeError):  # (it is the cache's: a caller must not change later lookups)
+            positions["W"] = 3  # type: ignore[index]
+        assert daf.axis_indices("gene", ["W"], allow_missing=True).tolist() == [-1]
 
     def test_axis_indices_and_entries(self, daf):
         self.cells(daf)
