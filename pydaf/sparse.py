@@ -383,7 +383,7 @@ class _ZeroBasedIndices:
 
     def __init__(self) -> None:
         self._entries: dict[tuple[Any, ...], tuple[weakref.ref, ...]] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # (reentrant: a callback below may run while it is held, in a collection)
 
     @staticmethod
     def _key(rowval: np.ndarray, colptr: np.ndarray, n_rows: int) -> tuple[Any, ...]:
@@ -392,7 +392,7 @@ class _ZeroBasedIndices:
 
     def get(self, rowval: np.ndarray, colptr: np.ndarray, n_rows: int,
             dtype: np.dtype) -> tuple[np.ndarray, np.ndarray] | None:
-        if rowval.flags.writeable or colptr.flags.writeable:
+        if not _immutable(rowval) or not _immutable(colptr):
             return None
         with self._lock:
             entry = self._entries.get(self._key(rowval, colptr, n_rows))
@@ -403,7 +403,7 @@ class _ZeroBasedIndices:
 
     def put(self, rowval: np.ndarray, colptr: np.ndarray, n_rows: int, rowval0: np.ndarray,
             colptr0: np.ndarray) -> None:
-        if rowval.flags.writeable or colptr.flags.writeable:  # (their memory may change: nothing to share)
+        if not _immutable(rowval) or not _immutable(colptr):  # (their memory may change: nothing to share)
             return
         key = self._key(rowval, colptr, n_rows)
 
@@ -415,6 +415,12 @@ class _ZeroBasedIndices:
         entry = tuple(weakref.ref(array, forget) for array in (_owner(rowval), _owner(colptr), rowval0, colptr0))
         with self._lock:
             self._entries[key] = entry
+
+
+def _immutable(array: np.ndarray) -> bool:
+    """Whether no array can write the memory of ``array``: it and the array owning its memory are read-only (a
+    read-only view of a writable array changes when the array does)."""
+    return not array.flags.writeable and not _owner(array).flags.writeable
 
 
 def _owner(array: np.ndarray) -> np.ndarray:
