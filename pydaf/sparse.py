@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .errors import DafValueError
+from .formats.mapping import memory_owner
 from .kernels.eltwise import zero_based_indices
 
 if TYPE_CHECKING:
@@ -200,7 +201,8 @@ class SparseMatrixCSC:
         it) share one copy while any scipy matrix holds it."""
         nnz = self.nnz
         dtype = np.dtype(np.int32 if max(self.shape[0], nnz + 1) <= np.iinfo(np.int32).max else np.int64)
-        shared = _ZERO_BASED.get(self.rowval, self.colptr, self.shape[0], dtype)
+        shareable = _immutable(self.rowval) and _immutable(self.colptr)  # (else their memory may change)
+        shared = _ZERO_BASED.get(self.rowval, self.colptr, self.shape[0], dtype) if shareable else None
         if shared is not None:
             return shared
         rowval = zero_based_indices(self.rowval, self.shape[0], dtype)
@@ -210,7 +212,8 @@ class SparseMatrixCSC:
                                 f"with {nnz} stored entries: each of rowval must be in 1..{self.shape[0]}, colptr "
                                 f"must go from 1 to {nnz + 1}")
         rowval.flags.writeable = colptr.flags.writeable = False  # (shared: and a cached matrix's must never change)
-        _ZERO_BASED.put(self.rowval, self.colptr, self.shape[0], rowval, colptr)
+        if shareable:
+            _ZERO_BASED.put(self.rowval, self.colptr, self.shape[0], rowval, colptr)
         return rowval, colptr
 
     def to_dense(self) -> np.ndarray:
@@ -377,9 +380,9 @@ class SparseMatrixCSC:
 
 
 class _ZeroBasedIndices:
-    """The 0-based index copies :meth:`SparseMatrixCSC.to_scipy` made, by the memory of the 1-based arrays they were
-    made from, held weakly: an entry lives while both its sources (so their memory, unchanged: they are read-only)
-    and both copies (held by some scipy matrix) are alive, and no longer."""
+    """The 0-based index copies :meth:`SparseMatrixCSC.to_scipy` made, by the memory of the immutable 1-based arrays
+    they were made from, held weakly: an entry lives while the owners of both sources' memory and both copies (held
+    by some scipy matrix) are alive, and no longer."""
 
     def __init__(self) -> None:
         self._entries: dict[tuple[Any, ...], tuple[weakref.ref, ...]] = {}
@@ -392,8 +395,6 @@ class _ZeroBasedIndices:
 
     def get(self, rowval: np.ndarray, colptr: np.ndarray, n_rows: int,
             dtype: np.dtype) -> tuple[np.ndarray, np.ndarray] | None:
-        if not _immutable(rowval) or not _immutable(colptr):
-            return None
         with self._lock:
             entry = self._entries.get(self._key(rowval, colptr, n_rows))
         arrays = None if entry is None else [reference() for reference in entry]
@@ -403,8 +404,6 @@ class _ZeroBasedIndices:
 
     def put(self, rowval: np.ndarray, colptr: np.ndarray, n_rows: int, rowval0: np.ndarray,
             colptr0: np.ndarray) -> None:
-        if not _immutable(rowval) or not _immutable(colptr):  # (their memory may change: nothing to share)
-            return
         key = self._key(rowval, colptr, n_rows)
 
         def forget(_: weakref.ref) -> None:
@@ -412,7 +411,8 @@ class _ZeroBasedIndices:
                 if self._entries.get(key) is entry:
                     del self._entries[key]
 
-        entry = tuple(weakref.ref(array, forget) for array in (_owner(rowval), _owner(colptr), rowval0, colptr0))
+        owners = (memory_owner(rowval), memory_owner(colptr))
+        entry = tuple(weakref.ref(array, forget) for array in (*owners, rowval0, colptr0))
         with self._lock:
             self._entries[key] = entry
 
@@ -420,14 +420,7 @@ class _ZeroBasedIndices:
 def _immutable(array: np.ndarray) -> bool:
     """Whether no array can write the memory of ``array``: it and the array owning its memory are read-only (a
     read-only view of a writable array changes when the array does)."""
-    return not array.flags.writeable and not _owner(array).flags.writeable
-
-
-def _owner(array: np.ndarray) -> np.ndarray:
-    """The last array of a view's chain of bases: its memory lives (and is not reused) as long as this one does."""
-    while isinstance(array.base, np.ndarray):
-        array = array.base
-    return array
+    return not array.flags.writeable and not memory_owner(array).flags.writeable
 
 
 _ZERO_BASED = _ZeroBasedIndices()

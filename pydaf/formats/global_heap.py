@@ -81,10 +81,9 @@ def check_string_heaps(path: str, offset: int, count: int, what: str) -> None:
             del references  # (the map can't close while a view of it lives)
             starts, sizes = _collections(data, collections, file_size, path, what)
             if int(sizes.sum()) >= NUMBA_MIN_BYTES:
-                if "numba" in sys.modules or int(sizes.max()) > LOCKSTEP_MAX_BYTES:
-                    bad = kernels.global_heap_problem(np.frombuffer(data, dtype=np.uint8), starts, sizes)
-                else:
-                    bad = lockstep_problem(np.frombuffer(data, dtype=np.uint8), starts, sizes)
+                walk = (kernels.global_heap_problem if "numba" in sys.modules or int(sizes.max()) > LOCKSTEP_MAX_BYTES
+                        else lockstep_problem)
+                bad = walk(np.frombuffer(data, dtype=np.uint8), starts, sizes)
                 problem = None if bad < 0 else walk_problem(data, int(starts[bad]), int(sizes[bad]))
                 bad_start = None if bad < 0 else int(starts[bad])
             else:
@@ -115,16 +114,16 @@ def lockstep_problem(data: np.ndarray, starts: np.ndarray, sizes: np.ndarray) ->
     ends = starts.astype(np.int64) + sizes.astype(np.int64)
     active = np.arange(starts.shape[0])
     bad = np.zeros(starts.shape[0], dtype=bool)
-    fields = np.arange(8)
+    header_bytes = np.arange(_OBJECT_HEADER)
     while True:
         active = active[positions[active] + _OBJECT_HEADER <= ends[active]]
         if active.size == 0:
             break
         position = positions[active]
         remaining = ends[active] - position  # (>= 16)
-        header = data[position[:, None] + np.arange(_OBJECT_HEADER)]  # (one row per collection: its next object)
-        index = header[:, 0].astype(np.int64) | (header[:, 1].astype(np.int64) << 8)
-        size = (header[:, 8:].astype(np.uint64) << (8 * fields).astype(np.uint64)).sum(axis=1, dtype=np.uint64)
+        header = data[position[:, None] + header_bytes]  # (one row per collection: its next object's header)
+        index = header.view("<u2")[:, 0].astype(np.int64)
+        size = header.view("<u8")[:, 1]
         free = index == 0
         fits = np.where(free, (size >= _OBJECT_HEADER) & (size <= remaining.astype(np.uint64)),
                         size <= (remaining - _OBJECT_HEADER).astype(np.uint64))

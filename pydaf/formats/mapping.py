@@ -85,6 +85,7 @@ def shared_state(path: str, group: str | None, state: Any) -> Any:
 
 @dataclass
 class _Map:
+    file: FileKey
     array: weakref.ref[np.ndarray]
     address: int
     length: int
@@ -95,6 +96,7 @@ class _Map:
 
 
 _maps: dict[FileKey, list[_Map]] = {}
+_maps_by_address: weakref.WeakValueDictionary[int, _Map] = weakref.WeakValueDictionary()  # (of the whole map)
 _maps_lock = threading.RLock()  # reentrant: a map dropped while it is held may run finalizers
 
 
@@ -125,14 +127,15 @@ def map_region(path: str, offset: int, nbytes: int, *, writable: bool, keep_aliv
     whole = np.frombuffer(region, dtype=np.uint8)
     address = whole.__array_interface__["data"][0]
     array = whole[offset - start:]
-    entry = _Map(weakref.ref(whole), address, len(region), start, writable, (status.st_mtime_ns, status.st_size))
+    key = (status.st_dev, status.st_ino)
+    entry = _Map(key, weakref.ref(whole), address, len(region), start, writable, (status.st_mtime_ns, status.st_size))
     if keep_alive is not None:
         weakref.finalize(whole, _keep, keep_alive)
-    key = (status.st_dev, status.st_ino)
     with _maps_lock:
         entries = [live for live in _maps.get(key, []) if live.array() is not None]
         entries.append(entry)
         _maps[key] = entries
+        _maps_by_address[address] = entry
     return array
 
 
@@ -213,14 +216,27 @@ def mapped_region(array: np.ndarray) -> MappedRegion | None:
         ...     region[2:], mapped_region(np.zeros(3)) is None
         ((1, 3), True)
     """
-    address, nbytes = array.__array_interface__["data"][0], array.nbytes
+    owner = memory_owner(array)
     with _maps_lock:
-        for key, entries in _maps.items():
-            for entry in entries:
-                if (entry.address <= address and address + nbytes <= entry.address + entry.length
-                        and not entry.detached and entry.array() is not None):
-                    return key, entry.version, entry.start + address - entry.address, nbytes
-    return None
+        entry = _maps_by_address.get(owner.__array_interface__["data"][0])
+        if entry is None or entry.detached or entry.array() is not owner:
+            return None
+        offset = entry.start + array.__array_interface__["data"][0] - entry.address
+        return entry.file, entry.version, offset, array.nbytes
+
+
+def memory_owner(array: np.ndarray) -> np.ndarray:
+    """The last array of a view's chain of bases (for a map made here, the array over the whole map): the memory of
+    ``array`` lives, and is not reused, as long as this one does.
+
+    Example:
+        >>> whole = np.zeros(8)
+        >>> memory_owner(whole[2:].view(np.uint8)[1:]) is whole
+        True
+    """
+    while isinstance(array.base, np.ndarray):
+        array = array.base
+    return array
 
 
 _MADV_DONTNEED = 4
@@ -292,9 +308,10 @@ def map_file(fd: int, path: str, offset: int, nbytes: int, *, writable: bool) ->
     region = mmap.mmap(fd, offset + nbytes - start, access=mmap.ACCESS_WRITE if writable else mmap.ACCESS_READ,
                        offset=start)
     whole = np.frombuffer(region, dtype=np.uint8)
-    entry = _Map(weakref.ref(whole), whole.__array_interface__["data"][0], len(region), start, writable,
-                 (status.st_mtime_ns, status.st_size))
     key = (status.st_dev, status.st_ino)
+    entry = _Map(key, weakref.ref(whole), whole.__array_interface__["data"][0], len(region), start, writable,
+                 (status.st_mtime_ns, status.st_size))
     with _maps_lock:
         _maps[key] = [live for live in _maps.get(key, []) if live.array() is not None] + [entry]  # type: ignore[index]
+        _maps_by_address[entry.address] = entry
     return whole[offset - start:]
