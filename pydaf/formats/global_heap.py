@@ -11,7 +11,7 @@ writes) are read by HDF5 unchecked.
 
 Small inputs walk in Python. Larger ones walk every collection at once, one object per step, in numpy
 (:func:`lockstep_problem`: the steps are as many as the largest collection has objects, at most ``size / 16``), so
-the first read of a large string vector in a process does not load numba (0.45-0.6 s; this walk takes 0.19 s
+the first read of a large string vector in a process does not load numba (0.45-0.6 s; this walk takes 0.11 s
 for 1M names in 490 collections, numba 0.03 s once loaded). Collections larger than :data:`LOCKSTEP_MAX_BYTES` (so
 many steps), or a process that already loaded numba, walk in a numba kernel
 (:func:`pydaf.kernels.global_heap_problem`).
