@@ -67,3 +67,94 @@ def test_plain_h5py_can_open_a_file_pydaf_has_open(tmp_path):
     with h5py.File(path, "r") as file:
         assert file["scalars/version"][()] == 3
     assert daf.get_scalar("version") == 3
+
+
+def _address(array: np.ndarray) -> int:
+    return array.__array_interface__["data"][0]
+
+
+def _sparse_daf(path, values):
+    import scipy.sparse as sp
+
+    daf = pydaf.H5df(path, "w")
+    daf.add_axis("cell", [f"c{index}" for index in range(200)]).add_axis("gene", [f"g{index}" for index in range(50)])
+    daf.set_matrix("cell", "gene", "UMIs", sp.csc_matrix(values), relayout=False)
+    daf.set_matrix("cell", "gene", "dense", values.astype(np.float32), relayout=False)
+    return daf
+
+
+def test_maps_are_reused_after_empty_cache_until_a_write(tmp_path):
+    path = tmp_path / "reuse.h5df"
+    values = np.random.default_rng(1).poisson(0.3, (200, 50)).astype(np.float64)
+    daf = _sparse_daf(path, values)
+    daf.flush()
+    first = daf.get_stored_matrix("cell", "gene", "dense")
+    address, nzval_address = _address(first), _address(daf.get_stored_matrix("cell", "gene", "UMIs").nzval)
+    del first
+    daf.empty_cache()
+    again = daf.get_stored_matrix("cell", "gene", "dense")
+    assert _address(again) == address and not again.flags.writeable  # the same map, still read-only
+    assert _address(daf.get_stored_matrix("cell", "gene", "UMIs").nzval) == nzval_address
+    np.testing.assert_array_equal(again, values)
+    assert daf.get_matrix("cell", "gene", "UMIs").toarray().tolist() == values.tolist()
+    del again
+    daf.empty_cache()
+    daf.set_scalar("written", 1)  # any write changes the file: its old maps are not reused
+    maps_before = live_maps(str(path))
+    fresh = daf.get_stored_matrix("cell", "gene", "dense")
+    assert _address(fresh) != address  # (the old map is alive until the new one is made, so it can't share its address)
+    np.testing.assert_array_equal(fresh, values)
+    assert live_maps(str(path)) == 1 < maps_before  # the maps of the file before the write were dropped
+
+
+def test_retained_maps_of_a_deleted_matrix_are_dropped_not_copied(tmp_path):
+    from pydaf.formats.mapping import detach_region
+
+    path = tmp_path / "deleted.h5df"
+    values = np.arange(10_000.0).reshape(200, 50)
+    daf = _sparse_daf(path, values)
+    daf.flush()
+    daf.get_stored_matrix("cell", "gene", "dense")
+    daf.empty_cache()
+    assert live_maps(str(path)) == 1  # kept for reuse by the open file
+    daf.delete_matrix("cell", "gene", "dense")  # (nothing holds the map: dropped, not copied into memory)
+    assert live_maps(str(path)) == 0
+    held = daf.get_stored_matrix("cell", "gene", "UMIs").nzval
+    daf.empty_cache()
+    assert live_maps(str(path)) == 3  # colptr, rowval, nzval
+    assert detach_region(str(path)) == 1  # only the map an array still uses is copied, with its values
+    np.testing.assert_array_equal(held, values.T[values.T != 0])
+    assert live_maps(str(path)) == 0
+
+
+def test_retained_maps_go_with_the_data_set(tmp_path):
+    path = tmp_path / "closed.h5df"
+    _sparse_daf(path, np.eye(200, 50)).flush()
+    gc.collect()
+    daf = pydaf.H5df(path, "r")
+    daf.get_matrix("cell", "gene", "UMIs")
+    daf.get_matrix("cell", "gene", "dense")
+    daf.empty_cache()
+    assert live_maps(str(path)) == 4  # colptr, rowval, nzval, dense
+    del daf
+    gc.collect()
+    assert live_maps(str(path)) == 0
+    pydaf.H5df(path, "r+").set_scalar("after", 1)  # and with them the file's lock: it can be written again
+
+
+def test_retained_maps_stay_within_their_budget(tmp_path):
+    from pydaf.formats.mapping import MapRetainer, map_region
+
+    path = tmp_path / "budget.bin"
+    path.write_bytes(bytes(range(256)) * 4096 * 3)  # 3 MB: three 1 MB regions
+    retainer = MapRetainer(budget=2 << 20)
+    addresses = [_address(map_region(str(path), index << 20, 1 << 20, writable=False, retainer=retainer))
+                 for index in range(3)]
+    assert retainer.nbytes == 2 << 20 and live_maps(str(path)) == 2  # the least recently used one went
+    assert _address(map_region(str(path), 2 << 20, 1 << 20, writable=False, retainer=retainer)) == addresses[2]
+    map_region(str(path), 0, 1 << 20, writable=False, retainer=retainer)  # mapped again: the second one goes
+    assert live_maps(str(path)) == 2
+    assert _address(map_region(str(path), 2 << 20, 1 << 20, writable=False, retainer=retainer)) == addresses[2]
+    assert map_region(str(path), 0, 1 << 20, writable=True, retainer=retainer).flags.writeable  # never shared
+    retainer.clear()
+    assert retainer.nbytes == 0 and live_maps(str(path)) == 0

@@ -93,11 +93,22 @@ class AxisEntries:
     def read(self) -> np.ndarray:
         if self._entries is None:
             with self.daf.read_lock():
-                if self.daf.axis_version_counter(self.axis) != self.version:
-                    raise DafQueryError(f"the entries of the axis: {self.axis}\nchanged since the query was computed"
-                                        f"\nfor the daf data: {self.daf.name}")
+                self._require_unchanged()
                 self._entries = self.daf.axis_vector(self.axis)
         return self._entries
+
+    def __len__(self) -> int:
+        """How many entries, without reading their names."""
+        if self._entries is not None:
+            return len(self._entries)
+        with self.daf.read_lock():
+            self._require_unchanged()
+            return self.daf.axis_length(self.axis)
+
+    def _require_unchanged(self) -> None:
+        if self.daf.axis_version_counter(self.axis) != self.version:
+            raise DafQueryError(f"the entries of the axis: {self.axis}\nchanged since the query was computed"
+                                f"\nfor the daf data: {self.daf.name}")
 
 
 def _resolved(value: Any) -> Any:

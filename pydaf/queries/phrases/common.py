@@ -264,10 +264,13 @@ def compare(query_state: QueryState, operation: ComparisonOperation, values: np.
 # Grouping.
 
 
-def reindex(base_entries: np.ndarray, subset_entries: np.ndarray) -> np.ndarray | None:
-    """Positions of ``subset_entries`` in ``base_entries`` (``None`` when they are the same entries)."""
+def reindex(base_entries: np.ndarray | AxisEntries, subset_entries: np.ndarray | AxisEntries) -> np.ndarray | None:
+    """Positions of ``subset_entries`` in ``base_entries`` (``None`` when they are the same entries; the names of an
+    axis are read only if they are not: 10,000 names from an H5df take 3-5 ms)."""
     if len(subset_entries) == len(base_entries):
         return None
+    base_entries, subset_entries = (entries.read() if isinstance(entries, AxisEntries) else entries
+                                    for entries in (base_entries, subset_entries))
     positions = {name: index for index, name in enumerate(base_entries)}
     return np.array([positions[name] for name in subset_entries], dtype=np.intp)
 

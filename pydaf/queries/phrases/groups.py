@@ -66,7 +66,7 @@ def reduce_grouped_vector(query_state: QueryState, base_state: VectorState, _gro
         base_state.is_complete_property_axis = False
         query_state.stack.append(base_state)
         return
-    positions = reindex(base_state.vector_entries, group_state.vector_entries)  # type: ignore[arg-type]
+    positions = reindex(base_state.stored_entries, group_state.stored_entries)  # type: ignore[arg-type]
     values = base_state.vector_values if positions is None else base_state.vector_values[positions]
     unique_values, groups = group_values(query_state, group_state)
     require_reducible(query_state, values, operation)
@@ -98,7 +98,7 @@ def compute_grouped_matrix(query_state: QueryState, base_state: MatrixState, gro
         query_state.stack.append(base_state)
         return
     operation = reduce_to.reduction_operation
-    positions = reindex(grouped_state.vector_entries, group_state.vector_entries)  # type: ignore[arg-type]
+    positions = reindex(grouped_state.stored_entries, group_state.stored_entries)  # type: ignore[arg-type]
     matrix = base_state.matrix_values
     if positions is not None:
         matrix = select_matrix(matrix, rows=positions) if by_rows else select_matrix(matrix, columns=positions)
