@@ -136,10 +136,22 @@ def test_retained_maps_go_with_the_data_set(tmp_path):
     daf.get_matrix("cell", "gene", "dense")
     daf.empty_cache()
     assert live_maps(str(path)) == 4  # colptr, rowval, nzval, dense
+    assert _write_in_another_process(path) == "DafLockedError"  # (a reader has it open)
     del daf
     gc.collect()
     assert live_maps(str(path)) == 0
-    pydaf.H5df(path, "r+").set_scalar("after", 1)  # and with them the file's lock: it can be written again
+    assert _write_in_another_process(path) == "written"  # the kept maps' shares of the lock went with them
+
+
+def _write_in_another_process(path) -> str:
+    import subprocess
+    import sys
+
+    child = ("import sys, pydaf\ntry:\n    pydaf.H5df(sys.argv[1], 'r+').set_scalar('after', 1, overwrite=True)\n"
+             "    print('written')\nexcept pydaf.DafError as error:\n    print(type(error).__name__)\n")
+    result = subprocess.run([sys.executable, "-c", child, str(path)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip()
 
 
 def test_retained_maps_stay_within_their_budget(tmp_path):
