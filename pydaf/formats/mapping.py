@@ -281,6 +281,9 @@ def detach_region(path: str | int, offset: int = 0, nbytes: int | None = None) -
                 _detach(entry)
                 entry.detached = True
                 detached += 1
+                retainer = entry.retainer() if entry.retainer is not None else None
+                if retainer is not None:  # (reused by another thread since it was forgotten above)
+                    retainer._forget(entry)  # (``held`` keeps it alive past the lock)
         _maps[key] = [entry for entry in entries if not entry.detached]
     del held  # (outside the lock: dropping the last reference to a map unmaps it and runs its finalizers)
     return detached
