@@ -170,3 +170,26 @@ def test_retained_maps_stay_within_their_budget(tmp_path):
     assert map_region(str(path), 0, 1 << 20, writable=True, retainer=retainer).flags.writeable  # never shared
     retainer.clear()
     assert retainer.nbytes == 0 and live_maps(str(path)) == 0
+
+
+@pytest.mark.parametrize("damage", ["scalar", "two_dimensional", "group", "soft_link", "external_link"])
+def test_an_axis_that_is_not_a_list_of_names_is_a_format_error(tmp_path, damage):
+    path = tmp_path / "axis.h5df"
+    pydaf.H5df(path, "w").add_axis("cell", ["a", "b"]).add_axis("gene", ["x"]).flush()
+    gc.collect()
+    with h5py.File(path, "r+") as file:
+        del file["axes/cell"]
+        if damage == "scalar":
+            file["axes/cell"] = 3
+        elif damage == "two_dimensional":
+            file["axes/cell"] = np.zeros((2, 2))
+        elif damage == "group":
+            file.create_group("axes/cell")
+        elif damage == "soft_link":
+            file["axes/cell"] = h5py.SoftLink("/axes/gene")
+        else:
+            file["axes/cell"] = h5py.ExternalLink("other.h5", "/axes/gene")
+    daf = pydaf.H5df(path, "r")
+    with pytest.raises(pydaf.DafFormatError, match="cell"):
+        daf.axis_length("cell")
+    assert daf.axis_length("gene") == 1
