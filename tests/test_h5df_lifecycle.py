@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import os
 
 import h5py
 import numpy as np
@@ -99,12 +100,26 @@ def test_maps_are_reused_after_empty_cache_until_a_write(tmp_path):
     assert daf.get_matrix("cell", "gene", "UMIs").toarray().tolist() == values.tolist()
     del again
     daf.empty_cache()
-    daf.set_scalar("written", 1)  # any write changes the file: its old maps are not reused
-    maps_before = live_maps(str(path))
-    fresh = daf.get_stored_matrix("cell", "gene", "dense")
-    assert _address(fresh) != address  # (the old map is alive until the new one is made, so it can't share its address)
-    np.testing.assert_array_equal(fresh, values)
-    assert live_maps(str(path)) == 1 < maps_before  # the maps of the file before the write were dropped
+    assert live_maps(str(path)) == 4  # (dense, colptr, rowval, nzval: kept)
+    daf.set_scalar("written", 1)  # any write changes the file: the kept maps go with it
+    assert live_maps(str(path)) == 0
+    np.testing.assert_array_equal(daf.get_stored_matrix("cell", "gene", "dense"), values)  # (mapped afresh)
+    assert live_maps(str(path)) == 1
+
+
+def test_maps_of_a_file_another_writer_changed_are_not_reused(tmp_path):
+    from pydaf.formats.mapping import MapRetainer, map_region
+
+    path = tmp_path / "changed.bin"
+    path.write_bytes(bytes(1 << 20))
+    retainer = MapRetainer(budget=4 << 20)
+    address = _address(map_region(str(path), 0, 1 << 19, writable=False, retainer=retainer))
+    with open(path, "r+b") as handle:  # (another writer: the file's time changes)
+        handle.write(b"changed")
+    os.utime(path, ns=(0, 0))  # (and surely differs from the map's, whatever the clock's granularity)
+    again = map_region(str(path), 0, 1 << 19, writable=False, retainer=retainer)
+    assert _address(again) != address  # a new map (the kept one was alive while it was made: a different address)
+    assert bytes(again[:7]) == b"changed" and live_maps(str(path)) == 1  # and the stale one was dropped
 
 
 def test_retained_maps_of_a_deleted_matrix_are_dropped_not_copied(tmp_path):

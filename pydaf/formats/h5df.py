@@ -225,8 +225,10 @@ class _OpenFile:
             self._checked_heaps.add(key)
 
     def commit(self) -> None:
-        """Flush HDF5's metadata, then commit the undo journal: the end of every write operation."""
+        """Flush HDF5's metadata, then commit the undo journal: the end of every write operation (so what was
+        learned about the file, and the maps kept for reuse, which a write makes stale, go too)."""
         self._checked_heaps = set()
+        self.retained_maps.clear()
         h5f.flush(self.fid)
         journal = self.journal
         if journal is not None:
