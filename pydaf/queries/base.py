@@ -356,6 +356,9 @@ class ReductionOperation(ComputationOperation):
     """
 
     operator = ">>"
+    #: Whether the result depends on the values (not only on the shape): a reduction that does not needs no
+    #: particular layout of a matrix.
+    reads_values = True
 
     def reduction_result_type(self, dtype: np.dtype) -> np.dtype:
         """The dtype of the result of reducing values of ``dtype`` (``object`` for strings)."""

@@ -898,6 +898,7 @@ class Count(ReductionOperation):
     parameter_specs = (_NUMBER_TYPE,)
     parameters_kind = "reduction"
     supports_strings = True
+    reads_values = False
 
     def reduction_result_type(self, dtype: np.dtype) -> np.dtype:
         return _UINT32 if self.type is None else self.type

@@ -141,7 +141,8 @@ def _reduce_matrix_to_vector(query_state: QueryState, matrix_state: MatrixState,
         require_reducible(query_state, matrix, operation)
         if matrix_size(matrix) > 0:
             flipped = None
-            if axis == 1 and matrix_state.flipped is not None and matrix_state.flipped[0] is matrix:
+            if axis == 1 and operation.reads_values and matrix_state.flipped is not None \
+                    and matrix_state.flipped[0] is matrix:
                 flipped = matrix_state.flipped[1]()
             if flipped is not None:
                 state.vector_values = np.asarray(operation.compute_matrix(flipped, 0))
