@@ -852,7 +852,7 @@ class H5dfFormat(FormatWriter):
         if offset is None or offset % dtype.itemsize:
             return None
         region = map_region(self.path, offset, dataset.size * dtype.itemsize, writable=writable,
-                            keep_alive=self._open_file.map_hold(), retainer=self._open_file.retained_maps)
+                            keep_alive=self._open_file.map_hold, retainer=self._open_file.retained_maps)
         return np.frombuffer(region, dtype=dtype, count=dataset.size).reshape(dataset.shape)
 
     def _allocate_mapped(self, group: h5py.Group, name: str, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:

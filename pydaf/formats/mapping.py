@@ -21,6 +21,7 @@ import sys
 import threading
 import weakref
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -177,12 +178,10 @@ def _physical_memory() -> int:
 RETAINED_MAP_BYTES = min(_physical_memory() // 4, 16 << 30)
 
 
-def map_region(path: str, offset: int, nbytes: int, *, writable: bool, keep_alive: object = None,
-               retainer: MapRetainer | None = None) -> np.ndarray:
-    """A ``uint8`` array over ``nbytes`` of a file from ``offset`` (read-only unless ``writable``); regions past the
-    end of the file are refused (touching them would kill the process). ``keep_alive`` (e.g. a lock on the file) is
-    kept alive as long as the map is. With a ``retainer``, a read-only map it keeps (or any live read-only map made
-    with one) that covers the region, of the file as it is now (same time and size), is reused, and a new one is kept.
+def map_region(path: str, offset: int, nbytes: int, *, writable: bool,
+               keep_alive: Callable[[], object] | None = None, retainer: MapRetainer | None = None) -> np.ndarray:
+    """A ``uint8`` array over ``nbytes`` of a file from ``offset`` (read-only unless ``writable``): :func:`map_file`
+    of the file opened by its path.
 
     Example:
         >>> import tempfile
@@ -191,39 +190,9 @@ def map_region(path: str, offset: int, nbytes: int, *, writable: bool, keep_aliv
         ...     bytes(map_region(handle.name, 1, 3, writable=False))
         b'ell'
     """
-    start = offset - offset % mmap.ALLOCATIONGRANULARITY
     with open(path, "r+b" if writable else "rb") as handle:
-        status = os.fstat(handle.fileno())
-        if offset < 0 or nbytes < 0 or offset + nbytes > status.st_size:
-            raise DafFormatError(f"truncated file: {path}\n(data at offset {offset} of {nbytes} bytes ends past the "
-                                 f"end of the file, at {status.st_size} bytes)")
-        key = (status.st_dev, status.st_ino)
-        version = (status.st_mtime_ns, status.st_size)
-        if retainer is not None and not writable:
-            reused = _reuse(retainer, key, version, offset, nbytes)
-            if reused is not None:
-                return reused
-        region = mmap.mmap(handle.fileno(), offset + nbytes - start,
-                           access=mmap.ACCESS_WRITE if writable else mmap.ACCESS_READ, offset=start)
-    whole = np.frombuffer(region, dtype=np.uint8)
-    address = whole.__array_interface__["data"][0]
-    array = whole[offset - start:]
-    entry = _Map(key, weakref.ref(whole), address, len(region), start, writable, version)
-    if keep_alive is not None:
-        weakref.finalize(whole, _keep, keep_alive)
-    dropped: list[np.ndarray] = []
-    with _maps_lock:
-        entries = [live for live in _maps.get(key, []) if live.array() is not None]
-        entries.append(entry)
-        _maps[key] = entries
-        _maps_by_address[address] = entry
-        if retainer is not None and not writable:
-            # Maps of the file as it was before a write are never reused: they go at once, not by the budget.
-            dropped = [old for stale in entries if stale.version != version and stale.retainer is not None
-                       and stale.retainer() is retainer and (old := retainer._forget(stale)) is not None]
-            dropped += retainer._use(entry, whole)
-    del dropped  # (outside the lock: see detach_region)
-    return array
+        return map_file(handle.fileno(), path, offset, nbytes, writable=writable, keep_alive=keep_alive,
+                        retainer=retainer)
 
 
 def _reuse(retainer: MapRetainer, key: FileKey, version: tuple[int, int], offset: int,
@@ -338,13 +307,20 @@ def mapped_region(array: np.ndarray) -> MappedRegion | None:
         ...     region[2:], mapped_region(np.zeros(3)) is None
         ((1, 3), True)
     """
-    owner = memory_owner(array)
     with _maps_lock:
-        entry = _maps_by_address.get(owner.__array_interface__["data"][0])
-        if entry is None or entry.detached or entry.array() is not owner:
+        entry = _live_entry(array)
+        if entry is None:
             return None
         offset = entry.start + array.__array_interface__["data"][0] - entry.address
         return entry.file, entry.version, offset, array.nbytes
+
+
+def _live_entry(array: np.ndarray) -> _Map | None:
+    """The live map made here, not detached, that ``array`` is a view of (found by the array owning its memory in
+    one lookup, not by scanning every map), or None. Called under ``_maps_lock``."""
+    owner = memory_owner(array)
+    entry = _maps_by_address.get(owner.__array_interface__["data"][0])
+    return None if entry is None or entry.detached or entry.array() is not owner else entry
 
 
 def memory_owner(array: np.ndarray) -> np.ndarray:
@@ -378,13 +354,11 @@ def release_pages(array: np.ndarray) -> bool:
     """
     if not sys.platform.startswith("linux") or array.size == 0:
         return False
+    with _maps_lock:
+        if _live_entry(array) is None:
+            return False
     start = array.__array_interface__["data"][0]
     end = start + array.nbytes
-    with _maps_lock:
-        inside = any(entry.address <= start and end <= entry.address + entry.length and not entry.detached
-                     and entry.array() is not None for entries in _maps.values() for entry in entries)
-    if not inside:
-        return False
     page = mmap.PAGESIZE
     first = -(-start // page) * page
     last = end // page * page
@@ -410,10 +384,15 @@ def populate_pages(array: np.ndarray) -> None:
     _libc.madvise(first, last - first, _MADV_POPULATE_WRITE)
 
 
-def map_file(fd: int, path: str, offset: int, nbytes: int, *, writable: bool) -> np.ndarray:
-    """:func:`map_region` of a file already opened as ``fd`` (by a caller that must not reopen it by path: a path may
-    lead elsewhere by then); ``path`` only names it in errors. The map is read-only unless ``writable`` (which needs
-    ``fd`` opened for writing); ``fd`` may be closed afterwards. Registered by the file's identity.
+def map_file(fd: int, path: str, offset: int, nbytes: int, *, writable: bool,
+             keep_alive: Callable[[], object] | None = None, retainer: MapRetainer | None = None) -> np.ndarray:
+    """A ``uint8`` array over ``nbytes`` from ``offset`` of a file already opened as ``fd`` (by a caller that must not
+    reopen it by path: a path may lead elsewhere by then; ``path`` only names it in errors; ``fd`` may be closed
+    afterwards). The map is read-only unless ``writable`` (which needs ``fd`` opened for writing), and registered by
+    the file's identity. Regions past the end of the file are refused (touching them would kill the process). For a
+    new map, ``keep_alive()`` is called and what it returns (e.g. a share of a lock on the file) is kept alive as
+    long as the map is. With a ``retainer``, a read-only map it keeps (or any live read-only map made with one) that
+    covers the region, of the file as it is now (same time and size), is reused, and a new one is kept.
 
     Example:
         >>> import tempfile
@@ -427,13 +406,31 @@ def map_file(fd: int, path: str, offset: int, nbytes: int, *, writable: bool) ->
     if offset < 0 or nbytes < 0 or offset + nbytes > status.st_size:
         raise DafFormatError(f"truncated file: {path}\n(data at offset {offset} of {nbytes} bytes ends past the "
                              f"end of the file, at {status.st_size} bytes)")
+    key = (status.st_dev, status.st_ino)
+    version = (status.st_mtime_ns, status.st_size)
+    retained = retainer is not None and not writable
+    if retained:
+        reused = _reuse(retainer, key, version, offset, nbytes)
+        if reused is not None:
+            return reused
     region = mmap.mmap(fd, offset + nbytes - start, access=mmap.ACCESS_WRITE if writable else mmap.ACCESS_READ,
                        offset=start)
     whole = np.frombuffer(region, dtype=np.uint8)
-    key = (status.st_dev, status.st_ino)
-    entry = _Map(key, weakref.ref(whole), whole.__array_interface__["data"][0], len(region), start, writable,
-                 (status.st_mtime_ns, status.st_size))
+    address = whole.__array_interface__["data"][0]
+    entry = _Map(key, weakref.ref(whole), address, len(region), start, writable, version)
+    kept = None if keep_alive is None else keep_alive()
+    if kept is not None:
+        weakref.finalize(whole, _keep, kept)
+    dropped: list[np.ndarray] = []
     with _maps_lock:
-        _maps[key] = [live for live in _maps.get(key, []) if live.array() is not None] + [entry]  # type: ignore[index]
-        _maps_by_address[entry.address] = entry
+        entries = [live for live in _maps.get(key, []) if live.array() is not None]
+        entries.append(entry)
+        _maps[key] = entries
+        _maps_by_address[address] = entry
+        if retained:
+            # Maps of the file as another writer left it are never reused: they go at once, not by the budget.
+            dropped = [old for stale in entries if stale.version != version and stale.retainer is not None
+                       and stale.retainer() is retainer and (old := retainer._forget(stale)) is not None]
+            dropped += retainer._use(entry, whole)
+    del dropped  # (outside the lock: see detach_region)
     return whole[offset - start:]

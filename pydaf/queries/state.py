@@ -41,6 +41,7 @@ __all__ = [
     "cast_value",
     "entry_names",
     "error_at_state",
+    "resolved",
 ]
 
 
@@ -111,7 +112,8 @@ class AxisEntries:
                                 f"\nfor the daf data: {self.daf.name}")
 
 
-def _resolved(value: Any) -> Any:
+def resolved(value: Any) -> Any:
+    """``value``, or the names it stands for if it is :class:`AxisEntries` (read now)."""
     return value.read() if isinstance(value, AxisEntries) else value
 
 
@@ -130,7 +132,7 @@ class VectorState:
 
     @property
     def vector_entries(self) -> np.ndarray | None:
-        return _resolved(self.stored_entries)
+        return resolved(self.stored_entries)
 
     @vector_entries.setter
     def vector_entries(self, entries: np.ndarray | AxisEntries | None) -> None:
@@ -138,7 +140,7 @@ class VectorState:
 
     @property
     def vector_values(self) -> Any:
-        return _resolved(self.stored_values)
+        return resolved(self.stored_values)
 
     @vector_values.setter
     def vector_values(self, values: Any) -> None:

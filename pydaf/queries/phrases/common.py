@@ -36,6 +36,7 @@ from ..state import (
     error_at_state,
     exception_line,
     is_strings,
+    resolved,
 )
 
 
@@ -269,10 +270,8 @@ def reindex(base_entries: np.ndarray | AxisEntries, subset_entries: np.ndarray |
     axis are read only if they are not: 10,000 names from an H5df take 3-5 ms)."""
     if len(subset_entries) == len(base_entries):
         return None
-    base_entries, subset_entries = (entries.read() if isinstance(entries, AxisEntries) else entries
-                                    for entries in (base_entries, subset_entries))
-    positions = {name: index for index, name in enumerate(base_entries)}
-    return np.array([positions[name] for name in subset_entries], dtype=np.intp)
+    positions = {name: index for index, name in enumerate(resolved(base_entries))}
+    return np.array([positions[name] for name in resolved(subset_entries)], dtype=np.intp)
 
 
 def group_values(query_state: QueryState, group_state: VectorState) -> tuple[np.ndarray, np.ndarray]:
