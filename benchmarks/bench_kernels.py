@@ -68,6 +68,7 @@ for _variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_variable, "1")
 
 import argparse  # noqa: E402
+import functools  # noqa: E402
 import re  # noqa: E402
 import shutil  # noqa: E402
 import statistics  # noqa: E402
@@ -235,24 +236,42 @@ class Timing:
     best: float
     median: float
     cpu: float
-    result: Any
 
 
 def measure(function: Callable[[], Any], repeats: int) -> Timing:
     """Best and median wall time of ``repeats`` runs after a warm-up run, with the CPU utilisation of the best."""
-    result = function()
-    times, cpus = [], []
-    for _ in range(max(1, repeats)):
-        # (The previous result is dropped first: held, it would keep alive what the run must make again, such as a
-        # sparse result's 0-based indices, which are shared while any matrix holds them.)
-        result = None
-        cpu = time.process_time()
-        wall = time.perf_counter()
-        result = function()
-        times.append(time.perf_counter() - wall)
-        cpus.append(time.process_time() - cpu)
-    best = int(np.argmin(times))
-    return Timing(times[best], statistics.median(times), cpus[best] / times[best] if times[best] > 0 else 0.0, result)
+    return measure_together([function], repeats)[0][0]
+
+
+def measure_together(functions: list[Callable[[], Any]], repeats: int,
+                     check: Callable[[list[Any]], bool] | None = None) -> tuple[list[Timing], bool]:
+    """:func:`measure` of each of ``functions``, their runs interleaved: a warm-up run of each, whose results go to
+    ``check`` (whose verdict is returned) and are dropped, then ``repeats`` rounds of one run of each, the order
+    rotating each round, so that every side of a row runs under the same conditions. On this VM a freed page may be
+    handed back to the host (virtio-balloon free page reporting) and touching it again costs a host fault: 80 MB of
+    fresh pages took 140-150 ms instead of 9-14 ms after a 3 s pause, and a side measured alone in a streak of such
+    pages looked 5-7x slower than the side measured before it. Each result is dropped right after its run (held, it
+    would keep alive what the next run must make again, such as a sparse result's 0-based indices)."""
+    results = [function() for function in functions]
+    ok = check(results) if check is not None else True
+    del results
+    times: list[list[float]] = [[] for _ in functions]
+    cpus: list[list[float]] = [[] for _ in functions]
+    for round_index in range(max(1, repeats)):
+        for offset in range(len(functions)):
+            index = (round_index + offset) % len(functions)
+            cpu = time.process_time()
+            wall = time.perf_counter()
+            result = functions[index]()
+            times[index].append(time.perf_counter() - wall)
+            cpus[index].append(time.process_time() - cpu)
+            del result
+    timings = []
+    for function_times, function_cpus in zip(times, cpus, strict=True):
+        best = int(np.argmin(function_times))
+        timings.append(Timing(function_times[best], statistics.median(function_times),
+                              function_cpus[best] / function_times[best] if function_times[best] > 0 else 0.0))
+    return timings, ok
 
 
 @dataclass
@@ -654,6 +673,11 @@ def rows_to_run(case: Case) -> list[tuple[str, Callable[[], tuple[str, Callable[
     return rows
 
 
+def check_results(case: Case, query_suffix: str, results: list[Any]) -> bool:
+    """:func:`check` of the results of the bare pass, the query and the operation (in this order)."""
+    return check(case, query_suffix, results[1], results[0])
+
+
 def run(cases: list[Case], repeats: int, only: str | None, *, quiet: bool = False) -> list[Row]:
     pattern = re.compile(only) if only else None
     rows = []
@@ -664,12 +688,9 @@ def run(cases: list[Case], repeats: int, only: str | None, *, quiet: bool = Fals
                 continue
             query = f"{case.prefix} {suffix}".strip()
             bare_name, bare = make_bare()
-            bare_timing = measure(bare, repeats)
-            query_timing = measure(pydaf_query(case, query), repeats)
-            operation_timing = measure(pydaf_operation(case, suffix), repeats)
-            ok = True if suffix in ("", TOUCH) else check(case, suffix, query_timing.result, bare_timing.result)
-            for timing in (bare_timing, query_timing, operation_timing):
-                timing.result = None  # (kept, the results of all rows took 20 GB by the last sparse rows)
+            (bare_timing, query_timing, operation_timing), ok = measure_together(
+                [bare, pydaf_query(case, query), pydaf_operation(case, suffix)], repeats,
+                None if suffix in ("", TOUCH) else functools.partial(check_results, case, suffix))
             row = Row(case.kind, case.type_name, suffix or "fetch", bare_name, query_timing, operation_timing,
                       bare_timing, ok, case.nbytes / 1e6)
             rows.append(row)
