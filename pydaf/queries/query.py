@@ -85,7 +85,12 @@ class QuerySequence(Query, composes=True):
         self.operations: tuple[QueryOperation, ...] = tuple(flat)
 
     def __str__(self) -> str:
-        return " ".join(operation_text(operation) for operation in self.operations)
+        # (Made once: a sequence's operations never change once it is complete, and the text is the key of every
+        # query's cache entry, looked up on each call.)
+        text = self.__dict__.get("_text")
+        if text is None:
+            text = self._text = " ".join(operation_text(operation) for operation in self.operations)
+        return text
 
     def __repr__(self) -> str:
         return f"QuerySequence({str(self)!r})"
