@@ -449,8 +449,8 @@ def bare_eltwise(case: Case, operation: str) -> tuple[str, Callable[[], Any]]:
 
         functions = {
             "Abs": ("np.abs", lambda: np.abs(x)),
-            "Round": ("np.rint + astype", lambda: np.rint(x).astype(np.int64 if x.dtype == np.float64 else np.int32)
-                      if x.dtype.kind == "f" else x.copy()),
+            "Round": ("np.rint + astype", lambda: np.rint(x).astype(np.int64 if x.dtype == np.float64 else np.int32))
+            if x.dtype.kind == "f" else ("copy (Round of integers: identity)", x.copy),
             "Clamp": ("np.clip", lambda: np.clip(x, 0, 5)),
             "Convert": ("astype", lambda: x.astype(TYPES[_other_type(case.type_name)])),
             "Fraction": ("x / x.sum(axis=0)", lambda: x / x.sum(axis=0)[np.newaxis, :]),
@@ -485,8 +485,8 @@ def bare_eltwise(case: Case, operation: str) -> tuple[str, Callable[[], Any]]:
     functions = {
         "Abs": ("np.abs(data)", lambda: with_data(np.abs(data))),
         "Round": ("np.rint(data) + astype", lambda: with_data(
-            np.rint(data).astype(np.int64 if data.dtype == np.float64 else np.int32)
-            if data.dtype.kind == "f" else data.copy())),
+            np.rint(data).astype(np.int64 if data.dtype == np.float64 else np.int32)))
+        if data.dtype.kind == "f" else ("data.copy() (Round of integers: identity)", lambda: with_data(data.copy())),
         "Clamp": ("np.clip(data)", lambda: with_data(np.clip(data, 0, 5))),
         "Convert": ("data.astype", lambda: with_data(data.astype(TYPES[_other_type(case.type_name)]))),
         "Fraction": ("data / np.repeat(sums)", fraction_sparse),
