@@ -450,7 +450,7 @@ def bare_eltwise(case: Case, operation: str) -> tuple[str, Callable[[], Any]]:
         functions = {
             "Abs": ("np.abs", lambda: np.abs(x)),
             "Round": ("np.rint + astype", lambda: np.rint(x).astype(np.int64 if x.dtype == np.float64 else np.int32))
-            if x.dtype.kind == "f" else ("copy (Round of integers: identity)", x.copy),
+            if x.dtype.kind == "f" else ("copy (Round of integers: identity)", lambda: x.copy(order="K")),
             "Clamp": ("np.clip", lambda: np.clip(x, 0, 5)),
             "Convert": ("astype", lambda: x.astype(TYPES[_other_type(case.type_name)])),
             "Fraction": ("x / x.sum(axis=0)", lambda: x / x.sum(axis=0)[np.newaxis, :]),
