@@ -581,14 +581,17 @@ def pydaf_operation(case: Case, query_suffix: str) -> Callable[[], Any]:
     return lambda: reduction.compute_matrix(stored, axis)
 
 
-def pydaf_query(case: Case, query: str) -> Callable[[], Any]:
+def pydaf_query(case: Case, query: str, *, stored: bool = False) -> Callable[[], Any]:
+    """The query after ``empty_cache``: ``get_np_query`` (a sparse result as a 0-based scipy matrix), or with
+    ``stored`` ``get_stored_query`` (as Julia's 1-based ``SparseMatrixCSC``, sharing the stored indices)."""
     daf = case.daf
+    get = daf.get_stored_query if stored else daf.get_np_query
 
     def run() -> Any:
         daf.empty_cache()
         if query.endswith(TOUCH):
             return touch_pages(daf.get_stored_matrix(case.rows_axis, case.columns_axis, case.name, relayout=False))
-        return daf.get_np_query(query, cache=False)
+        return get(query, cache=False)
 
     return run
 
@@ -659,9 +662,11 @@ class Row:
     megabytes: float
 
 
-def rows_to_run(case: Case) -> list[tuple[str, Callable[[], tuple[str, Callable[[], Any]]]]]:
-    rows: list[tuple[str, Callable[[], tuple[str, Callable[[], Any]]]]] = [("", lambda: bare_fetch(case)),
-                                                                           (TOUCH, lambda: bare_stored(case))]
+def rows_to_run(case: Case, *, stored: bool = False) -> list[tuple[str, Callable[[], tuple[str, Callable[[], Any]]]]]:
+    """The rows of a case: the query suffix and what makes its bare pass (with ``stored``, the fetch returns the
+    stored form, so its bare pass makes no 0-based indices either)."""
+    rows: list[tuple[str, Callable[[], tuple[str, Callable[[], Any]]]]] = [
+        ("", lambda: bare_stored(case) if stored else bare_fetch(case)), (TOUCH, lambda: bare_stored(case))]
     for reduction in REDUCTIONS:
         for direction, axis in ((">-", 0), (">|", 1)):
             rows.append((f"{direction} {reduction}",
@@ -678,18 +683,18 @@ def check_results(case: Case, query_suffix: str, results: list[Any]) -> bool:
     return check(case, query_suffix, results[1], results[0])
 
 
-def run(cases: list[Case], repeats: int, only: str | None, *, quiet: bool = False) -> list[Row]:
+def run(cases: list[Case], repeats: int, only: str | None, *, quiet: bool = False, stored: bool = False) -> list[Row]:
     pattern = re.compile(only) if only else None
     rows = []
     for case in cases:
-        for suffix, make_bare in rows_to_run(case):
+        for suffix, make_bare in rows_to_run(case, stored=stored):
             label = f"{case.kind} {case.type_name} {suffix or 'fetch'}"
             if pattern is not None and not pattern.search(label):
                 continue
             query = f"{case.prefix} {suffix}".strip()
             bare_name, bare = make_bare()
             (bare_timing, query_timing, operation_timing), ok = measure_together(
-                [bare, pydaf_query(case, query), pydaf_operation(case, suffix)], repeats,
+                [bare, pydaf_query(case, query, stored=stored), pydaf_operation(case, suffix)], repeats,
                 None if suffix in ("", TOUCH) else functools.partial(check_results, case, suffix))
             row = Row(case.kind, case.type_name, suffix or "fetch", bare_name, query_timing, operation_timing,
                       bare_timing, ok, case.nbytes / 1e6)
@@ -788,6 +793,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=5, help="timed runs after the warm-up run")
     parser.add_argument("--only", help="run only the rows whose 'kind type query' matches this regex")
     parser.add_argument("--quiet", action="store_true", help="print only the final table")
+    parser.add_argument("--stored", action="store_true",
+                        help="queries by get_stored_query (a sparse result in Julia's 1-based form, sharing the stored "
+                             "indices) instead of get_np_query (a 0-based scipy matrix)")
     arguments = parser.parse_args(argv)
 
     sizes = Sizes(arguments.dense_cells, arguments.dense_megabytes, arguments.sparse_cells, arguments.sparse_genes)
@@ -801,7 +809,8 @@ def main(argv: list[str] | None = None) -> int:
           f"{arguments.repeats} runs after a warm-up run; times in ms")
     if not arguments.quiet:
         print(HEADER)
-    rows = run(load_cases(dense_path, sparse_path, types), arguments.repeats, arguments.only, quiet=arguments.quiet)
+    rows = run(load_cases(dense_path, sparse_path, types), arguments.repeats, arguments.only, quiet=arguments.quiet,
+               stored=arguments.stored)
     if arguments.quiet:
         print(HEADER)
         for row in rows:

@@ -509,3 +509,8 @@ def test_benchmark_script_kernels_side_by_side(tmp_path, capsys):
     assert all(" yes " in row for row in rows)
     assert bench.main([*arguments, "--only", "sparse UInt16 >- Sum"]) == 0
     assert len([line for line in capsys.readouterr().out.splitlines() if line.startswith("sparse ")]) == 1
+    # Queries in the stored form: the same values (the fetch's bare pass then makes no 0-based indices either).
+    assert bench.main([*arguments, "--stored", "--only", "sparse UInt16 (fetch|%)"]) == 0
+    stored_rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("sparse ")]
+    assert len(stored_rows) == 1 + 7 and all(" yes " in row for row in stored_rows)
+    assert stored_rows[0].endswith("empty_cache; get_stored_matrix")

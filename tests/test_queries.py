@@ -35,6 +35,7 @@ from pydaf.queries import (
 from pydaf.queries import operations as operations_module
 from pydaf.queries.operations import Mean, Sum
 from pydaf.queries.state import Purpose, ScalarState
+from pydaf.sparse import SparseMatrixCSC
 from pydaf.testing import is_file_map
 
 
@@ -86,6 +87,31 @@ def test_numpy_forms_share_the_stored_data(daf, backend):
     else:
         assert np.shares_memory(sparse.data, daf.get_stored_matrix("cell", "gene", "UMIs").nzval)
         assert np.shares_memory(dense, daf.get_matrix("cell", "gene", "score"))
+
+
+def test_stored_forms_share_the_stored_indices(daf, backend):
+    """``get_stored_query`` gives a sparse matrix in Julia's 1-based form: a stored one, or an element-wise result that
+    keeps its structure, shares the stored index arrays, where ``get_np_query`` copies them to 0-based ones."""
+    stored = daf.get_stored_matrix("cell", "gene", "UMIs")
+    looked_up = daf.get_stored_query("@ cell @ gene :: UMIs")
+    assert isinstance(looked_up, SparseMatrixCSC) and looked_up.shape == (4, 3)
+    assert looked_up.colptr.tolist() == [1, 3, 5, 6] and looked_up.rowval.tolist() == [2, 4, 1, 4, 3]
+    assert looked_up.nzval.tolist() == [2, 4, 1, 5, 3]
+    logged = daf.get_stored_query("@ cell @ gene :: UMIs % Log eps 1", cache=False)
+    assert isinstance(logged, SparseMatrixCSC)
+    assert np.shares_memory(logged.colptr, stored.colptr) and np.shares_memory(logged.rowval, stored.rowval)
+    assert np.allclose(logged.nzval, np.log(np.array([2, 4, 1, 5, 3]) + 1))
+    assert not (logged.nzval.flags.writeable or logged.rowval.flags.writeable or logged.colptr.flags.writeable)
+    if backend.maps_files:
+        assert is_file_map(logged.rowval) and is_file_map(looked_up.nzval)
+    scipy_form = daf.get_np_query("@ cell @ gene :: UMIs % Log eps 1", cache=False)
+    assert not np.shares_memory(scipy_form.indices, stored.rowval)
+    assert np.array_equal(logged.to_scipy().toarray(), scipy_form.toarray())
+    # Everything else comes back as from get_np_query.
+    assert np.array_equal(daf.get_stored_query("@ cell @ gene :: score"), daf.get_np_query("@ cell @ gene :: score"))
+    assert daf.get_stored_query("@ cell : ?") == {"age", "type"}
+    assert daf.get_stored_query(". organism") == "human"
+    assert (Axis("cell") | LookupVector("age") | daf.get_stored_query()).tolist() == [10, 20, 30, 40]
 
 
 def test_reductions_run_on_stored_sparse_data(daf):

@@ -769,7 +769,7 @@ class DafReader:
         from ..queries.results import PendingQuery, as_pandas, query_result
 
         if query is None:
-            return PendingQuery(self, cache=cache, numpy=False)
+            return PendingQuery(self, cache=cache, form=as_pandas)
         return as_pandas(query_result(self, query, cache=cache))
 
     get_pd_query = get_query
@@ -790,8 +790,28 @@ class DafReader:
         from ..queries.results import PendingQuery, as_numpy, query_result
 
         if query is None:
-            return PendingQuery(self, cache=cache, numpy=True)
+            return PendingQuery(self, cache=cache, form=as_numpy)
         return as_numpy(query_result(self, query, cache=cache))
+
+    def get_stored_query(self, query: Any = None, *, cache: bool = True) -> Any:
+        """Like :meth:`get_np_query`, but a sparse matrix is a :class:`~pydaf.sparse.SparseMatrixCSC` with Julia's
+        1-based ``colptr``/``rowval`` (what :meth:`get_stored_matrix` returns, and what numba kernels take): a stored
+        matrix, or an element-wise result that keeps its structure, shares the stored index arrays (mapped where the
+        store is), where ``get_np_query`` makes 0-based copies of them for scipy.
+
+        Example:
+            >>> import pydaf, scipy.sparse as sp
+            >>> daf = pydaf.MemoryDaf().add_axis("cell", ["A", "B"]).add_axis("gene", ["X"])
+            >>> daf = daf.set_matrix("cell", "gene", "UMIs", sp.csc_matrix(np.array([[0], [-7]])))
+            >>> absolute = daf.get_stored_query("@ cell @ gene :: UMIs % Abs")
+            >>> absolute.rowval.tolist(), absolute.nzval.tolist()
+            ([2], [7])
+        """
+        from ..queries.results import PendingQuery, as_stored, query_result
+
+        if query is None:
+            return PendingQuery(self, cache=cache, form=as_stored)
+        return as_stored(query_result(self, query, cache=cache))
 
     def has_query(self, query: Any) -> bool:
         """Whether the query is valid and the axes and properties it names exist (without computing it).

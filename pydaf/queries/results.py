@@ -3,6 +3,7 @@ data frames of several vectors of one axis (``get_frame``)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -40,7 +41,8 @@ def query_result(daf: DafReader, query: Any, *, cache: bool = True) -> QueryResu
 
 
 class PendingQuery:
-    """``query | daf.get_query()``: apply the query on the left (Julia's ``query |> get_query(daf)``).
+    """``query | daf.get_query()``: apply the query on the left (Julia's ``query |> get_query(daf)``), the result in
+    the ``form`` of the call that made this (:func:`as_pandas`, :func:`as_numpy` or :func:`as_stored`).
 
     Example:
         >>> import pydaf
@@ -50,12 +52,11 @@ class PendingQuery:
         [3, 5]
     """
 
-    def __init__(self, daf: DafReader, *, cache: bool, numpy: bool) -> None:
-        self.daf, self.cache, self.numpy = daf, cache, numpy
+    def __init__(self, daf: DafReader, *, cache: bool, form: Callable[[QueryResult], Any]) -> None:
+        self.daf, self.cache, self.form = daf, cache, form
 
     def __ror__(self, query: Any) -> Any:
-        result = query_result(self.daf, query, cache=self.cache)
-        return as_numpy(result) if self.numpy else as_pandas(result)
+        return self.form(query_result(self.daf, query, cache=self.cache))
 
 
 def as_numpy(result: QueryResult) -> Any:
@@ -65,6 +66,15 @@ def as_numpy(result: QueryResult) -> Any:
         return set(result.value)
     if result.dimensions == 2 and isinstance(result.value, SparseMatrixCSC):
         return result.value.to_scipy()
+    return result.value
+
+
+def as_stored(result: QueryResult) -> Any:
+    """As :func:`as_numpy`, but a sparse matrix as the :class:`~pydaf.sparse.SparseMatrixCSC` the query computed:
+    1-based ``colptr``/``rowval`` (the stored ones, mapped where the store is, when the query kept the matrix's
+    structure) and ``nzval``. No 0-based copies of the indices are made."""
+    if result.dimensions == -1:
+        return set(result.value)
     return result.value
 
 
