@@ -32,8 +32,10 @@ Each row of the table is one query, ``@ cell @ gene :: X`` followed by:
     indicator-matrix product on the sparse one, as pandas has no sparse groupby).
 
 Columns: ``query`` is ``daf.empty_cache(); daf.get_np_query(query, cache=False)`` on the open mapped file (so every
-run maps the matrix again and computes; the page cache is warm); ``op`` is the operation called directly on the
-mapped stored matrix (``Sum().compute_matrix(stored, 0)``, the kernel level: no query parsing, no fetch); ``bare``
+run fetches the matrix again and computes; the page cache is warm), or with ``--stored`` ``get_stored_query`` (a
+sparse result in Julia's 1-based form, sharing the stored indices, where scipy's form needs 0-based copies of them;
+the sparse ``fetch`` row's bare pass is then ``get_stored_matrix`` alone); ``op`` is the operation called directly on
+the mapped stored matrix (``Sum().compute_matrix(stored, 0)``, the kernel level: no query parsing, no fetch); ``bare``
 is the bare pass on the same data in memory (numpy on the mapped dense array; scipy on a ``csc_matrix`` built from it
 beforehand, untimed), single-threaded (BLAS is limited to one thread). Each time is the best and the median of
 ``--repeats`` runs after a warm-up run (which compiles or loads the numba kernels), and ``cpu`` is the CPU time /
@@ -55,6 +57,7 @@ Examples::
 
     python benchmarks/bench_kernels.py                          # ~80 MB dense, 30 M-entry sparse; ~1 GB in /tmp
     python benchmarks/bench_kernels.py --only 'sparse.*Sum'     # rows whose "kind type query" matches a regex
+    python benchmarks/bench_kernels.py --stored                 # queries by get_stored_query
     python benchmarks/bench_kernels.py --directory /tmp/small --dense-cells 500 --dense-megabytes 1 \
         --sparse-cells 800 --sparse-genes 600 --repeats 1                  # smoke run
 """
