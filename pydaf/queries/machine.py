@@ -86,7 +86,7 @@ __all__ = ["PHRASES", "Phrase", "final_state"]
 class OperationIs:
     """A condition on the next operation: ``test`` can only hold for an instance of ``kinds`` (a type, a union of
     types, or ``()`` for none), which lets the machine skip, without testing them, the phrases that cannot start with
-    the next operation (see :func:`candidate_phrases`)."""
+    the next operation (see :class:`_CandidateTable`)."""
 
     kinds: Any
     test: Callable[[Any], bool]
@@ -287,8 +287,7 @@ def _may_start_with(phrase: Phrase, operation_type: type) -> bool:
 class _CandidateTable:
     """The phrases (in :data:`PHRASES` order) that may start with an operation of each type, made on first use per
     type: the machine tests 2-17 phrases per step instead of all 54 (the phrase matching of a 5-phrase query went from
-    ~0.1 to ~0.05 ms). Remade
-    when :data:`PHRASES` is replaced."""
+    ~0.1 to ~0.05 ms). Remade when :data:`PHRASES` is replaced."""
 
     def __init__(self) -> None:
         self.phrases: list[Phrase] | None = None
@@ -311,8 +310,8 @@ _CANDIDATES = _CandidateTable()
 def _do_query_phrase(query_state: QueryState) -> bool:
     original_stack = query_state.stack
     start = query_state.next_operation_index
-    operations_left = query_state.operations
-    next_type = type(operations_left[start]) if start < len(operations_left) else type(None)
+    all_operations = query_state.operations
+    next_type = type(all_operations[start]) if start < len(all_operations) else type(None)
     for phrase in _CANDIDATES.candidates(next_type):
         query_state.stack = original_stack
         if phrase.input is None:
