@@ -13,9 +13,15 @@
 # {"kind": "vector", "eltype", "dim_name", "names", "values"} or {"kind": "matrix", "eltype", "row_dim_name",
 # "col_dim_name", "rows", "cols", "values" (row-major)}; floats are written as strings (Julia's shortest text of the
 # Float64 value, which Python's float() reads back exactly), a dim_name is null where the entries are not an axis.
-# The results must be the same on the three formats (this script stops otherwise).
+# The results must be the same on the three formats (this script stops otherwise), so every data set is opened with
+# the same name (`KIT_NAME`): Julia names a data set opened without one after its path, and every error message
+# names the data set.
 
 include(joinpath(@__DIR__, "manifest.jl"))
+
+# Read-only, the data sets are named `kit!.read_only` (`read_only` appends `.read_only`; the `!` keeps `unique_name`
+# from appending `#2`, `#3` to the later ones).
+const KIT_NAME = "kit!"
 
 function fill_kit!(daf::DafWriter)::DafWriter
     set_scalar!(daf, "organism", "human")
@@ -153,6 +159,7 @@ function main(arguments::AbstractVector{<:AbstractString})::Int
         println(stderr, "usage: julia --project=julia julia/make_fixtures.jl OUTPUT_DIRECTORY")
         return 2
     end
+    check_python_float_text()
     output = abspath(arguments[1])
     mkpath(output)
     data_sets = Dict{String, Any}[]
@@ -160,8 +167,8 @@ function main(arguments::AbstractVector{<:AbstractString})::Int
     for (name, format) in (("kit.h5df", "H5df"), ("kit.daf", "FilesDaf"), ("kit.daf.zarr", "ZarrDaf"))
         path = joinpath(output, name)
         open_format = getfield(DataAxesFormats, Symbol(format))
-        fill_kit!(open_format(path, "w"; name = "kit!"))
-        daf = open_format(path, "r")
+        fill_kit!(open_format(path, "w"; name = KIT_NAME))
+        daf = open_format(path, "r"; name = KIT_NAME)
         manifest_name = "$(name).manifest.json"
         write(joinpath(output, manifest_name), manifest_text(daf))
         push!(data_sets, Dict{String, Any}("path" => name, "format" => format, "manifest" => manifest_name))

@@ -7,6 +7,11 @@
 # UTF-8 bytes each followed by 0xFF, a number scalar as its little-endian bytes, and a number vector or matrix as
 # (0-based column-major position as a little-endian UInt64, little-endian value) for every value != 0, in column-major
 # (stored, for sparse data) order.
+#
+# `manifest_text` writes the manifest byte for byte as `pydaf manifest` does (`pydaf.manifest.manifest_json`: Python's
+# `json.dumps(manifest, indent=1, sort_keys=True, ensure_ascii=False)` and a newline; a float scalar's `value` as
+# Python's `repr` of the Float64), so the two files can be compared with `cmp`. What the tools compare is the parsed
+# content (`manifest_differences`), never the text.
 
 using DataAxesFormats
 using JSON
@@ -147,7 +152,88 @@ function manifest_shown(value::Integer)::Integer  # Bool included
 end
 
 function manifest_shown(value::AbstractFloat)::String  # for people only: compared by hash
-    return isnan(value) ? "NaN" : isinf(value) ? (value > 0 ? "Inf" : "-Inf") : repr(Float64(value))
+    return python_float_text(Float64(value))
+end
+
+"""
+    python_float_text(value::Float64)::String
+
+The text Python's `repr` gives a float (`NaN`, `Inf` and `-Inf` as pydaf's manifest writes them). Julia's `repr` and
+Python's both write the shortest digits that read back as the same Float64 (Ryu; David Gay's `dtoa`, mode 0); only
+the layout differs: Python writes `d.ddde±XX` (at least two exponent digits) when the decimal point is more than 16
+digits right or 4 digits left of the first digit, else plain digits with at least one after the point.
+"""
+function python_float_text(value::Float64)::String
+    if isnan(value)
+        return "NaN"
+    elseif isinf(value)
+        return value > 0 ? "Inf" : "-Inf"
+    end
+    text = repr(value)  # e.g. "-1.5e-5", "0.1", "1.0e16", "123.0"
+    sign = startswith(text, "-") ? "-" : ""
+    text = text[(length(sign) + 1):end]
+    mantissa, exponent = occursin('e', text) ? split(text, 'e') : (text, "0")
+    integer_part, fraction_part = occursin('.', mantissa) ? split(mantissa, '.') : (mantissa, "")
+    all_digits = integer_part * fraction_part
+    significant = lstrip(all_digits, '0')
+    # The value is 0.DIGITS × 10^point (Python's `decpt`).
+    point = length(integer_part) + parse(Int, exponent) - (length(all_digits) - length(significant))
+    digits = rstrip(significant, '0')
+    if isempty(digits)
+        return sign * "0.0"
+    elseif -4 < point <= 16
+        if point <= 0
+            return sign * "0." * "0"^(-point) * digits
+        elseif point >= length(digits)
+            return sign * digits * "0"^(point - length(digits)) * ".0"
+        else
+            return sign * digits[1:point] * "." * digits[(point + 1):end]
+        end
+    end
+    decimal_exponent = point - 1
+    shown_mantissa = length(digits) == 1 ? digits : digits[1:1] * "." * digits[2:end]
+    exponent_sign = decimal_exponent < 0 ? "-" : "+"
+    return sign * shown_mantissa * "e" * exponent_sign * lpad(string(abs(decimal_exponent)), 2, '0')
+end
+
+# Floats (as Julia parses them) and Python's `repr` of each: `check_python_float_text` checks `python_float_text`
+# against them in Julia, and tests/test_julia_kit.py checks them against pydaf's manifest in Python.
+const PYTHON_FLOAT_TEXTS = (
+    "0.0" => "0.0",
+    "-0.0" => "-0.0",
+    "0.25" => "0.25",
+    "0.1" => "0.1",
+    "-2.5" => "-2.5",
+    "3.0" => "3.0",
+    "123.456" => "123.456",
+    "3.141592653589793" => "3.141592653589793",
+    "0.10000000149011612" => "0.10000000149011612",
+    "0.0001" => "0.0001",
+    "0.00012345" => "0.00012345",
+    "1.0e-5" => "1e-05",
+    "-1.5e-5" => "-1.5e-05",
+    "1.0e15" => "1000000000000000.0",
+    "1.2345e15" => "1234500000000000.0",
+    "1.0e16" => "1e+16",
+    "1.2345e16" => "1.2345e+16",
+    "1.0e22" => "1e+22",
+    "1.152921504606847e18" => "1.152921504606847e+18",
+    "1.7976931348623157e308" => "1.7976931348623157e+308",
+    "5.0e-324" => "5e-324",
+    "2.2250738585072014e-308" => "2.2250738585072014e-308",
+    "Inf" => "Inf",
+    "-Inf" => "-Inf",
+    "NaN" => "NaN",
+)
+
+function check_python_float_text()::Nothing
+    for (literal, expected) in PYTHON_FLOAT_TEXTS
+        actual = python_float_text(parse(Float64, literal))
+        if actual != expected
+            error("python_float_text($(literal)) is: $(actual)\nnot Python's repr: $(expected)")
+        end
+    end
+    return nothing
 end
 
 function manifest_array_entry(kind::AbstractString, array::AbstractArray)::Dict{String, Any}
@@ -165,6 +251,19 @@ function manifest_array_entry(kind::AbstractString, array::AbstractArray)::Dict{
         entry["shape"] = collect(size(array))
     end
     return entry
+end
+
+# The matrices `daf` stores in this layout: `matrices_set(...; relayout = false)` of DataAxesFormats 0.3.0 also lists a
+# layout computed earlier and still cached (`readers.jl`, `matrices_set`), which `has_matrix(...; relayout = false)`
+# (the storage only) leaves out.
+function manifest_matrix_names(daf::DafReader, rows_axis::AbstractString, columns_axis::AbstractString)::Vector{String}
+    names = String[]
+    for name in matrices_set(daf, rows_axis, columns_axis; relayout = false, tensors = false)
+        if has_matrix(daf, rows_axis, columns_axis, name; relayout = false)
+            push!(names, String(name))
+        end
+    end
+    return sort!(names)
 end
 
 """
@@ -198,9 +297,9 @@ function manifest_of(daf::DafReader)::Dict{String, Any}
     for rows_axis in axes_names
         for columns_axis in axes_names
             matrices[rows_axis][columns_axis] = Dict{String, Any}(
-                String(name) =>
+                name =>
                     manifest_array_entry("matrix", get_matrix(daf, rows_axis, columns_axis, name; relayout = false))
-                for name in matrices_set(daf, rows_axis, columns_axis; relayout = false, tensors = false)
+                for name in manifest_matrix_names(daf, rows_axis, columns_axis)
             )
         end
     end
@@ -215,8 +314,87 @@ function manifest_of(daf::DafReader)::Dict{String, Any}
     )
 end
 
+"""
+    manifest_text(daf::DafReader)::String
+
+The manifest of a data set as `pydaf manifest` writes it, byte for byte (see the top of this file).
+"""
 function manifest_text(daf::DafReader)::String
-    return JSON.json(manifest_of(daf))
+    return manifest_json(manifest_of(daf))
+end
+
+function manifest_json(manifest::AbstractDict)::String
+    io = IOBuffer()
+    write_manifest_json(io, manifest, 0)
+    write(io, '\n')
+    return String(take!(io))
+end
+
+# Python's `json.dumps(..., indent=1, sort_keys=True, ensure_ascii=False)`: one entry per line, indented one space per
+# level, `"key": value` (keys sorted by code point, as Julia sorts `String`s), `,` ending all but the last entry.
+function write_manifest_json(io::IO, value::AbstractDict, level::Integer)::Nothing
+    if isempty(value)
+        print(io, "{}")
+        return nothing
+    end
+    print(io, "{")
+    entries = sort!([String(key) => child for (key, child) in value]; by = first)
+    for (index, (key, child)) in enumerate(entries)
+        print(io, index == 1 ? "\n" : ",\n", " "^(level + 1))
+        write_manifest_json(io, key, level + 1)
+        print(io, ": ")
+        write_manifest_json(io, child, level + 1)
+    end
+    print(io, "\n", " "^level, "}")
+    return nothing
+end
+
+function write_manifest_json(io::IO, value::AbstractVector, level::Integer)::Nothing
+    if isempty(value)
+        print(io, "[]")
+        return nothing
+    end
+    print(io, "[")
+    for (index, child) in enumerate(value)
+        print(io, index == 1 ? "\n" : ",\n", " "^(level + 1))
+        write_manifest_json(io, child, level + 1)
+    end
+    print(io, "\n", " "^level, "]")
+    return nothing
+end
+
+function write_manifest_json(io::IO, value::Integer, ::Integer)::Nothing  # Bool included: `true`, `false`
+    print(io, string(value))
+    return nothing
+end
+
+# Python's escapes without `ensure_ascii`: `"`, `\`, and the control characters below U+0020 (`\n`, `\r`, `\t`, `\b`,
+# `\f`, else `\u00xx`, lowercase); everything else is written as its UTF-8 bytes.
+function write_manifest_json(io::IO, value::AbstractString, ::Integer)::Nothing
+    print(io, '"')
+    for character in value
+        if character == '"'
+            print(io, "\\\"")
+        elseif character == '\\'
+            print(io, "\\\\")
+        elseif character == '\n'
+            print(io, "\\n")
+        elseif character == '\r'
+            print(io, "\\r")
+        elseif character == '\t'
+            print(io, "\\t")
+        elseif character == '\x08'
+            print(io, "\\b")
+        elseif character == '\x0c'
+            print(io, "\\f")
+        elseif character < ' '
+            print(io, "\\u", string(UInt32(character); base = 16, pad = 4))
+        else
+            print(io, character)
+        end
+    end
+    print(io, '"')
+    return nothing
 end
 
 function flatten_manifest(manifest::AbstractDict, section::AbstractString, depth::Integer)::Dict{String, Any}
@@ -236,12 +414,12 @@ function flatten_manifest(manifest::AbstractDict, section::AbstractString, depth
 end
 
 """
-    manifest_differences(expected, actual; storage = true)::Vector{String}
+    manifest_differences(expected, actual; storage = false)::Vector{String}
 
 What differs between two (parsed) manifests, one line per property, as pydaf's `manifest_differences` says it (data set
-names ignored; with `storage`, dense/sparse storage compared too).
+names ignored; with `storage`, dense/sparse storage compared too; the same default as pydaf's).
 """
-function manifest_differences(expected::AbstractDict, actual::AbstractDict; storage::Bool = true)::Vector{String}
+function manifest_differences(expected::AbstractDict, actual::AbstractDict; storage::Bool = false)::Vector{String}
     for manifest in (expected, actual)
         if get(manifest, "manifest", nothing) != "daf-manifest" || get(manifest, "version", nothing) != MANIFEST_VERSION
             error("not a version $(MANIFEST_VERSION) daf manifest")

@@ -18,6 +18,7 @@ output) is missing.
 from __future__ import annotations
 
 import gc
+import importlib.metadata
 import json
 import math
 import os
@@ -116,9 +117,15 @@ def _fake_julia(path: Path, output: str) -> Path:
 
 
 def _instantiated_project(directory: Path) -> Path:
+    """A project whose manifest holds the PythonCall the installed juliacall (else the pinned one) runs with."""
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "Project.toml").write_text('[deps]\nDataAxesFormats = "1375bf9c-a47d-45a1-aad5-626dd8629d98"\n')
-    (directory / "Manifest.toml").write_text("")
+    try:
+        pythoncall = importlib.metadata.version("juliacall")
+    except importlib.metadata.PackageNotFoundError:
+        pythoncall = "0.9.37"
+    (directory / "Manifest.toml").write_text(f'manifest_format = "2.0"\n\n[[deps.PythonCall]]\nuuid = '
+                                             f'"6099a3de-0909-46bc-b1f4-468b9a2dfc0d"\nversion = "{pythoncall}"\n')
     return directory
 
 
@@ -126,8 +133,8 @@ def _instantiated_project(directory: Path) -> Path:
 def fakes(tmp_path: Path) -> dict[str, Any]:
     """Fake Julias (real executables), a project, and an environment that finds nothing else."""
     bin_directory = tmp_path / "bin"
-    on_path = _fake_julia(bin_directory / "julia", "julia version 1.11.2")
-    other = _fake_julia(tmp_path / "opt" / "julia-1.10.5" / "bin" / "julia", "julia version 1.10.5")
+    on_path = _fake_julia(bin_directory / "julia", "julia version 1.12.2")
+    other = _fake_julia(tmp_path / "opt" / "julia-1.13.5" / "bin" / "julia", "julia version 1.13.5")
     project = _instantiated_project(tmp_path / "project")
     environ = {"PATH": str(bin_directory), "PYDAF_JULIA_PROJECT": str(project),
                "PYTHON_JULIAPKG_PROJECT": str(tmp_path / "no-juliapkg")}
@@ -136,7 +143,7 @@ def fakes(tmp_path: Path) -> dict[str, Any]:
 
 def test_finds_julia_on_path_with_its_version_and_project(fakes):
     setup = find_julia(fakes["environ"], xoptions={})
-    assert setup == JuliaSetup(os.path.realpath(fakes["on_path"]), (1, 11, 2), "PATH", str(fakes["project"]),
+    assert setup == JuliaSetup(os.path.realpath(fakes["on_path"]), (1, 12, 2), "PATH", str(fakes["project"]),
                                f"PYDAF_JULIA_PROJECT={fakes['project']}")
 
 
@@ -146,7 +153,7 @@ def test_settings_come_before_path_in_juliacalls_order(fakes):
         f"PYTHON_JULIAPKG_EXE={other}"
     found = find_julia({**environ, "PYTHON_JULIACALL_EXE": other, "PYTHON_JULIAPKG_EXE": str(fakes["on_path"])},
                        xoptions={})
-    assert (found.executable, found.version, found.source) == (other, (1, 10, 5), f"PYTHON_JULIACALL_EXE={other}")
+    assert (found.executable, found.version, found.source) == (other, (1, 13, 5), f"PYTHON_JULIACALL_EXE={other}")
     found = find_julia(environ, xoptions={"juliacall-exe": other})
     assert (found.executable, found.source) == (other, f"-X juliacall-exe={other}")
     # A name on PATH is allowed (juliacall looks it up the same way).
@@ -197,8 +204,9 @@ def test_a_bad_setting_is_not_silently_replaced_by_path(fakes):
 
 
 def test_old_julias_and_other_programs_are_refused(fakes):
-    old = _fake_julia(fakes["tmp"] / "old" / "julia", "julia version 1.9.4")
-    with pytest.raises(DafJuliaUnavailableError, match=r"(?s)Julia 1\.9\.4 is too old: .*juliacall needs Julia 1\.10"):
+    old = _fake_julia(fakes["tmp"] / "old" / "julia", "julia version 1.11.7")  # DataAxesFormats 0.3.0 needs 1.12
+    with pytest.raises(DafJuliaUnavailableError,
+                       match=r"(?s)Julia 1\.11\.7 is too old: .*DataAxesFormats 0\.3\.0 needs Julia 1\.12 or later"):
         find_julia({**fakes["environ"], "PYTHON_JULIACALL_EXE": str(old)}, xoptions={})
     impostor = _fake_julia(fakes["tmp"] / "impostor" / "julia", "hello")
     with pytest.raises(DafJuliaUnavailableError, match=r"not a Julia executable: .*impostor/julia\nfound by: PATH"):

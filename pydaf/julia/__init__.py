@@ -15,15 +15,23 @@ Example:
     ('JuliaMemoryPlan', 'empty!')
 """
 
-from .errors import DafJuliaError, DafJuliaUnavailableError
+from .errors import DafJuliaError, DafJuliaUnavailableError, DafJuliaVersionError
 from .handoff import JuliaReader, JuliaWriter, from_julia, julia_query, to_julia
 from .plan import ArrayForm, JuliaArrayPlan, JuliaBuffer, JuliaMemoryPlan, JuliaOpenPlan, julia_plan
-from .setup import JuliaSetup, find_julia, julia_unavailable_reason, juliacall_environment, start_julia
+from .setup import (
+    JuliaSetup,
+    check_juliacall_pairing,
+    find_julia,
+    julia_unavailable_reason,
+    juliacall_environment,
+    start_julia,
+)
 
 __all__ = [
     "ArrayForm",
     "DafJuliaError",
     "DafJuliaUnavailableError",
+    "DafJuliaVersionError",
     "JuliaArrayPlan",
     "JuliaBuffer",
     "JuliaMemoryPlan",
@@ -31,6 +39,7 @@ __all__ = [
     "JuliaReader",
     "JuliaSetup",
     "JuliaWriter",
+    "check_juliacall_pairing",
     "find_julia",
     "from_julia",
     "julia_plan",

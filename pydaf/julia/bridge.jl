@@ -24,9 +24,25 @@ const STORAGE_TYPES = Dict{String, DataType}(
     "Float64" => Float64,
 )
 
-# Each Julia array that wraps a numpy buffer => the Python object owning that buffer, which therefore lives (and keeps
-# the buffer, possibly a file map, alive) as long as the Julia array does.
-const BUFFER_OWNERS = WeakKeyDict{Array, Any}()
+"""
+    keep_owner_alive!(array::Array, owner)::Nothing
+
+Keep the Python object `owner` (which owns the memory `array` wraps: a numpy buffer, possibly a file map) alive as long
+as Julia can reach that memory. A finalizer closure holds `owner`, one per array, by identity (a `WeakKeyDict` would
+compare arrays by their values, so two equal buffers would share one entry and the first owner would be dropped). The
+finalizer is attached to the array's `Memory`, not to the `Array`: since Julia 1.11 `reshape`, `vec` and the like
+make new `Array`s over the same `Memory`, which outlive the first `Array` (JuliaLang/julia#54985).
+"""
+function keep_owner_alive!(array::Array, owner::Any)::Nothing
+    memory = getfield(array, :ref).mem
+    finalizer(memory) do _
+        release_owner(owner)  # (the closure holds `owner` until `memory` is collected)
+        return nothing
+    end
+    return nothing
+end
+
+release_owner(::Any)::Nothing = nothing  # dropping the last reference is all PythonCall needs to release it
 
 """
     wrap_buffer(owner, address, type_name, dims)::Array
@@ -38,7 +54,7 @@ function wrap_buffer(owner::Any, address::Integer, type_name::AbstractString, di
     element_type = STORAGE_TYPES[type_name]
     shape = Tuple(Int(extent) for extent in dims)
     array = unsafe_wrap(Array, Ptr{element_type}(UInt(address)), shape; own = false)
-    BUFFER_OWNERS[array] = owner
+    keep_owner_alive!(array, owner)
     return array
 end
 
@@ -57,7 +73,11 @@ end
 # Building a Julia data set from pydaf's (to_julia), or writing through from_julia.
 
 function new_memory_daf(name::AbstractString)::MemoryDaf
-    return MemoryDaf(; name = name)
+    daf = MemoryDaf(; name = name)
+    # `MemoryDaf` passes the name through `unique_name`, which renames a second data set of the same name (without a
+    # `!`) to `name#2`; a hand-off keeps the name pydaf gave (the `name` field of the mutable `MemoryDaf`).
+    daf.name = String(name)
+    return daf
 end
 
 function open_stored(constructor::AbstractString, path::AbstractString, name::AbstractString)::DafReader
@@ -172,8 +192,25 @@ function axis_entries_of(daf::DafReader, axis::AbstractString)::Py
     return pylist(String[String(entry) for entry in axis_vector(daf, axis)])
 end
 
+"""
+    stored_matrix_names(daf, rows_axis, columns_axis)::Vector{String}
+
+The names of the matrices `daf` stores in this layout. `matrices_set(...; relayout = false)` also lists a layout
+computed earlier and still cached (DataAxesFormats 0.3.0, `readers.jl`); `has_matrix(...; relayout = false)` asks the
+storage only.
+"""
+function stored_matrix_names(daf::DafReader, rows_axis::AbstractString, columns_axis::AbstractString)::Vector{String}
+    stored = String[]
+    for name in matrices_set(daf, rows_axis, columns_axis; relayout = false, tensors = false)
+        if has_matrix(daf, rows_axis, columns_axis, name; relayout = false)
+            push!(stored, String(name))
+        end
+    end
+    return sort!(stored)
+end
+
 function stored_matrices_set(daf::DafReader, rows_axis::AbstractString, columns_axis::AbstractString)::Py
-    return sorted_names(matrices_set(daf, rows_axis, columns_axis; relayout = false, tensors = false))
+    return pylist(stored_matrix_names(daf, rows_axis, columns_axis))
 end
 
 function unwrapped(array::AbstractArray)::AbstractArray
@@ -234,6 +271,15 @@ function stored_matrix_form(
     columns_axis::AbstractString,
     name::AbstractString,
 )::Tuple
+    # `get_matrix(...; relayout = false)` would also return a layout computed earlier and cached: only what is stored.
+    if !has_matrix(daf, rows_axis, columns_axis, name; relayout = false)
+        error(chomp("""
+              missing matrix: $(name)
+              for the rows axis: $(rows_axis)
+              and the columns axis: $(columns_axis)
+              in the daf data: $(daf.name)
+              """))
+    end
     return stored_form(get_matrix(daf, rows_axis, columns_axis, name; relayout = false))
 end
 

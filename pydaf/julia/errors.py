@@ -19,3 +19,15 @@ class DafJuliaUnavailableError(DafError, RuntimeError):
 
 class DafJuliaError(DafError):
     """An error raised by Julia (DataAxesFormats.jl) while running something for pydaf; the message is Julia's."""
+
+
+class DafJuliaVersionError(DafJuliaUnavailableError, DafJuliaError):
+    """juliacall and the Julia project's PythonCall are not the matching pair (juliacall X.Y.Z runs only with
+    PythonCall X.Y.Z), or the project has no PythonCall: Julia is not started. The message names both versions and how
+    to install the matching pair. A :class:`DafJuliaUnavailableError` (the bridge can't start) and a
+    :class:`DafJuliaError`.
+
+    Example:
+        >>> issubclass(DafJuliaVersionError, DafJuliaUnavailableError), issubclass(DafJuliaVersionError, DafJuliaError)
+        (True, True)
+    """

@@ -11,19 +11,21 @@ Julia that is already there, in this order, and raises :class:`DafJuliaUnavailab
    ``<virtual env>/julia_env``, else ``<depot>/environments/pyjuliapkg``);
 4. ``julia`` on ``PATH``.
 
-It must be Julia 1.10 or later (what juliacall supports). The Julia project the bridge runs in is, in this order,
-``-X juliacall-project=…`` or ``PYTHON_JULIACALL_PROJECT``, ``PYDAF_JULIA_PROJECT``, or the repository's ``julia/``
-kit; it must be instantiated (``julia --project=julia -e 'using Pkg; Pkg.instantiate()'``) and hold
-DataAxesFormats, NamedArrays and PythonCall. Before importing juliacall, :func:`start_julia` sets
-(:func:`juliacall_environment`) ``PYTHON_JULIACALL_EXE`` and ``PYTHON_JULIACALL_PROJECT`` together (so juliacall
-bypasses juliapkg), and for older juliacall versions, which always ask juliapkg, ``PYTHON_JULIAPKG_EXE``,
-``PYTHON_JULIAPKG_PROJECT`` and ``PYTHON_JULIAPKG_OFFLINE=yes`` (so juliapkg uses that Julia and installs nothing).
-If juliacall was imported before pydaf asks, its Julia is used as it is.
+It must be Julia 1.12 or later (what DataAxesFormats 0.3.0 requires). The Julia project the bridge runs in is, in
+this order, ``-X juliacall-project=…`` or ``PYTHON_JULIACALL_PROJECT``, ``PYDAF_JULIA_PROJECT``, or the repository's
+``julia/`` kit; it must be instantiated (``julia --project=julia -e 'using Pkg; Pkg.instantiate()'``) and hold
+DataAxesFormats, NamedArrays and PythonCall, the PythonCall at exactly the installed juliacall's version (juliacall
+X.Y.Z runs only with PythonCall X.Y.Z: :func:`check_juliacall_pairing`). Before importing juliacall,
+:func:`start_julia` sets (:func:`juliacall_environment`) ``PYTHON_JULIACALL_EXE`` and ``PYTHON_JULIACALL_PROJECT``
+together (so juliacall bypasses juliapkg), and for older juliacall versions, which always ask juliapkg,
+``PYTHON_JULIAPKG_EXE``, ``PYTHON_JULIAPKG_PROJECT`` and ``PYTHON_JULIAPKG_OFFLINE=yes`` (so juliapkg uses that Julia
+and installs nothing). If juliacall was imported before pydaf asks, its Julia is used as it is.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 import importlib.util
 import json
 import os
@@ -32,12 +34,13 @@ import shutil
 import subprocess
 import sys
 import threading
+import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import DafJuliaUnavailableError
+from .errors import DafJuliaUnavailableError, DafJuliaVersionError
 
 #: The repository's Julia kit (``julia/``): its ``Project.toml`` pins DataAxesFormats 0.3.0.
 KIT = Path(__file__).resolve().parents[2] / "julia"
@@ -45,13 +48,39 @@ KIT = Path(__file__).resolve().parents[2] / "julia"
 #: The Julia code pydaf runs in Julia (included once into a module of its own).
 BRIDGE_SOURCE = Path(__file__).resolve().parent / "bridge.jl"
 
-#: The oldest Julia juliacall runs on.
-MINIMUM_VERSION = (1, 10)
+#: The oldest Julia DataAxesFormats 0.3.0 installs on (its Project.toml's ``julia = "1.12"``; juliacall needs 1.10).
+MINIMUM_VERSION = (1, 12)
+
+#: PythonCall's UUID (how a Julia manifest names the package).
+PYTHONCALL_UUID = "6099a3de-0909-46bc-b1f4-468b9a2dfc0d"
 
 #: How long ``julia --version`` may take (a juliaup launcher may update itself on its first run).
 VERSION_TIMEOUT_SECONDS = 60
 
-_MANIFESTS = ("Manifest.toml", "JuliaManifest.toml")
+
+def manifest_names(version: tuple[int, ...]) -> tuple[str, ...]:
+    """The manifest files Julia ``version`` looks for in a project, in its order (Julia's ``Base.manifest_names``).
+
+    Example:
+        >>> manifest_names((1, 12, 1))
+        ('JuliaManifest-v1.12.toml', 'Manifest-v1.12.toml', 'JuliaManifest.toml', 'Manifest.toml')
+    """
+    suffix = f"-v{version[0]}.{version[1]}"
+    return f"JuliaManifest{suffix}.toml", f"Manifest{suffix}.toml", "JuliaManifest.toml", "Manifest.toml"
+
+
+def project_manifest(project: str, version: tuple[int, ...]) -> str | None:
+    """The manifest Julia ``version`` uses for ``project`` (a directory), if it is instantiated.
+
+    Example:
+        >>> project_manifest("/nonexistent", (1, 12, 0)) is None
+        True
+    """
+    for name in manifest_names(version):
+        path = os.path.join(project, name)
+        if os.path.isfile(path):
+            return path
+    return None
 
 
 @dataclass(frozen=True)
@@ -155,8 +184,8 @@ def _checked(executable: str, source: str) -> tuple[str, tuple[int, int, int], s
                                        "does not say \"julia version X.Y.Z\")")
     if version[:2] < MINIMUM_VERSION:
         raise DafJuliaUnavailableError(
-            f"Julia {'.'.join(map(str, version))} is too old: {real}\nfound by: {source}\n(juliacall needs Julia "
-            f"{'.'.join(map(str, MINIMUM_VERSION))} or later)")
+            f"Julia {'.'.join(map(str, version))} is too old: {real}\nfound by: {source}\n(DataAxesFormats 0.3.0 "
+            f"needs Julia {'.'.join(map(str, MINIMUM_VERSION))} or later)")
     return real, version, source
 
 
@@ -167,7 +196,8 @@ def _is_kit(directory: Path) -> bool:
         return False
 
 
-def _project(environ: Mapping[str, str], xoptions: Mapping[str, Any]) -> tuple[str, str]:
+def _project(environ: Mapping[str, str], xoptions: Mapping[str, Any], version: tuple[int, int, int]) -> tuple[str,
+                                                                                                            str]:
     given = _option(environ, xoptions, "juliacall-project", "PYTHON_JULIACALL_PROJECT")
     if given is None and environ.get("PYDAF_JULIA_PROJECT"):
         given = environ["PYDAF_JULIA_PROJECT"], f"PYDAF_JULIA_PROJECT={environ['PYDAF_JULIA_PROJECT']}"
@@ -180,7 +210,7 @@ def _project(environ: Mapping[str, str], xoptions: Mapping[str, Any]) -> tuple[s
     project, source = os.path.abspath(given[0]), given[1]
     if not os.path.isfile(os.path.join(project, "Project.toml")):
         raise DafJuliaUnavailableError(f"not a Julia project (no Project.toml): {project}\nchosen by: {source}")
-    if not any(os.path.isfile(os.path.join(project, manifest)) for manifest in _MANIFESTS):
+    if project_manifest(project, version) is None:
         raise DafJuliaUnavailableError(
             f"the Julia project is not instantiated (no Manifest.toml): {project}\nchosen by: {source}\n(run: julia "
             f"--project={project} -e 'using Pkg; Pkg.instantiate()')")
@@ -203,8 +233,85 @@ def find_julia(environ: Mapping[str, str] | None = None, *,
     environ = os.environ if environ is None else environ
     xoptions = sys._xoptions if xoptions is None else xoptions
     executable, version, source = _executable(environ, xoptions)
-    project, project_source = _project(environ, xoptions)
-    return JuliaSetup(executable, version, source, project, project_source)
+    project, project_source = _project(environ, xoptions, version)
+    setup = JuliaSetup(executable, version, source, project, project_source)
+    check_juliacall_pairing(setup)
+    return setup
+
+
+def _installed_juliacall() -> str | None:
+    """The installed juliacall's version, read from its metadata (importing juliacall would start Julia)."""
+    try:
+        return importlib.metadata.version("juliacall")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def pythoncall_version(manifest: str) -> str | None:
+    """The version of PythonCall a Julia manifest holds (``None`` if none); :class:`DafJuliaUnavailableError` if the
+    manifest can't be read.
+
+    Example:
+        >>> import os, tempfile
+        >>> manifest = os.path.join(tempfile.mkdtemp(), "Manifest.toml")
+        >>> with open(manifest, "w") as file:
+        ...     _ = file.write('manifest_format = "2.0"\\n[[deps.PythonCall]]\\n'
+        ...                    'uuid = "6099a3de-0909-46bc-b1f4-468b9a2dfc0d"\\nversion = "0.9.37"\\n')
+        >>> pythoncall_version(manifest)
+        '0.9.37'
+    """
+    try:
+        with open(manifest, "rb") as file:
+            content = tomllib.load(file)
+    except (OSError, tomllib.TOMLDecodeError) as error:
+        raise DafJuliaUnavailableError(f"can't read the Julia project's manifest: {manifest}\n({error})") from None
+    # Manifest format 2.0 lists packages under `deps`; format 1.0 at the top level.
+    packages = content.get("deps", {}) if "manifest_format" in content else content
+    entries = packages.get("PythonCall", []) if isinstance(packages, dict) else []
+    for entry in entries if isinstance(entries, list) else []:
+        if isinstance(entry, dict) and entry.get("uuid") == PYTHONCALL_UUID and isinstance(entry.get("version"), str):
+            return entry["version"]
+    return None
+
+
+def check_juliacall_pairing(setup: JuliaSetup, juliacall_version: str | None = None) -> None:
+    """Check that the installed juliacall (or ``juliacall_version``) and the PythonCall in ``setup.project``'s manifest
+    are the same version, as they must be (PythonCall asserts it when juliacall starts Julia): else
+    :class:`DafJuliaVersionError` naming both and how to install the matching pair. Without juliacall there is nothing
+    to check. Reads files only.
+
+    Example:
+        >>> import os, tempfile
+        >>> project = tempfile.mkdtemp()
+        >>> with open(os.path.join(project, "Manifest.toml"), "w") as file:
+        ...     _ = file.write('manifest_format = "2.0"\\n[[deps.PythonCall]]\\n'
+        ...                    'uuid = "6099a3de-0909-46bc-b1f4-468b9a2dfc0d"\\nversion = "0.9.37"\\n')
+        >>> setup = JuliaSetup("/opt/julia/bin/julia", (1, 12, 1), "PATH", project, "PYDAF_JULIA_PROJECT")
+        >>> check_juliacall_pairing(setup, "0.9.37")
+        >>> try:
+        ...     check_juliacall_pairing(setup, "0.9.30")
+        ... except DafJuliaVersionError as error:
+        ...     print(str(error).splitlines()[0])
+        juliacall 0.9.30 can't run with PythonCall 0.9.37 (juliacall X.Y.Z needs PythonCall X.Y.Z)
+    """
+    juliacall_version = _installed_juliacall() if juliacall_version is None else juliacall_version
+    if juliacall_version is None:
+        return
+    manifest = project_manifest(setup.project, setup.version)
+    if manifest is None:  # (find_julia checked it; a caller's own setup may not be instantiated)
+        raise DafJuliaUnavailableError(f"the Julia project is not instantiated (no Manifest.toml): {setup.project}")
+    pythoncall = pythoncall_version(manifest)
+    install = (f"julia --project={setup.project} -e 'using Pkg; Pkg.compat(\"PythonCall\", \"={juliacall_version}\"); "
+               f"Pkg.add(name=\"PythonCall\", version=\"{juliacall_version}\")'")
+    if pythoncall is None:
+        raise DafJuliaVersionError(
+            f"the Julia project has no PythonCall, which juliacall {juliacall_version} needs (at version "
+            f"{juliacall_version}): {manifest}\nchosen by: {setup.project_source}\n(add it: {install})")
+    if pythoncall != juliacall_version:
+        raise DafJuliaVersionError(
+            f"juliacall {juliacall_version} can't run with PythonCall {pythoncall} (juliacall X.Y.Z needs PythonCall "
+            f"X.Y.Z)\nPythonCall {pythoncall}: in {manifest}\nchosen by: {setup.project_source}\n(install the matching "
+            f"pair: pip install 'juliacall=={pythoncall}', or: {install})")
 
 
 def juliacall_environment(setup: JuliaSetup, environ: Mapping[str, str] | None = None) -> dict[str, str]:
