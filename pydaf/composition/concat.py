@@ -203,7 +203,7 @@ def _is_key(key: Any, tuple_lengths: tuple[int, ...]) -> bool:
 def _empty_values(empty: Any) -> dict[Any, StorageScalar]:
     """The ``empty`` values by data key, each a validated scalar."""
     values: dict[Any, StorageScalar] = {}
-    for key, value in pairs_as_dict(empty).items():
+    for key, value in (pairs_as_dict(empty) or {}).items():
         if not _is_key(key, (2, 3, 4)):
             raise DafValueError(f"invalid empty DataKey: {key!r}")
         values[key] = scalar_value(value, what=f"empty value for: {key}")

@@ -20,13 +20,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..core.storage import property_text
 from ..core.undef import Undef, UndefType
+from ..core.values import exact_cast, exact_scalar
 from ..errors import DafMissingError, DafValueError
 from ..formats.mapping import release_pages
 from ..julia_text import julia_string
 from ..keys import pairs_as_dict
 from ..sparse import SparseMatrixCSC, SparseVector, colptr_from_counts
-from ..storage_types import STRING_DTYPE, EltypeLike, StorageScalar, storage_dtype
+from ..storage_types import STRING_DTYPE, EltypeLike, StorageScalar, julia_name, storage_dtype
 
 if TYPE_CHECKING:
     from ..core.readers import DafReader
@@ -66,18 +68,23 @@ def copy_scalar(*, destination: DafWriter, source: DafReader, name: str, rename:
     if value is None:
         return
     if type is not None:
-        value = _convert_scalar(value, storage_dtype(type, what=f"type of the scalar: {rename}"))
+        value = _convert_scalar(value, storage_dtype(type, what=f"type of the scalar: {rename}"), name, source.name)
     destination.set_scalar(rename, value, overwrite=overwrite)
 
 
-def _convert_scalar(value: StorageScalar, dtype: np.dtype) -> StorageScalar:
+def _convert_scalar(value: StorageScalar, dtype: np.dtype, name: str, daf_name: str) -> StorageScalar:
+    """A scalar converted as Julia's ``convert`` (text parsed as Julia's ``parse``): exactly, or a DafValueError."""
     if dtype == STRING_DTYPE:
         return value if isinstance(value, str) else str(value)
     if isinstance(value, str):
-        if dtype.kind == "b":
-            return np.bool_(value == "true")
-        return dtype.type(int(value) if dtype.kind in "iu" else float(value))
-    return dtype.type(value)
+        try:
+            if dtype.kind == "b":
+                return np.bool_({"true": True, "false": False, "1": True, "0": False}[value.strip()])
+            value = int(value) if dtype.kind in "iu" else float(value)
+        except (KeyError, ValueError) as error:
+            raise DafValueError(f"can't parse the value: {value}\nof the scalar: {name}\nas the type: "
+                                f"{julia_name(dtype)}\nin the daf data: {daf_name}") from error
+    return exact_scalar(value, dtype, what=f"scalar: {name}", daf_name=daf_name)
 
 
 def copy_axis(*, destination: DafWriter, source: DafReader, axis: str, rename: str | None = None,
@@ -171,6 +178,7 @@ def copy_vector(*, destination: DafWriter, source: DafReader, axis: str, name: s
     if value is None:
         return
     dtype = storage_dtype(eltype if eltype is not None else value.dtype, what=f"element type of the vector: {rename}")
+    value, empty = _exactly(value, empty, dtype, property_text("vector", axis, name), source.name)
     if relation == _DESTINATION_IS_SUBSET:
         value = _vector_at(value, _positions(source, axis, destination, reaxis))
     elif relation == _SOURCE_IS_SUBSET:
@@ -181,6 +189,32 @@ def copy_vector(*, destination: DafWriter, source: DafReader, axis: str, name: s
     if bestify and dtype != STRING_DTYPE:
         value = _bestify_vector(value, min_sparse_saving_fraction)
     destination.set_vector(reaxis, rename, value, overwrite=overwrite)
+
+
+def _exactly(value: Any, empty: StorageScalar | None, dtype: np.dtype, what: str,
+             daf_name: str) -> tuple[Any, StorageScalar | None]:
+    """A copied value (and the ``empty`` value) converted to a numeric ``dtype`` exactly, as Julia's ``convert``: else
+    a :class:`~pydaf.DafInexactError` naming the first value that does not convert (before anything is written)."""
+    if dtype == STRING_DTYPE:
+        return value, empty
+    if empty is not None and not isinstance(empty, str):
+        empty = exact_scalar(empty, dtype, what=f"empty value for the {what}", daf_name=daf_name)
+    if value.dtype == dtype or value.dtype == STRING_DTYPE:
+        return value, empty
+    if isinstance(value, SparseVector):
+        nzind = value.nzind
+        return SparseVector(value.length, nzind, exact_cast(
+            value.nzval, dtype, what=what, daf_name=daf_name,
+            where=lambda at: f"position: {int(nzind[at[0]]) - 1}")), empty
+    if isinstance(value, SparseMatrixCSC):
+        colptr, rowval = value.colptr, value.rowval
+
+        def where(at: tuple[int, ...]) -> str:
+            column = int(np.searchsorted(colptr, at[0] + 1, side="right")) - 1
+            return f"row: {int(rowval[at[0]]) - 1}\nand the column: {column}"
+
+        return value.with_values(exact_cast(value.nzval, dtype, what=what, daf_name=daf_name, where=where)), empty
+    return exact_cast(value, dtype, what=what, daf_name=daf_name), empty
 
 
 def _vector_at(value: np.ndarray | SparseVector, positions: np.ndarray) -> np.ndarray | SparseVector:
@@ -284,6 +318,7 @@ def copy_matrix(*, destination: DafWriter, source: DafReader, rows_axis: str, co
         if relation == _SOURCE_IS_SUBSET:
             _verify_subset(source.name, from_axis, destination.name, to_axis, what_for)
     dtype = storage_dtype(eltype if eltype is not None else value.dtype, what=f"element type of the matrix: {rename}")
+    value, empty = _exactly(value, empty, dtype, property_text("matrix", rows_axis, columns_axis, name), source.name)
     if _SOURCE_IS_SUBSET in _relations:
         value = _matrix_into(value, (rows_relation, columns_relation),
                              (_into_positions(source, rows_axis, destination, rows_reaxis, rows_relation),
@@ -458,8 +493,8 @@ def copy_all(destination: DafWriter, source: DafReader, *, empty: Mapping | Iter
 
     with source.read_lock():
         tensor_keys: list[tuple[str, str, str, str]] = []
-        empty = expand_tensors([destination, source], pairs_as_dict(empty), tensor_keys)
-        types = expand_tensors([destination, source], pairs_as_dict(types), tensor_keys)
+        empty = expand_tensors([destination, source], pairs_as_dict(empty) or {}, tensor_keys)
+        types = expand_tensors([destination, source], pairs_as_dict(types) or {}, tensor_keys)
         what_for = ": data" if not empty else None
         relations = {axis: _relation(destination=destination, destination_axis=axis, source=source, source_axis=axis,
                                      allow_missing=True, what_for=what_for) for axis in sorted(source.axes_set())}

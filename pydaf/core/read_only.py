@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from .readers import DafReader, DafReadOnly
+from functools import cache
 
-__all__ = ["DafReadOnly", "read_only"]
+from .readers import DafReader, DafReadOnly, missing_attribute, write_methods
+
+__all__ = ["DafReadOnly", "missing_attribute", "read_only", "writer_methods"]
 
 
 def read_only(daf: DafReader, *, name: str | None = None) -> DafReader:
@@ -16,3 +18,17 @@ def read_only(daf: DafReader, *, name: str | None = None) -> DafReader:
         'x!.read_only'
     """
     return daf.read_only(name=name)
+
+
+@cache
+def writer_methods() -> frozenset[str]:
+    """The public methods of :class:`~pydaf.DafWriter` that :class:`~pydaf.DafReader` lacks: what a read-only data set
+    refuses with a :class:`~pydaf.DafReadOnlyError`.
+
+    Example:
+        >>> "set_scalar" in writer_methods(), "get_scalar" in writer_methods()
+        (True, False)
+    """
+    from .writers import DafWriter
+
+    return write_methods(DafWriter)

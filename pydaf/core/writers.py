@@ -37,10 +37,10 @@ from ..storage_types import (
 )
 from .cache import AxisKey, MatrixKey, VectorKey
 from .names import RESERVED_VECTORS, require_lookup_name, require_valid_name
-from .readers import DafReader
+from .readers import DafReader, write_methods
 from .storage import property_text
 from .validation import require_stored_matrix, require_stored_vector
-from .values import as_storable_array, is_scipy_sparse, plain_values
+from .values import as_storable_array, exact_cast, exact_scalar, is_scipy_sparse, plain_values
 
 
 class DafWriter(DafReader):
@@ -177,7 +177,8 @@ class DafWriter(DafReader):
             2
         """
         require_valid_name(axis, what="axis", daf_name=self._name)
-        values = plain_values(entries if not isinstance(entries, str) else [entries])
+        values = plain_values(entries if not isinstance(entries, str) else [entries],
+                              what=f"entries of the axis: {axis}", daf_name=self._name)
         if values.ndim != 1:
             raise DafShapeError(self._message(f"the entries of the new axis: {axis}\nare not a vector"))
         values = as_string_array(values, what=f"entries of the axis: {axis}")
@@ -215,14 +216,40 @@ class DafWriter(DafReader):
         self._state.versions.bump(AxisKey(axis))
 
     def _prepare_fill(self, value: Any, eltype: EltypeLike | None, what: str) -> StorageScalar:
-        """Validate (and convert to ``eltype``) a scalar that fills a whole vector or matrix."""
+        """Validate (and convert exactly to ``eltype``) a scalar that fills a whole vector or matrix."""
         value = scalar_value(value, what=what)
         if eltype is None:
             return value
         if isinstance(value, str):
             raise DafTypeError(self._message(f"can't convert the string fill of the {what}\nto the element type: "
                                              f"{eltype}"))
-        return require_number_dtype(eltype).type(value)
+        return exact_scalar(value, require_number_dtype(eltype), what=f"fill of the {what}", daf_name=self._name)
+
+    def _label_positions(self, axis: str, labels: Any, what: str) -> np.ndarray | None:
+        """Where each entry of the axis is among a pandas object's string labels (``None`` when the labels are the
+        entries in order, or are not strings, e.g. a default ``RangeIndex``: then the values are positional)."""
+        if labels is None or not hasattr(labels, "dtype") or labels.dtype.kind not in "OUT":
+            return None
+        entries = self._axis_entries(axis)
+        names = np.asarray(labels, dtype=object)
+        if names.shape[0] == entries.shape[0] and np.array_equal(names, entries):
+            return None
+        import pandas as pd  # (the labels are a pandas index: pandas is already imported)
+
+        index, entries_index = pd.Index(names), pd.Index(entries)
+        problems = []
+        missing = np.flatnonzero(~entries_index.isin(names))
+        if missing.size:
+            problems.append(f"first missing: {entries[missing[0]]} ({missing.size} missing)")
+        extra = np.flatnonzero(entries_index.get_indexer(names) < 0)
+        if extra.size:
+            problems.append(f"first extra: {names[extra[0]]} ({extra.size} extra)")
+        if not index.is_unique:
+            problems.append(f"first duplicate: {index[index.duplicated()][0]}")
+        if problems:
+            raise DafValueError(self._message(f"{what}\nmismatch the entry names of the axis: {axis}\n("
+                                              + "; ".join(problems) + ")"))
+        return index.get_indexer(entries)
 
     # Vectors.
 
@@ -242,19 +269,26 @@ class DafWriter(DafReader):
             order = np.argsort(positions, kind="stable")
             vector = SparseVector(int(max(value.shape)), (positions[order] + 1).astype(np.int64), coo.data[order])
         else:
-            values = plain_values(value)
+            values = plain_values(value, what=property_text("vector", axis, name), daf_name=self._name)
             if values.ndim != 1:
                 raise DafShapeError(self._message(f"the value given for the vector: {name}\nis not 1-dimensional "
                                                   f"(shape: {values.shape})"))
+            # A pandas Series labelled with the axis entries in another order is aligned by label, as anndata does.
+            positions = self._label_positions(axis, getattr(value, "index", None), "entry names of the: vector")
+            if positions is not None:
+                values = values[positions]
             vector = as_storable_array(values, what=f"vector: {name}")
         self._check_length(axis, vector.shape[0], f"vector: {name}")
-        self._check_names(axis, value, "entry names of the: vector", index=True)
+        what = property_text("vector", axis, name)
         if isinstance(vector, SparseVector):
-            dtype = require_number_dtype(eltype if eltype is not None else vector.nzval.dtype,
-                                         what=f"element type of the vector: {name}")
+            dtype = require_number_dtype(vector.nzval.dtype, what=f"element type of the vector: {name}")
+            if eltype is not None:
+                dtype = require_number_dtype(eltype, what=f"element type of the vector: {name}")
             indtype = require_index_dtype(vector.nzind.dtype)
-            vector = SparseVector(vector.length, np.asarray(vector.nzind, dtype=indtype),
-                                  np.asarray(vector.nzval, dtype=dtype))
+            nzind = np.asarray(vector.nzind, dtype=indtype)
+            vector = SparseVector(vector.length, nzind, exact_cast(
+                vector.nzval, dtype, what=what, daf_name=self._name,
+                where=lambda at: self._entry_text("position", axis, int(nzind[at[0]]) - 1)))
             require_stored_vector(vector, vector.length, what=f"sparse vector given for: {name}",
                                   daf_name=self._name, error=DafValueError)
         elif eltype is not None:
@@ -262,20 +296,47 @@ class DafWriter(DafReader):
             if (dtype == STRING_DTYPE) != (vector.dtype == STRING_DTYPE):
                 raise DafTypeError(self._message(f"can't convert the vector: {name}\nof type: {vector.dtype}\n"
                                                  f"to the element type: {eltype}"))
-            vector = vector.astype(dtype, copy=False)
+            vector = exact_cast(vector, dtype, what=what, daf_name=self._name,
+                                where=lambda at: self._entry_text("position", axis, at[0]))
         return vector
+
+    def _entry_text(self, kind: str, axis: str, position: int) -> str:
+        """``<kind>: <position> (entry: <name>)``, how a message points at a value's place along an axis."""
+        return f"{kind}: {position} (entry: {self._axis_entries(axis)[position]})"
 
     def set_vector(self, axis: str, name: str, value: Any, *, eltype: EltypeLike | None = None,
                    overwrite: bool = False) -> DafWriter:
-        """Set a vector of an axis: a numpy array / list / pandas Series (labels must be the axis entries), a
-        :class:`~pydaf.sparse.SparseVector` or 1 x N scipy sparse matrix (stored sparse), or a scalar to repeat.
-        ``eltype`` converts the values.
+        """Set a vector of an axis: a numpy array / list / pandas Series, a :class:`~pydaf.sparse.SparseVector` or 1 x N
+        scipy sparse matrix (stored sparse), or a scalar to repeat.
+
+        A Series labelled with strings is aligned by label to the axis entries (as anndata does); its labels must be
+        exactly the entries, in any order (else a :class:`~pydaf.DafValueError` names the first missing and the first
+        extra one). A Series with non-string labels (e.g. the default ``RangeIndex``) is positional, as an array.
+        pandas' nullable arrays become their numpy type; a missing value (``pd.NA``) in an integer, Bool or string one
+        is refused (a float one's is NaN).
+
+        ``eltype`` converts the values exactly, as Julia's ``convert``: a value the type can't hold (out of range, a
+        fraction or NaN for an integer type, an integer a float type can't hold exactly) is a
+        :class:`~pydaf.DafInexactError` naming the first one and its position, never wrapped, truncated or rounded (a
+        float given a narrower float type is rounded to it, as Julia's ``convert(Float32, 0.1)``).
 
         Example:
-            >>> import pydaf
-            >>> daf = pydaf.MemoryDaf().add_axis("cell", ["A", "B"])
+            >>> import pydaf, pandas as pd
+            >>> daf = pydaf.MemoryDaf(name="example!").add_axis("cell", ["A", "B"])
             >>> daf.set_vector("cell", "age", [1, 2], eltype="UInt8").get_vector("cell", "age").dtype
             dtype('uint8')
+            >>> daf.set_vector("cell", "donor", pd.Series(["N2", "N1"], index=["B", "A"])).get_vector("cell", "donor")
+            array(['N1', 'N2'], dtype=object)
+            >>> daf.set_vector("cell", "score", [1.0, -1.0], eltype="UInt16")
+            Traceback (most recent call last):
+            ...
+            pydaf.errors.DafInexactError: can't convert exactly the value: -1.0
+            at the position: 1 (entry: B)
+            of the vector: score
+            of the axis: cell
+            to the element type: UInt16
+            (InexactError: UInt16(-1.0); round, clip or fill the values first to change them)
+            in the daf data: example!
         """
         self._require_not_reserved(axis, name)
         require_valid_name(name, what="vector", daf_name=self._name)
@@ -389,21 +450,36 @@ class DafWriter(DafReader):
         elif is_scipy_sparse(value):
             matrix = SparseMatrixCSC.from_scipy(value)
         else:
-            values = plain_values(value)
+            values = plain_values(value, what=property_text("matrix", rows_axis, columns_axis, name),
+                                  daf_name=self._name)
             if values.ndim != 2:
                 raise DafShapeError(self._message(f"the value given for the matrix: {name}\nis not 2-dimensional "
                                                   f"(shape: {values.shape})"))
+            # A DataFrame labelled with the axes' entries in other orders is aligned by label, as anndata does.
+            rows = self._label_positions(rows_axis, getattr(value, "index", None), "row names of the: matrix")
+            columns = self._label_positions(columns_axis, getattr(value, "columns", None),
+                                            "column names of the: matrix")
+            if rows is not None:
+                values = values[rows, :]
+            if columns is not None:
+                values = values[:, columns]
             matrix = np.asfortranarray(as_storable_array(values, what=f"matrix: {name}"))
         for index, (axis, what) in enumerate(((rows_axis, "rows"), (columns_axis, "columns"))):
             self._check_length(axis, matrix.shape[index], f"{what} of the matrix: {name}")
-        self._check_names(rows_axis, value, "row names of the: matrix", index=True)
-        self._check_names(columns_axis, value, "column names of the: matrix", index=False)
+        what = property_text("matrix", rows_axis, columns_axis, name)
         if isinstance(matrix, SparseMatrixCSC):
-            dtype = require_number_dtype(eltype if eltype is not None else matrix.nzval.dtype,
-                                         what=f"element type of the matrix: {name}")
+            dtype = require_number_dtype(matrix.nzval.dtype, what=f"element type of the matrix: {name}")
+            if eltype is not None:
+                dtype = require_number_dtype(eltype, what=f"element type of the matrix: {name}")
             indtype = require_index_dtype(matrix.colptr.dtype)
-            matrix = SparseMatrixCSC(matrix.shape, np.asarray(matrix.colptr, dtype=indtype),
-                                     np.asarray(matrix.rowval, dtype=indtype), np.asarray(matrix.nzval, dtype=dtype))
+            colptr, rowval = np.asarray(matrix.colptr, dtype=indtype), np.asarray(matrix.rowval, dtype=indtype)
+
+            def where(at: tuple[int, ...]) -> str:
+                column = int(np.searchsorted(colptr, at[0] + 1, side="right")) - 1
+                return self._cell_text(rows_axis, columns_axis, int(rowval[at[0]]) - 1, column)
+
+            matrix = SparseMatrixCSC(matrix.shape, colptr, rowval,
+                                     exact_cast(matrix.nzval, dtype, what=what, daf_name=self._name, where=where))
             require_stored_matrix(matrix, matrix.shape, what=f"sparse matrix given for: {name}",
                                   daf_name=self._name, error=DafValueError)
         elif eltype is not None:
@@ -411,8 +487,14 @@ class DafWriter(DafReader):
             if (dtype == STRING_DTYPE) != (matrix.dtype == STRING_DTYPE):
                 raise DafTypeError(self._message(f"can't convert the matrix: {name}\nof type: {matrix.dtype}\n"
                                                  f"to the element type: {eltype}"))
-            matrix = matrix.astype(dtype, order="F", copy=False)
+            matrix = np.asfortranarray(exact_cast(matrix, dtype, what=what, daf_name=self._name,
+                                                  where=lambda at: self._cell_text(rows_axis, columns_axis, *at)))
         return matrix
+
+    def _cell_text(self, rows_axis: str, columns_axis: str, row: int, column: int) -> str:
+        """``row: <i> (entry: <name>)\\nand the column: <j> (entry: <name>)``, a matrix value's place."""
+        return (f"{self._entry_text('row', rows_axis, row)}\nand the "
+                f"{self._entry_text('column', columns_axis, column)}")
 
     def set_matrix(self, rows_axis: str, columns_axis: str, name: str, value: Any, *,
                    eltype: EltypeLike | None = None, overwrite: bool = False, relayout: bool = True) -> DafWriter:
@@ -420,12 +502,28 @@ class DafWriter(DafReader):
         column-major; a C-order array is copied), a scipy sparse matrix or :class:`~pydaf.sparse.SparseMatrixCSC`
         (stored sparse), or a scalar to repeat. With ``relayout`` (the default) the other layout is stored too.
 
+        A DataFrame's string index and columns are aligned by label to the rows and columns axes, and ``eltype``
+        converts exactly, as for :meth:`set_vector` (a refused value is named with its row and column, 0-based, and
+        their entries; for sparse data only the stored values are converted).
+
         Example:
             >>> import pydaf, numpy as np
-            >>> daf = pydaf.MemoryDaf().add_axis("cell", ["A"]).add_axis("gene", ["X", "Y"])
+            >>> daf = pydaf.MemoryDaf(name="example!").add_axis("cell", ["A"]).add_axis("gene", ["X", "Y"])
             >>> daf.set_matrix("cell", "gene", "UMIs", np.array([[1, 2]])).has_matrix("gene", "cell", "UMIs",
             ...                                                                        relayout=False)
             True
+            >>> daf.set_matrix("cell", "gene", "fraction", np.array([[0.5, 1.0]]), eltype="UInt8")
+            Traceback (most recent call last):
+            ...
+            pydaf.errors.DafInexactError: can't convert exactly the value: 0.5
+            at the row: 0 (entry: A)
+            and the column: 0 (entry: X)
+            of the matrix: fraction
+            for the rows axis: cell
+            and the columns axis: gene
+            to the element type: UInt8
+            (InexactError: UInt8(0.5); round, clip or fill the values first to change them)
+            in the daf data: example!
         """
         require_valid_name(name, what="matrix", daf_name=self._name)
         relayout = relayout and rows_axis != columns_axis
@@ -598,3 +696,6 @@ def _require_count(value: int, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 0:
         raise DafValueError(f"invalid {what}: {value!r} (expected a non-negative integer)")
     return int(value)
+
+
+write_methods(DafWriter)  # what a read-only data set refuses as a write (DafReader.__getattr__)

@@ -27,12 +27,13 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from ..core.values import exact_cast
 from ..errors import DafTypeError, DafValueError
 from ..julia_text import julia_string
 from ..kernels import reductions as kernels
 from ..kernels.eltwise import divide_columns, map_values, significant_columns
 from ..sparse import SparseMatrixCSC, colptr_from_counts, copy_array, dense_column_major, is_read_only_array
-from ..storage_types import STRING_DTYPE, julia_name
+from ..storage_types import STRING_DTYPE
 from .base import (
     AT_LEAST_0,
     AT_MOST_1,
@@ -204,42 +205,9 @@ def _cast(values: Any, dtype: np.dtype) -> Any:
 
 def _cast_into(values: np.ndarray, out: np.ndarray, *, integral: bool = False) -> None:
     """Write ``values`` converted to the type of ``out`` into it, as :func:`_cast` (``integral``: the values are
-    known to be whole numbers, e.g. rounded). The range is checked with the minimum and the maximum (two SIMD passes,
-    no temporaries); only when they fail is each value checked, to report the first one that does not fit."""
-    dtype = out.dtype
-    if dtype.kind in "iub" and values.size and values.dtype.kind != "b" and not _fits(values, dtype, integral):
-        fits = _fitting(values, dtype)
-        bad = values[~fits].ravel()[0] if values.ndim else values[()]
-        raise DafValueError(f"InexactError: {julia_name(dtype)}({julia_string(bad)})")
-    with np.errstate(invalid="ignore", over="ignore"):
-        np.copyto(out, values, casting="unsafe")
-
-
-def _fits(values: np.ndarray, dtype: np.dtype, integral: bool) -> bool:
-    """Whether every value converts to the integer or Bool ``dtype`` exactly (NaN makes the extremes NaN: no)."""
-    low, high = values.min(), values.max()
-    if dtype == _BOOL:
-        return bool(low >= 0 and high <= 1) and (values.dtype.kind != "f" or integral
-                                                  or bool(np.all((values == 0) | (values == 1))))
-    info = np.iinfo(dtype)
-    if values.dtype.kind != "f":
-        return info.min <= int(low) and int(high) <= info.max
-    # (float(2**63) == 2**63 rounds up past Int64's range.)
-    return bool(np.isfinite(low) and np.isfinite(high) and float(low) >= info.min
-                and float(high) < float(info.max) + 1.0) and (integral or bool(np.all(np.trunc(values) == values)))
-
-
-def _fitting(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    """Which values convert to the integer or Bool ``dtype`` exactly."""
-    if dtype == _BOOL:
-        return (values == 0) | (values == 1)
-    info = np.iinfo(dtype)
-    with np.errstate(invalid="ignore"):
-        fits = (values >= info.min) & (values <= info.max)
-        if values.dtype.kind == "f":
-            fits &= np.isfinite(values) & (np.trunc(values) == values)
-            fits &= values < float(info.max) + 1.0
-    return fits
+    known to be whole numbers, e.g. rounded): the writers' :func:`~pydaf.core.values.exact_cast`, except that a float
+    type rounds what it can't hold exactly, as Julia's ``convert`` does."""
+    exact_cast(values, out.dtype, out=out, exact_floats=False, integral=integral)
 
 
 def _scalar(value: Any, dtype: np.dtype) -> Any:
