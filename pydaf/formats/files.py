@@ -45,6 +45,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from ..errors import (
+    DafClosedError,
     DafError,
     DafFormatError,
     DafLockedError,
@@ -560,6 +561,7 @@ class FilesFormat(FormatWriter):
     def _folder(self, parts: tuple[str, ...], *, create: bool = False, links: bool = True) -> Iterator[int | None]:
         """A descriptor of a folder of the data set (None if it is missing and not ``create``), opened part by part
         without following links: a link raises (``ELOOP``), or is taken as missing if not ``links``."""
+        self._require_open()
         folder = self._root
         try:
             for part in parts:
@@ -644,6 +646,7 @@ class FilesFormat(FormatWriter):
                                f"{_MAX_NAME_BYTES} bytes, so its hidden backups are valid file names)")
 
     def _require_writable(self, what: str) -> _WriterLock:
+        self._require_open()
         if not self.is_writable or self._lock is None:
             raise DafReadOnlyError(f"can't change {what}\nin the read-only daf directory: {self.path}")
         if not self._lock.valid:
@@ -663,7 +666,17 @@ class FilesFormat(FormatWriter):
         lines.append(f"{indent}mode: {self.mode}")
 
     def format_close(self) -> None:
+        """Drop what unfilled builders wrote (an overwrite keeps the old value), then close the directory and
+        release the writer lock (this process's last writable handle releases the ``flock``). Arrays already
+        returned stay valid: they keep their maps, never the lock. Idempotent."""
+        if self._closer.alive and self._pending:
+            self.format_discard_empty()
         self._closer()
+
+    def _require_open(self) -> None:
+        # (the descriptor of a closed root may already number another file: never use it)
+        if not self._closer.alive:
+            raise DafClosedError(f"the daf directory: {self.path}\nwas closed (reopen it to use it again)")
 
     # Existence and names.
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import atexit
 import fcntl
+import gc
 import os
 import re
 import struct
@@ -34,6 +35,7 @@ import numpy as np
 from h5py import h5d, h5f, h5fd, h5i, h5l, h5o, h5p, h5s, h5t
 
 from ..errors import (
+    DafClosedError,
     DafError,
     DafFormatError,
     DafLockedError,
@@ -183,7 +185,11 @@ class _LockHold:
     """One writer's or reader's share of a :class:`_FileLock`, released when this object is garbage."""
 
     def __init__(self, lock: _FileLock, writable: bool) -> None:
-        weakref.finalize(self, lock.release, writable)
+        self._release = weakref.finalize(self, lock.release, writable)
+
+    def release(self) -> None:
+        """Release the share now (once: the garbage collector then has nothing left to release)."""
+        self._release()
 
 
 class _OpenFile:
@@ -199,6 +205,11 @@ class _OpenFile:
         self._journal = None if journal is None else weakref.ref(journal)
         self.writing = threading.RLock()
         self.states: weakref.WeakValueDictionary[str, Any] = weakref.WeakValueDictionary()
+        #: The H5df handles opened on the file by path (``H5df.close`` closes the file when the last one closes,
+        #: unless a caller still holds an ``h5py`` object of it), and the ``h5py.File`` objects handed out.
+        self.handles = 0
+        # (by identity: h5py objects of one file compare equal, so a WeakSet would keep one of them)
+        self._files: weakref.WeakValueDictionary[int, h5py.File] = weakref.WeakValueDictionary()
         self.retained_maps = MapRetainer()  # (read-only maps reused after their arrays are dropped, while it is open)
         self._checked_heaps: set[tuple[int, int, tuple[int, int]]] = set()
 
@@ -206,7 +217,27 @@ class _OpenFile:
     def file(self) -> h5py.File:
         file = h5py.File(self.fid)
         file._pydaf_open_file = self  # keeps this record (and so the lock) alive as long as the caller's file object
+        self._files[id(file)] = file
         return file
+
+    def close_unused(self) -> None:
+        """Close the file (releasing its lock, see :meth:`close`) if no H5df handle is open on it and no caller holds
+        an ``h5py`` object of it (``open_h5_file``'s files, their groups and datasets): called by the last
+        ``H5df.close``. Otherwise the file stays open for them, and closes when they are garbage (as before)."""
+        if self.handles or not self.fid.valid:
+            return
+        if len(self._files) or h5f.get_obj_count(self.fid, h5f.OBJ_ALL) > 1:
+            gc.collect()  # (objects only a reference cycle still holds, e.g. a traceback's frames)
+        with _open_files_lock:  # (which an open holds while it hands the file out)
+            if self.handles or len(self._files) or h5f.get_obj_count(self.fid, h5f.OBJ_ALL) > 1:
+                return
+            if self.key in _open_files and _open_files[self.key]() is self:
+                del _open_files[self.key]
+        try:
+            self.close()
+        finally:
+            if self.hold is not None:
+                self.hold.release()
 
     @property
     def journal(self) -> JournaledFile | None:
@@ -629,7 +660,8 @@ class H5dfFormat(FormatWriter):
 
     type_name = "H5df"
 
-    def __init__(self, root: h5py.Group, mode: str, *, default_name: str, complete_path: str | None) -> None:
+    def __init__(self, root: h5py.Group, mode: str, *, default_name: str, complete_path: str | None,
+                 owns_file: bool = False) -> None:
         self.root = root
         self.file = root.file
         self.path = self.file.filename
@@ -639,6 +671,12 @@ class H5dfFormat(FormatWriter):
         self._default_name = default_name
         self._complete_path = complete_path
         self._open_file = _record_of(self.file)
+        # (a handle opened by path counts as a user of the file, until closed; one given an h5py group does not)
+        self._owns_file = owns_file
+        if owns_file:
+            with _open_files_lock:
+                self._open_file.handles += 1
+        self._closed = False
         self._replaced: list[tuple[h5py.Group, str]] = []  # (group, name) renamed to _OLD + name, until committed
         self._building: list[tuple[h5py.Group, str]] = []  # (group, name) created as _NEW + name, until filled
         self._top_groups: dict[str, h5py.Group] = {}
@@ -672,7 +710,29 @@ class H5dfFormat(FormatWriter):
         lines.append(f"{indent}mode: {self.mode}")
 
     def format_close(self) -> None:
-        self.flush()
+        """Commit (a writable handle) and let go of the file: this handle's HDF5 objects are dropped, and the last
+        handle opened by path closes the HDF5 file (and its undo journal) and releases its lock, unless the caller
+        still holds an ``h5py`` object of it. Arrays mapped from the file stay valid and read-only; each keeps a
+        share of this process's shared lock on the file until it is dropped (another process can read the file
+        meanwhile, but not write it: its writes could reuse the bytes under the array). Idempotent."""
+        if self._closed:
+            return
+        record = self._open_file
+        try:
+            if self.is_writable and record.fid.valid:
+                if self._building or self._replaced:
+                    self.format_discard_empty()  # (an unfilled builder: put back what it was to replace)
+                self.flush()
+        finally:
+            self._closed = True
+            self.root = self.file = None  # type: ignore[assignment]
+            self._top_groups.clear()
+            self._building.clear()
+            self._replaced.clear()
+            if self._owns_file:
+                with _open_files_lock:
+                    record.handles -= 1
+                record.close_unused()
 
     def flush(self) -> None:
         """Flush HDF5's metadata and commit the file's undo journal (see :mod:`pydaf.formats.undo_journal`)."""
@@ -724,6 +784,9 @@ class H5dfFormat(FormatWriter):
     def _writing(self, what: str, *created: tuple[h5py.Group, str], commit: bool = True) -> Iterator[None]:
         """Run one write operation of ``what``; ``created`` are the objects it creates (removed if it fails). With
         ``commit``, the properties it replaced are deleted and the metadata flushed at its end."""
+        if self._closed:  # (a builder still filling when its data set was closed)
+            raise DafClosedError(f"can't write the {what}\nin the H5df data: {self._default_name}\nwhich was closed "
+                                 "(reopen it to write it)")
         with self._open_file.writing:
             journal = self._open_file.journal
             if journal is not None:
@@ -1116,6 +1179,8 @@ class H5dfFormat(FormatWriter):
     def format_discard_empty(self) -> bool:
         # Drop the failed builders' staged data and put back what they were to replace (renamed aside by the
         # for_set delete): a failed overwrite keeps the old value.
+        if self._closed:
+            return True  # (closing did it)
         with self._open_file.writing:
             problem = self._roll_back(())
         if problem is not None:
@@ -1362,7 +1427,8 @@ class H5df(PersistentDaf):
             raise DafFormatError(f"not a daf data set: {where}\n(it is a non-empty HDF5 "
                                  f"{'file' if group.name == '/' else 'group'}; mode w+ will not wipe it, "
                                  "use mode w to replace it)")
-        return H5dfFormat(group, mode, default_name=where, complete_path=complete_path)
+        return H5dfFormat(group, mode, default_name=where, complete_path=complete_path,
+                          owns_file=not isinstance(root, h5py.Group))
 
     def flush(self) -> None:
         """Flush the HDF5 file to disk.
@@ -1371,7 +1437,8 @@ class H5df(PersistentDaf):
             >>> import pydaf, tempfile, os
             >>> pydaf.H5df(os.path.join(tempfile.mkdtemp(), "x.h5df"), "w").flush()
         """
-        self._format.flush()
+        with self._state.lock.read():  # (so a closed data set raises DafClosedError)
+            self._format.flush()
 
 
 def _count_objects(group: h5py.Group) -> int:
@@ -1385,33 +1452,28 @@ def _count_objects(group: h5py.Group) -> int:
     return count
 
 
-def repack(source: str | os.PathLike, destination: str | os.PathLike, *, progress: bool = True) -> None:
-    """Rewrite an H5df data set compactly into a new file (or ``.h5dfs#/group``), with every dataset aligned and
-    contiguous layouts kept. Deleted properties leave unused space in HDF5 files; this reclaims it. Close (drop)
-    writers of the source first: any live map of it stays valid, but sees the old file.
+def repack_into(source: str | os.PathLike, writer: H5df, *, progress: bool = True) -> None:
+    """Fill a new, empty H5df ``writer`` with a compact copy of the H5df data set at ``source``: every dataset aligned
+    and contiguous layouts kept (deleted properties leave unused space in HDF5 files; this reclaims it). The format's
+    ``repack`` in the registry; :func:`pydaf.repack` builds the writer aside and moves it into place.
 
     Example:
         >>> import pydaf, tempfile, os
         >>> folder = tempfile.mkdtemp()
-        >>> daf = pydaf.H5df(os.path.join(folder, "a.h5df"), "w").set_scalar("x", 1)
-        >>> pydaf.repack(os.path.join(folder, "a.h5df"), os.path.join(folder, "b.h5df"), progress=False)
-        >>> pydaf.H5df(os.path.join(folder, "b.h5df"), "r").get_scalar("x")
+        >>> _ = pydaf.H5df(os.path.join(folder, "a.h5df"), "w").set_scalar("x", 1)
+        >>> writer = pydaf.H5df(os.path.join(folder, "b.h5df"), "w")
+        >>> repack_into(os.path.join(folder, "a.h5df"), writer, progress=False)
+        >>> writer.get_scalar("x")
         np.int64(1)
     """
     from tqdm.auto import tqdm
 
     source_path, _ = split_h5df_path(source)
-    destination_path, _ = split_h5df_path(destination)
-    if os.path.abspath(source_path) == os.path.abspath(destination_path):
-        raise DafModeError(f"can't repack the H5df file: {source_path}\ninto itself")
     reader = H5df(source, "r")
     source_root = reader.format.root  # type: ignore[attr-defined]
-    writer = H5df(destination, "w")
-    destination_root = writer.format.root
-    total = _count_objects(source_root)
-    with tqdm(total=total, desc=f"repack {os.path.basename(source_path)}", unit="dataset",
+    with tqdm(total=_count_objects(source_root), desc=f"repack {os.path.basename(source_path)}", unit="dataset",
               disable=not progress) as bar:
-        _copy_tree(source_root, destination_root, bar.update)
+        _copy_tree(source_root, writer.format.root, bar.update)  # type: ignore[attr-defined]
     writer.flush()
 
 
@@ -1459,4 +1521,4 @@ def _guess_can_open(path: str) -> bool:
 
 FORMAT = register_format(FormatEntry(
     name="H5df", paths="an HDF5 file (x.h5df), or a group in one (x.h5dfs#/group)", guess_can_open=_guess_can_open,
-    open=H5df.open, repack=repack))
+    open=H5df.open, repack=repack_into))

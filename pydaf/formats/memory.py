@@ -33,6 +33,14 @@ class MemoryFormat(FormatWriter):
     def format_default_name(self) -> str:
         return "memory"
 
+    def format_close(self) -> None:
+        """Drop the data (as ``io.BytesIO.close`` drops its buffer): arrays already returned are the caller's."""
+        for held in (self.scalars, self.axes, self.vectors, self.matrices, self._replaced_vectors,
+                     self._replaced_matrices):
+            held.clear()
+        self._building_vectors.clear()
+        self._building_matrices.clear()
+
     def format_has_scalar(self, name: str) -> bool:
         return name in self.scalars
 

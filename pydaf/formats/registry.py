@@ -35,14 +35,15 @@ class FormatEntry:
             returns a read-only data set.
         fallback: asked only after every other format, for paths that none of them recognises (FilesDaf: Julia's
             ``open_daf`` opens a FilesDaf directory "otherwise").
-        repack: rewrites a data set compactly into a new path (``pydaf repack``), or ``None`` if the format has no
-            such operation.
+        repack: fills a new, empty writer of this format with a compact copy of the data set at a path
+            (``repack(source, writer, *, progress)``; :func:`pydaf.repack` builds the writer aside and moves it into
+            place), or ``None`` if the format has no such operation.
 
     Example:
         >>> import os, tempfile, pydaf
         >>> entry = guess_format(os.path.join(tempfile.mkdtemp(), "x.h5df"))
-        >>> entry.name, entry.fallback, entry.repack is pydaf.repack
-        ('H5df', False, True)
+        >>> entry.name, entry.fallback, entry.repack.__name__
+        ('H5df', False, 'repack_into')
     """
 
     name: str

@@ -10,7 +10,8 @@ or ``colptr``/``rowval``/``nzval`` arrays (1-based; ``nzval`` omitted for all-tr
 Every array is one uncompressed chunk (``c/0`` or ``c/0/0``), which is memory-mapped when read; a chunk whose every
 element is the fill value (zero, ``false``, ``""``) is not written, as Zarr.jl does. The ``zarr.json`` files are
 written with Julia's bytes (keys sorted, no spaces). A directory's root ``zarr.json`` also holds the inline
-consolidated metadata of every node, appended to on each write and rebuilt on each delete, as Julia does; a ZIP
+consolidated metadata of every node, rewritten on each change, its keys in :func:`consolidated_order` (Julia's hash
+order is the only difference from Julia's bytes: zarr-python can't read that order, and Julia reads any); a ZIP
 archive has none (its central directory is the index).
 
 Writes are atomic per property. In a directory, a property's node is written under a hidden temporary name and
@@ -50,7 +51,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import DafFormatError, DafLockedError, DafModeError, DafStorageError
+from ..errors import DafClosedError, DafFormatError, DafLockedError, DafModeError, DafStorageError
 from ..sparse import SparseMatrixCSC, SparseVector
 from ..storage_types import STRING_DTYPE, StorageScalar, scalar_dtype
 from .base import CacheGroup, FormatWriter, StoredMatrix, StoredVector, parse_mode, weakest_cache_group
@@ -68,12 +69,6 @@ _DATA_TYPE_NAMES: dict[np.dtype, str] = {dtype: name for name, dtype in _DATA_TY
 #: A group's ``zarr.json`` as Zarr.jl writes it, and its entry in the consolidated metadata as DAF.jl writes it.
 _GROUP_FILE = b'{"node_type":"group","zarr_format":3}'
 _GROUP_ENTRY = '{"zarr_format":3,"node_type":"group"}'
-
-#: The order of the root groups in the consolidated metadata of a new data set (verified in Julia's fixture), and of
-#: the arrays of a sparse property (verified for matrices; Julia walks a dictionary, whose order for the two vector
-#: components is not verified).
-_ROOT_GROUPS = ("axes", "matrices", "vectors", "scalars")
-_COMPONENT_ORDER = ("nzval", "colptr", "rowval", "nzind")
 
 _MAX_METADATA_BYTES = 1 << 28  # a zarr.json larger than this is not metadata (the root of a million nodes is ~500 MB)
 _MAX_CHUNKS = 1 << 20  # chunks of one foreign array (pydaf and Julia write one)
@@ -685,6 +680,7 @@ class ZarrFormat(FormatWriter):
         self.group = group
         self.path = self.container if group is None else f"{self.container}#/{group}"
         self._building: tuple[str, _Writer] | None = None  # an empty_* builder's node and writer, until filled
+        self._closed = False
         self._nodes: _DirectoryNodes | _ZipNodes
         if is_zip:
             if truncate and group is not None:
@@ -817,21 +813,20 @@ class ZarrFormat(FormatWriter):
             self._reload_consolidated(metadata)
 
     def _reload_consolidated(self, metadata: dict[str, Any]) -> None:
+        """Rewrite the root unless it is exactly what :meth:`_root_bytes` writes for the tree: stale or broken
+        metadata (Julia trusts a stale one), and also Julia's key order (which zarr-python can't read) is replaced."""
         walked = self._walk_entries()
         consolidated = metadata.get("consolidated_metadata")
         stored = consolidated.get("metadata") if isinstance(consolidated, dict) else None
-        if isinstance(stored, dict) and consolidated.get("kind") == "inline" and stored.keys() == walked.keys() and \
-                all(stored[key] == json.loads(text) for key, text in walked.items()):
-            self._nodes.consolidated = {key: walked[key] for key in stored}
-            if consolidated != {"kind": "inline", "must_understand": False, "metadata": stored} or \
-                    list(metadata) != ["zarr_format", "node_type", "attributes", "consolidated_metadata"]:
-                self._write_root()
-            return
         self._nodes.consolidated = walked
+        if isinstance(stored, dict) and consolidated.get("kind") == "inline" and stored.keys() == walked.keys() and \
+                all(stored[key] == json.loads(text) for key, text in walked.items()) and \
+                self._nodes.read("zarr.json", _MAX_METADATA_BYTES) == self._root_bytes():
+            return
         self._write_root()
 
     def _walk_entries(self) -> dict[str, str]:
-        """Every node under the root with its consolidated descriptor, read from the tree, in Julia's walk order."""
+        """Every node under the root with its consolidated descriptor, read from the tree."""
         entries: dict[str, str] = {}
         pending = [""]
         while pending:
@@ -844,35 +839,38 @@ class ZarrFormat(FormatWriter):
                     pending.append(key)
                 else:
                     entries[key] = json.dumps(metadata, separators=(",", ":"), ensure_ascii=False)
-        return _walk_order(entries)
+        return entries
 
-    def _write_root(self) -> None:
+    def _root_bytes(self) -> bytes:
+        """The root ``zarr.json``, in Julia's form except for the order of the consolidated keys: by depth, then by
+        path (:func:`consolidated_order`), which zarr-python's reader needs; Julia's reader takes any order."""
         nodes = self._nodes
         assert isinstance(nodes, _DirectoryNodes) and nodes.consolidated is not None
         attributes = json.dumps(nodes.attributes, separators=(",", ":"), ensure_ascii=False)
-        body = ",".join(f"{json.dumps(key, ensure_ascii=False)}:{text}" for key, text in nodes.consolidated.items())
-        self._nodes.write_file("zarr.json", (
-            f'{{"zarr_format":3,"node_type":"group","attributes":{attributes},"consolidated_metadata":{{"kind":'
-            f'"inline","must_understand":false,"metadata":{{{body}}}}}}}').encode())
+        body = ",".join(f"{json.dumps(key, ensure_ascii=False)}:{nodes.consolidated[key]}"
+                        for key in sorted(nodes.consolidated, key=consolidated_order))
+        return (f'{{"zarr_format":3,"node_type":"group","attributes":{attributes},"consolidated_metadata":{{"kind":'
+                f'"inline","must_understand":false,"metadata":{{{body}}}}}}}').encode()
+
+    def _write_root(self) -> None:
+        self._nodes.write_file("zarr.json", self._root_bytes())
 
     def _consolidate(self, entries: list[tuple[str, str]]) -> None:
-        """Append nodes to the consolidated metadata (byte surgery in Julia: the new entries go last)."""
+        """Add (or replace) nodes in the consolidated metadata (Julia appends them by byte surgery; pydaf rewrites
+        the root with every key in :func:`consolidated_order`)."""
         if not isinstance(self._nodes, _DirectoryNodes) or self._nodes.consolidated is None:
             return
         with self._nodes.mutex:
-            for key, text in entries:
-                self._nodes.consolidated.pop(key, None)
-                self._nodes.consolidated[key] = text
+            self._nodes.consolidated.update(entries)
             self._write_root()
 
     def _unconsolidate(self, nodes: list[str]) -> None:
-        """Drop nodes (and what is under them) from the consolidated metadata, rebuilt in walk order as Julia does."""
+        """Drop nodes (and what is under them) from the consolidated metadata."""
         if not isinstance(self._nodes, _DirectoryNodes) or self._nodes.consolidated is None:
             return
         with self._nodes.mutex:
-            kept = {key: text for key, text in self._nodes.consolidated.items()
-                    if not any(key == node or key.startswith(node + "/") for node in nodes)}
-            self._nodes.consolidated = _walk_order(kept)
+            self._nodes.consolidated = {key: text for key, text in self._nodes.consolidated.items()
+                                        if not any(key == node or key.startswith(node + "/") for node in nodes)}
             self._write_root()
 
     # Reading nodes.
@@ -992,6 +990,9 @@ class ZarrFormat(FormatWriter):
     def _writing(self, node: str, writer: _Writer | None = None) -> Iterator[_Writer]:
         """A writer of a node's files (or a builder's, started earlier): aborted if the block fails, an ``OSError``
         (a full disk, ...) becoming a :class:`~pydaf.DafStorageError` naming the node."""
+        if getattr(self, "_closed", False):  # (a builder still filling when its data set was closed)
+            raise DafClosedError(f"can't write the node: {node}\nof the daf zarr group: {self.path}\nwhich was "
+                                 "closed (reopen it to write it)")
         try:
             writer = writer if writer is not None else self._nodes.begin(node)
         except OSError as error:
@@ -1040,8 +1041,12 @@ class ZarrFormat(FormatWriter):
         return shared_state(self.container, self.group, state)
 
     def format_close(self) -> None:
-        """Release this handle's hold of the archive (or of the directory's writer lock); arrays already returned
-        stay valid."""
+        """Release this handle's hold of the archive (or of the directory's writer lock), after dropping what an
+        unfilled builder wrote (an overwrite keeps the old value); arrays already returned stay valid (they keep
+        their maps, not the lock). Idempotent."""
+        if getattr(self, "_building", None) is not None and not getattr(self, "_closed", False):
+            self.format_discard_empty()
+        self._closed = True
         release = getattr(self, "_release", None)
         if release is not None:
             release()
@@ -1351,42 +1356,24 @@ def _sparse_parts(indices: list[tuple[str, np.ndarray]], nzval: np.ndarray) -> l
 
 
 def _sparse_entries(node: str, metadata: dict[str, str]) -> list[tuple[str, str]]:
-    """The consolidated entries of a sparse property: its group, then its arrays in Julia's order."""
-    names = sorted(metadata, key=_COMPONENT_ORDER.index)
-    return [(node, _GROUP_ENTRY), *((f"{node}/{name}", metadata[name]) for name in names)]
+    """The consolidated entries of a sparse property: its group and its arrays."""
+    return [(node, _GROUP_ENTRY), *((f"{node}/{name}", metadata[name]) for name in metadata)]
 
 
-def _walk_order(entries: dict[str, str]) -> dict[str, str]:
-    """Julia's rebuild order of the consolidated metadata: depth first, each group's groups (the root's in the order
-    of a new data set, others by name) before its arrays (by name; a sparse property's in Julia's order)."""
-    children: dict[str, list[str]] = {}
-    for key in entries:
-        children.setdefault(_parent(key), []).append(key)
+def consolidated_order(key: str) -> tuple[int, list[str]]:
+    """Where a node goes in the consolidated metadata pydaf writes: by depth, then by path (part by part), so the
+    children of each group are consecutive, as zarr-python's reader needs (its ``_flat_to_nested`` sorts the keys by
+    depth only, stably, and groups consecutive keys by parent: Julia's hash order, which interleaves parents, makes
+    ``zarr.open_group`` fail with "No group found"). zarr-python itself writes by depth then case-folded path, which
+    interleaves ``Cell/…`` and ``cell/…``; comparing the parts exactly never does.
 
-    def rank(key: str) -> tuple[int, int, str]:
-        name = key.rpartition("/")[2]
-        if "/" not in key and name in _ROOT_GROUPS:
-            return (0, _ROOT_GROUPS.index(name), name)
-        if name in _COMPONENT_ORDER and '"node_type":"array"' in entries[key]:
-            return (1, _COMPONENT_ORDER.index(name), name)
-        return (2, 0, name)
-
-    ordered: dict[str, str] = {}
-
-    def visit(node: str) -> None:
-        kids = sorted(children.get(node, []), key=rank)
-        groups = [key for key in kids if '"node_type":"group"' in entries[key]]
-        for key in groups:
-            ordered[key] = entries[key]
-            visit(key)
-        for key in kids:
-            if key not in ordered:
-                ordered[key] = entries[key]
-
-    visit("")
-    for key in entries:  # nodes whose parent is not a node (should not happen) keep a place
-        ordered.setdefault(key, entries[key])
-    return ordered
+    Example:
+        >>> sorted(["vectors/cell/age", "axes/cell", "vectors", "axes", "vectors/cell", "axes/Cell"],
+        ...        key=consolidated_order)
+        ['axes', 'vectors', 'axes/Cell', 'axes/cell', 'vectors/cell', 'vectors/cell/age']
+    """
+    parts = key.split("/")
+    return len(parts), parts
 
 
 class ZarrDaf(PersistentDaf):

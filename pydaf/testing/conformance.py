@@ -350,9 +350,12 @@ class DafConformance:
             daf.set_vector("cell", "age", np.array([1, 2, 3, 4], np.float16), overwrite=True)
         with pytest.raises(pydaf.DafTypeError):
             daf.set_vector("cell", "age", np.array([1, "a", 3, 4], object), overwrite=True)
-        with pytest.raises(pydaf.DafShapeError, match="entry names of the: vector\nmismatch the entry names of the "
-                                                      "axis: cell"):
-            daf.set_vector("cell", "age", pd.Series([1, 2, 3, 4], index=["D", "C", "B", "A"]), overwrite=True)
+        with pytest.raises(pydaf.DafValueError, match="entry names of the: vector\nmismatch the entry names of the "
+                                                      "axis: cell\n\\(first missing: A \\(1 missing\\); first "
+                                                      "extra: E"):
+            daf.set_vector("cell", "age", pd.Series([1, 2, 3, 4], index=["D", "C", "B", "E"]), overwrite=True)
+        with pytest.raises(pydaf.DafInexactError, match="value: 300\nat the position: 2 \\(entry: C\\)"):
+            daf.set_vector("cell", "age", [1, 2, 300, 4], eltype="UInt8", overwrite=True)
         with pytest.raises(pydaf.DafShapeError):
             daf.set_vector("cell", "age", np.ones((2, 2)), overwrite=True)
         assert self.reopen(daf).get_vector("cell", "age").tolist() == [1, 2, 3, 4]
@@ -407,8 +410,11 @@ class DafConformance:
         daf = self.reopen(daf)
         np.testing.assert_array_equal(daf.get_matrix("cell", "gene", "c_order"), values)
         np.testing.assert_array_equal(daf.get_matrix("cell", "gene", "frame"), values)
-        bad = pd.DataFrame(values, index=["A", "B", "C", "D"], columns=["Z", "Y", "X"])
-        with pytest.raises(pydaf.DafShapeError, match="column names of the: matrix"):
+        reordered = pd.DataFrame(values[::-1, ::-1], index=["D", "C", "B", "A"], columns=["Z", "Y", "X"])
+        np.testing.assert_array_equal(daf.set_matrix("cell", "gene", "reordered", reordered)  # (aligned by label)
+                                      .get_matrix("cell", "gene", "reordered"), values)
+        bad = pd.DataFrame(values, index=["A", "B", "C", "D"], columns=["Z", "Y", "W"])
+        with pytest.raises(pydaf.DafValueError, match="column names of the: matrix"):
             daf.set_matrix("cell", "gene", "bad", bad)
 
     def test_string_matrices(self, daf):
@@ -735,6 +741,30 @@ class DafConformance:
         assert view.vector_version_counter("cell", "age") == 2
         assert view.read_only() is view
         assert "type: ReadOnly\nbase: " in view.description()
+
+    def test_close_and_with_blocks(self, daf):
+        self.cells(daf).set_vector("cell", "age", [1, 2, 3, 4]).set_scalar("version", 1)
+        held = daf.get_vector("cell", "age")
+        reader = daf.read_only()
+        path = daf.complete_path()
+        with daf as entered:
+            assert entered is daf and not daf.closed
+        assert daf.closed and reader.closed
+        daf.close()  # (again: nothing)
+        uses = {"read": lambda: daf.get_vector("cell", "age"), "write": lambda: daf.set_scalar("other", 2),
+                "query": lambda: daf["@ cell : age"], "description": lambda: daf.description(),
+                "wrapper": lambda: reader.axis_length("cell"), "new wrapper": lambda: daf.read_only()}
+        for use in uses.values():
+            with pytest.raises(pydaf.DafClosedError, match=f"the daf data: {daf.name}\nwas closed\n"):
+                use()
+        assert held.tolist() == [1, 2, 3, 4] and not held.flags.writeable  # (what was handed out stays valid)
+        if self.backend.persistent and path is not None:
+            with pydaf.open_daf(path, "r+") as again:  # (a writable open at once: nothing is still locked)
+                assert again.get_vector("cell", "age").tolist() == [1, 2, 3, 4]
+                assert again.get_scalar("version") == 1 and not again.has_scalar("other")
+            assert again.closed
+            with pytest.raises(pydaf.DafClosedError, match=r"reopen it to use it again: pydaf\.open_daf"):
+                again.has_scalar("version")
 
     def test_returned_arrays_are_read_only(self, daf):
         self.cells(daf).set_vector("cell", "age", [1, 2, 3, 4]).set_matrix("cell", "gene", "m", np.ones((4, 3)))
