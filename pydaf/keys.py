@@ -13,7 +13,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, overload
 
 __all__ = [
     "ALL_AXES",
@@ -48,15 +48,23 @@ ALL_VECTORS: VectorKey = ("*", "*")
 ALL_MATRICES: MatrixKey = ("*", "*", "*")
 
 
-def pairs_as_dict(pairs: Mapping[Any, Any] | Iterable[tuple[Any, Any]] | None) -> dict[Any, Any]:
-    """A dict from a dict, a list of ``(key, value)`` pairs (later pairs win), or ``None`` (empty); list keys become
-    tuples (Julia's ``pairs_as_dict``).
+@overload
+def pairs_as_dict(pairs: None) -> None: ...
+
+
+@overload
+def pairs_as_dict(pairs: Mapping[Any, Any] | Iterable[tuple[Any, Any]]) -> dict[Any, Any]: ...
+
+
+def pairs_as_dict(pairs: Mapping[Any, Any] | Iterable[tuple[Any, Any]] | None) -> dict[Any, Any] | None:
+    """A dict from a dict or a list of ``(key, value)`` pairs (later pairs win); ``None`` stays ``None``, as in Julia's
+    ``pairs_as_dict``. List keys become tuples.
 
     Example:
         >>> pairs_as_dict(None), pairs_as_dict({"a": 1}), pairs_as_dict([("a", 1), ("a", 2)])
-        ({}, {'a': 1}, {'a': 2})
+        (None, {'a': 1}, {'a': 2})
     """
     if pairs is None:
-        return {}
+        return None
     items = pairs.items() if isinstance(pairs, Mapping) else pairs
     return {tuple(key) if isinstance(key, list) else key: value for key, value in items}

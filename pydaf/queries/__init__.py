@@ -1,15 +1,37 @@
 """The Daf query language: parse and build queries, apply them to data sets, and the operations they use.
 
-``daf["@ cell [ age > 60 ] : donor"]`` applies a query (see :meth:`pydaf.DafReader.get_query`); builders compose with
-``|`` (``Axis("cell") | LookupVector("age")``); user-defined operations register with :func:`query_operation`.
+``daf["@ donor [ age > 60 ] : sex"]`` applies a query (see :meth:`pydaf.DafReader.get_query`); the full reference,
+with every phrase and operation, is ``docs/queries.md`` in pydaf's repository. Operators (their builders):
+
+    @ axis      Axis            . name     LookupScalar      [ / [ !   BeginMask / BeginNegatedMask     ]   EndMask
+    : name      LookupVector    :: name    LookupMatrix      & / & !   AndMask / AndNegatedMask
+    ?           Names           =@ [axis]  AsAxis            | / | !   OrMask / OrNegatedMask
+    @| entry    SquareColumnIs  @- entry   SquareRowIs       ^ / ^ !   XorMask / XorNegatedMask
+    || value [Type]  IfMissing  ?? [value] IfNot             < <= = != >= >   IsLess ... IsGreater
+    % Op [param value]...   an EltwiseOperation              ~ / !~    IsMatch / IsNotMatch (regex)
+    >> Op ...   a ReductionOperation; >| Op: ReduceToColumn (per row); >- Op: ReduceToRow (per column)
+    / p   GroupBy (then >> Op); -/ p   GroupRowsBy (then >- Op); |/ p   GroupColumnsBy (then >| Op); * p   CountBy
+
+Operations: ``% Abs``, ``Round``, ``Clamp min m max M``, ``Convert type T``, ``Fraction``, ``Log base b eps e``,
+``Significant high h low l``; ``>> Sum``, ``Max``, ``Min``, ``Median``, ``Quantile p P``, ``Mean``, ``GeoMean eps e``,
+``Var``, ``Std``, ``VarN eps e``, ``StdN eps e``, ``Count``, ``Mode`` (most take ``type T``). Examples:
+``@ cell @ gene :: UMIs >- Sum`` (total per gene), ``@ donor : age / sex >> Mean`` (mean per sex),
+``@ cell : donor : age`` (each cell's donor's age), ``@ donor : height || 170`` (a default).
+
+Values are runs of letters, digits, ``_ . + -`` and non-ASCII; escape any other character with ``\\`` (the type
+``T cell`` is ``T\\ cell``; use raw strings, ``r"..."``), or let :func:`escape_value` do it. ``''`` is the empty value.
+Builders compose with ``|`` (``Axis("cell") | LookupVector("age")``) and mix with strings; user-defined operations
+register with :func:`query_operation`. Errors say how to escape a value, the closest operation names, and what exists.
 
 Example:
     >>> import pydaf
-    >>> daf = pydaf.MemoryDaf(name="example!").add_axis("cell", ["A", "B", "C"])
-    >>> daf.set_vector("cell", "age", [20, 70, 65])  # doctest: +ELLIPSIS
-    MemoryDaf ...
-    >>> sorted(daf["@ cell [ age > 60 ]"].tolist())
-    ['B', 'C']
+    >>> cells = pydaf.example_cells_daf()
+    >>> cells["@ donor [ age > 60 & sex = male ]"].size
+    29
+    >>> cells["@ donor : age / sex >> Max"].to_dict()
+    {'female': 85, 'male': 91}
+    >>> escape_value("T cell")
+    'T\\\\ cell'
 """
 
 from . import operations

@@ -16,10 +16,19 @@ import numpy as np
 import regex
 
 from ..errors import DafQueryError
+from ..hints import close_names, closest_first, listed_names
 from ..julia_text import julia_string, julia_type_name
 from .base import ComputationOperation, EltwiseOperation, QueryOperation, ReductionOperation
 from .registry import ELTWISE_OPERATIONS, REDUCTION_OPERATIONS
-from .tokens import Token, error_at_token, escape_value, tokenize
+from .tokens import (
+    Token,
+    decode_expression,
+    error_at_token,
+    escape_hint,
+    escape_value,
+    token_escape_hint,
+    tokenize,
+)
 from .values import guess_typed_value, parse_number_type_value, parse_number_value
 
 __all__ = [
@@ -61,6 +70,7 @@ __all__ = [
     "as_query_sequence",
     "compile_regex",
     "full_matches",
+    "glued_value_hint",
     "parse_query",
 ]
 
@@ -611,7 +621,7 @@ def parse_query(query_string: str, operand_only: type[QueryOperation] | None = N
 def _next_operation(tokens: list[Token], index: int) -> tuple[QueryOperation, int]:
     token = tokens[index]
     if not token.is_operator:
-        error_at_token(token, "expected: operator")
+        error_at_token(token, "expected: operator", hint=_value_run_hint(tokens, index))
     index += 1
 
     if token.value == "||":
@@ -635,7 +645,8 @@ def _next_operation(tokens: list[Token], index: int) -> tuple[QueryOperation, in
 
     entry = _OPERATIONS.get(token.value)
     if entry is None:
-        error_at_token(token, f"unknown operator: {token.value}")
+        hint = f"hint: write it with a space: {token.value[0]} !" if token.value[1:] == "!" else ""
+        error_at_token(token, f"unknown operator: {token.value}", hint=hint)
     operation_type, requires_operand = entry
     if requires_operand is None:
         return operation_type(), index
@@ -669,7 +680,10 @@ def _parse_computation(tokens: list[Token], index: int, kind: str,
     name_token = _next_value(tokens, index)
     operation_type = registry.get(name_token.value)
     if operation_type is None:
-        error_at_token(name_token, f"unknown {kind} operation: {name_token.value}")
+        hint = _unknown_operation_hint(name_token.value, kind, registry)
+        glued = glued_value_hint(decode_expression(name_token.encoded_string))  # (``= a%b``)
+        error_at_token(name_token, f"unknown {kind} operation: {name_token.value}",
+                       hint=f"{hint}\n{glued}" if glued else hint)
     index += 1
     parameters: dict[str, Token] = {}
     # As in Julia, a lone trailing value is not taken as a parameter name (it then fails as "expected: operator").
@@ -679,7 +693,8 @@ def _parse_computation(tokens: list[Token], index: int, kind: str,
         index += 2
         if parameter_token.value not in operation_type.parameters:
             error_at_token(parameter_token, f"the parameter: {parameter_token.value}\n"
-                                            f"does not exist for the operation: {name_token.value}")
+                                            f"does not exist for the operation: {name_token.value}",
+                           hint=f"(its parameters: {listed_names(operation_type.parameters)})")
         if parameter_token.value in parameters:
             error_at_token(parameter_token, f"repeated parameter: {parameter_token.value}\n"
                                             f"for the operation: {name_token.value}")
@@ -689,10 +704,71 @@ def _parse_computation(tokens: list[Token], index: int, kind: str,
 
 def _next_value(tokens: list[Token], index: int) -> Token:
     if index >= len(tokens):
-        error_at_token(tokens[index - 1], "expected: value", at_end=True)
+        error_at_token(tokens[index - 1], "expected: value", at_end=True, hint=token_escape_hint(tokens[index - 1]))
     if tokens[index].is_operator:
-        error_at_token(tokens[index], "expected: value")
+        error_at_token(tokens[index], "expected: value", hint=token_escape_hint(tokens[index]))
     return tokens[index]
+
+
+_VALUE_OPERATORS = frozenset(("=", "!=", "<", "<=", ">", ">=", "~", "!~", "@|", "@-"))
+
+
+def glued_value_hint(query_string: str) -> str:
+    """The hint for a query that parsed but failed: a value written after a comparison with a space, that has an
+    operator glued inside it (``= a/b``: ``/`` groups by ``b``), was probably meant as one value (``a\\/b``). Queries
+    written without spaces (``[age>60&sex=male]``) get no hint. ``""`` if there is nothing to say.
+
+    Example:
+        >>> print(glued_value_hint("@ cell [ donor = N89/N90 ]").splitlines()[0])
+        hint: to use "N89/N90" as one value, write: N89\\/N90
+        >>> glued_value_hint("@ cell [ donor = N89 ] : age"), glued_value_hint("@cell[age>60&sex=male]")
+        ('', '')
+    """
+    try:
+        tokens = tokenize(query_string, QUERY_OPERATIONS_REGEX)
+    except DafQueryError:
+        return ""
+    for index in range(len(tokens) - 3):
+        comparison, value, operator, after = tokens[index:index + 4]
+        if comparison.is_operator and comparison.value in _VALUE_OPERATORS and not value.is_operator \
+                and value.first_index > comparison.last_index + 1 and operator.is_operator \
+                and operator.first_index == value.last_index + 1 and after.first_index == operator.last_index + 1 \
+                and not after.is_operator:
+            hint = token_escape_hint(value)
+            if hint:
+                return hint
+    return ""
+
+
+# Operators followed by several values (an operation's name and parameters, a default value and its type).
+_SEVERAL_VALUES_OPERATORS = frozenset(("%", ">>", ">-", ">|", "||"))
+
+
+def _value_run_hint(tokens: list[Token], index: int) -> str:
+    """The hint for a value where an operator is expected: ``= T cell`` is probably the value ``T cell``, unescaped;
+    else the word of the value may have unescaped characters (``= a]b``)."""
+    start = index
+    while start > 0 and not tokens[start - 1].is_operator:
+        start -= 1
+    if 0 < start < index and tokens[start - 1].value not in _SEVERAL_VALUES_OPERATORS:
+        end = index + 1
+        while end < len(tokens) and not tokens[end].is_operator:
+            end += 1
+        return escape_hint(" ".join(token.value for token in tokens[start:end]))
+    return token_escape_hint(tokens[index])
+
+
+def _unknown_operation_hint(name: str, kind: str, registry: dict[str, Any]) -> str:
+    """The operations of the kind, the closest to ``name`` first (and a note if ``name`` is of the other kind)."""
+    text = f"(the {kind} operations, closest first: {', '.join(closest_first(name, registry))})"
+    close = close_names(name, registry)
+    if close:
+        text += f"\ndid you mean: {' or '.join(close)}?"
+    if registry is REDUCTION_OPERATIONS and name in ELTWISE_OPERATIONS:
+        text += f"\n({name} is an eltwise operation: % {name})"
+    elif registry is ELTWISE_OPERATIONS and name in REDUCTION_OPERATIONS:
+        text += f"\n({name} is a reduce operation: >> {name}, >| {name} or >- {name})"
+    return text
 
 
 def _maybe_next_value(tokens: list[Token], index: int) -> Token | None:

@@ -9,10 +9,20 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..core.cache import QueryKey
-from ..errors import DafQueryError
+from ..errors import DafError, DafQueryError
 from ..sparse import SparseMatrixCSC, read_only_array
 from .evaluator import QueryResult, compute_query, is_axis_query, query_axis_name
-from .query import Axis, GroupBy, LookupVector, Query, QueryOperation, QuerySequence, as_query_sequence, parse_query
+from .query import (
+    Axis,
+    GroupBy,
+    LookupVector,
+    Query,
+    QueryOperation,
+    QuerySequence,
+    as_query_sequence,
+    glued_value_hint,
+    parse_query,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -37,7 +47,13 @@ def query_result(daf: DafReader, query: Any, *, cache: bool = True) -> QueryResu
         result.value = _read_only(result.value)
         return result, result.dependencies
 
-    return daf.cached_computation(QueryKey(str(sequence)), compute, store=cache)
+    try:
+        return daf.cached_computation(QueryKey(str(sequence)), compute, store=cache)
+    except DafError as error:
+        hint = glued_value_hint(query) if isinstance(query, str) and error.args else ""
+        if hint:  # (``= a/b`` parses, as a group by ``b``: its error is about ``b``, and says nothing of escaping)
+            error.args = (f"{error.args[0]}\n{hint}", *error.args[1:])
+        raise
 
 
 class PendingQuery:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import numpy as np
 
-from ..core.cache import AxisForm, AxisKey, MatrixKey, VectorKey
+from ..core.cache import AxisForm, AxisKey, MatrixKey, ScalarKey, VectorKey
 from ..core.undef import Undef
 from ..errors import DafQueryError
 from ..formats.base import CacheGroup
@@ -129,6 +129,9 @@ class VectorState:
     is_complete_property_axis: bool = False
     stored_values: Any = None
     pending_final_values: np.ndarray | None = None
+    # The (axis, vector) the values were last looked up from (``None``: not a plain vector lookup), so grouping by
+    # them can follow the category order recorded for that vector (see ``group_values``).
+    values_source: tuple[str, str] | None = None
 
     @property
     def vector_entries(self) -> np.ndarray | None:
@@ -212,6 +215,17 @@ class QueryState:
         else:
             matrix, as_stored = daf.get_stored_matrix(rows_axis, columns_axis, name, default=_default(if_missing)), True
         return _matrix_column(matrix, position) if is_column == as_stored else _matrix_row(matrix, position)
+
+    def get_recorded_categories(self, axis: str, name: str) -> list[str] | None:
+        """The category order recorded for a vector imported from an AnnData categorical (the scalar
+        ``<axis>_<name>_categories``, one category per line; see ``pydaf.interop.content.recorded_scalars``), if
+        any."""
+        scalar = f"{axis}_{name}_categories"
+        self.dependencies.add(ScalarKey(scalar))
+        recorded = self.data.get_scalar(scalar, default=None)
+        if not isinstance(recorded, str):
+            return None
+        return recorded.split("\n") if recorded else []
 
     def axis_vector(self, axis: str) -> np.ndarray:
         return self.data.axis_vector(axis)

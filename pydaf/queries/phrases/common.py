@@ -85,6 +85,7 @@ def lookup_property(query_state: QueryState, state: VectorState, name: str, if_m
         assert axis is not None
         state.vector_values = _lookup_by_names(query_state, state, axis,
                                                property_values(query_state, axis, name, if_missing, matrix_slice))
+        state.values_source = (axis, name) if matrix_slice is None else None
     elif query_state.purpose is Purpose.HAS_QUERY and matrix_slice is None and if_missing is None \
             and state.property_name == "name":
         if not query_state.data.has_vector(state.property_axis_name, name):  # type: ignore[arg-type]
@@ -132,6 +133,7 @@ def extract_vector_axis(query_state: QueryState, state: VectorState) -> VectorSt
              or state.vector_entries is query_state.axis_vector(state.entries_axis_name))
     )
     axis_state.stored_values = axis_state.stored_entries
+    axis_state.values_source = None
     return axis_state
 
 
@@ -276,7 +278,9 @@ def reindex(base_entries: np.ndarray | AxisEntries, subset_entries: np.ndarray |
 
 def group_values(query_state: QueryState, group_state: VectorState) -> tuple[np.ndarray, np.ndarray]:
     """The group values (sorted unique values, or the entries of the group axis) and each entry's 0-based group
-    (-1: in no group)."""
+    (-1: in no group). Unlike Julia, which always sorts, the values of a vector imported from an AnnData categorical
+    are in the order of its recorded categories (``<axis>_<vector>_categories``: ``0, 1, 2, …, 10``, not ``0, 1, 10,
+    2, …``), any value not among them (``""`` for missing) after them, sorted."""
     values = group_state.vector_values
     if group_state.property_axis_name is None:
         import pandas as pd  # (lazily: pandas takes a while to import)
@@ -286,6 +290,17 @@ def group_values(query_state: QueryState, group_state: VectorState) -> tuple[np.
         codes, uniques = pd.factorize(np.asarray(values), use_na_sentinel=False)
         uniques = np.asarray(uniques, dtype=np.asarray(values).dtype)
         order = np.argsort(uniques, kind="stable")
+        categories = None
+        if group_state.values_source is not None and uniques.dtype == object:
+            categories = query_state.get_recorded_categories(*group_state.values_source)
+        if categories:
+            # Positions in the categories, the others after them: a stable sort of the (sorted) uniques by them.
+            position: dict[str, int] = {}
+            for index, category in enumerate(categories):
+                position.setdefault(category, index)
+            recorded = np.array([position.get(value, len(categories)) for value in uniques[order].tolist()],
+                                dtype=np.int64)
+            order = order[np.argsort(recorded, kind="stable")]
         rank = np.empty(order.shape[0], dtype=np.int64)
         rank[order] = np.arange(order.shape[0])
         return uniques[order], rank[codes]

@@ -57,6 +57,7 @@ def eltwise_vector(query_state: QueryState, state: VectorState, operation: Eltwi
     if query_state.computing:
         require_eltwise(query_state, state.vector_values, operation)
         state.vector_values = operation.compute_eltwise(state.vector_values)
+    state.values_source = None  # (other values: no recorded categories apply)
     query_state.stack.append(state)
 
 
@@ -69,4 +70,5 @@ def compare_vector(query_state: QueryState, state: VectorState, operation: Compa
     state.property_name = None
     state.property_axis_name = None
     state.is_complete_property_axis = False
+    state.values_source = None
     query_state.stack.append(state)
