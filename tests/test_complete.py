@@ -86,7 +86,7 @@ def test_a_view_of_the_base_is_recorded_and_applied_again(tmp_path):
 
     reopened = pydaf.complete_daf(tmp_path / "obs.daf", name="obs")
     assert reopened.axes_set() == {"obs", "var"}
-    assert reopened.scalars_set() == {"base_daf_repository", "base_daf_view"}
+    assert reopened.scalars_set() == {"base_daf_repository", "base_daf_view", "base_daf_fingerprint"}
     assert reopened.get_vector("obs", "type").tolist() == ["T", "T", "B"]
     np.testing.assert_array_equal(reopened.get_matrix("obs", "var", "X"), np.arange(8).reshape(4, 2)[1:])
     text = reopened.description()

@@ -8,27 +8,41 @@ the directory holding the extending data set, or absolute), and optionally ``bas
     {"axes": [{"cell": "="}, ...], "data": [{"version": null}, {"(\\"cell\\", \\"age\\")": ": age"}, ...]}
 
 (one single-key object per pair, in order; a tuple key written as Julia prints a tuple).
+
+pydaf adds a third scalar, ``base_daf_fingerprint``, that Julia ignores: the identity of the base, as the JSON of the
+recorded ``base_daf_repository`` and, per axis of the base, its number of entries and the SHA-256 of its entries
+(their UTF-8 text joined by NUL, then their lengths)::
+
+    {"base_daf_repository": "cells.h5df", "axes": {"cell": {"entries": 856, "sha256": "9f2c..."}, ...}}
+
+:func:`complete_daf` refuses (:class:`~pydaf.DafChainError`) a base that lost one of these axes or whose entries
+differ: it was replaced by another data set. Axes, vectors, matrices and scalars added to the base later, moving or
+copying the folder of the chain, and rewriting the base with the same axes (a repack, a conversion) keep it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from typing import Any
 
+import numpy as np
+
 from ..core.brief import brief_scalar
 from ..core.readers import DafReader
 from ..core.writers import DafWriter
-from ..errors import DafFormatError, DafModeError, DafValueError
+from ..errors import DafChainError, DafFormatError, DafModeError, DafValueError
 from ..open import open_daf
 from ..queries.base import QueryOperation
 from .chains import base_daf_path, chain_reader, chain_writer
-from .views import ViewPairs, ViewQuery, make_view, view_pairs
+from .views import ViewFormat, ViewPairs, ViewQuery, make_view, view_pairs
 
 __all__ = ["complete_chain", "complete_daf"]
 
 BASE_DAF_REPOSITORY = "base_daf_repository"
 BASE_DAF_VIEW = "base_daf_view"
+BASE_DAF_FINGERPRINT = "base_daf_fingerprint"
 
 
 def _query_text(query: ViewQuery) -> str | None:
@@ -95,12 +109,99 @@ def _relative_path(base_path: str, new_path: str) -> str:
     return os.path.relpath(base_file, directory) + separator + group
 
 
+def _entries_digest(entries: np.ndarray) -> str:
+    """The SHA-256 of an axis' entries: their UTF-8 text joined by NUL, then their lengths (little-endian 64-bit), so
+    that no two lists of entries share a text (even entries holding a NUL)."""
+    texts = [str(entry) for entry in entries.tolist()]
+    digest = hashlib.sha256("\0".join(texts).encode("utf-8", "surrogatepass"))
+    digest.update(np.fromiter(map(len, texts), dtype="<i8", count=len(texts)).tobytes())
+    return digest.hexdigest()
+
+
+def _identified_base(daf: DafReader) -> DafReader:
+    """The data set whose axes reopening ``daf``'s complete path gives: a view (as :func:`complete_daf` makes, with its
+    base's path) reports its base's path, so its base's axes are the ones to record, not its own (renamed) ones."""
+    while isinstance(daf.format, ViewFormat):
+        daf = daf.format.base
+    return daf
+
+
+def base_daf_fingerprint(base_daf: DafReader, repository: str) -> str:
+    """The ``base_daf_fingerprint`` text recording the identity of ``base_daf`` (reached by the recorded
+    ``repository``): each of its axes, with its number of entries and their digest.
+
+    Example:
+        >>> import json, pydaf
+        >>> base = pydaf.MemoryDaf().add_axis("cell", ["A", "B"])
+        >>> recorded = json.loads(base_daf_fingerprint(base, "cells.daf"))
+        >>> cell = recorded["axes"]["cell"]
+        >>> recorded["base_daf_repository"], cell["entries"], len(cell["sha256"])
+        ('cells.daf', 2, 64)
+    """
+    base = _identified_base(base_daf)
+    axes = {}
+    for axis in sorted(base.axes_set()):
+        entries = base.axis_vector(axis)
+        axes[axis] = {"entries": int(entries.shape[0]), "sha256": _entries_digest(entries)}
+    return json.dumps({BASE_DAF_REPOSITORY: repository, "axes": axes}, ensure_ascii=False)
+
+
+def _check_base(daf: DafReader, daf_path: str, repository: str, base_path: str, bases: list[DafReader]) -> None:
+    """Refuse a base that is not the data set ``daf``'s ``base_daf_fingerprint`` recorded (``bases``: the reopened
+    base and its own bases, each axis taken from the first that has it, as the chain does). Without a record (written
+    by Julia, or by pydaf before it recorded one), or with one left from another ``base_daf_repository`` (recorded
+    again by a program that does not know the fingerprint), nothing can be checked."""
+    text = daf.get_scalar(BASE_DAF_FINGERPRINT, default=None)
+    if text is None:
+        return
+
+    def invalid(why: str) -> DafFormatError:
+        return DafFormatError(f"invalid {BASE_DAF_FINGERPRINT}: {brief_scalar(text)}\n({why})\n"
+                              f"in the daf data: {daf.name}")
+
+    if not isinstance(text, str):
+        raise invalid("expected a JSON string")
+    try:
+        recorded = json.loads(text)
+    except ValueError as error:
+        raise invalid(f"not JSON: {error}") from None
+    if not isinstance(recorded, dict) or not isinstance(recorded.get("axes"), dict) or not all(
+            isinstance(axis, dict) and isinstance(axis.get("entries"), int) and isinstance(axis.get("sha256"), str)
+            for axis in recorded["axes"].values()):
+        raise invalid('expected {"base_daf_repository": path, "axes": {axis: {"entries": count, "sha256": digest}}}')
+    if recorded.get(BASE_DAF_REPOSITORY) != repository:
+        return
+    changes = []
+    for axis, expected in recorded["axes"].items():
+        owner = next((base for base in bases if base.has_axis(axis)), None)
+        if owner is None:
+            changes.append(f"the axis: {axis} (of {expected['entries']} entries) is missing")
+            continue
+        entries = owner.axis_vector(axis)
+        if entries.shape[0] != expected["entries"]:
+            changes.append(f"the axis: {axis} has {entries.shape[0]} entries instead of {expected['entries']}")
+        elif _entries_digest(entries) != expected["sha256"]:
+            changes.append(f"the axis: {axis} has different entries (of the same number: {expected['entries']})")
+    if changes:
+        raise DafChainError(
+            f"changed base daf data: {base_path}\nof the daf data: {daf.name}\nat: {daf_path}\n"
+            f"(its {BASE_DAF_REPOSITORY}: {repository})\nsince complete_chain recorded it:\n"
+            + "".join(f"- {change}\n" for change in changes)
+            + "so it is not the data set the chain was built on (it was replaced, or lost or changed axes)\n"
+            f"to open the chain anyway: complete_daf(..., accept_changed_base=True)\n"
+            f"to build the chain on this base for good: complete_chain(base_daf=open_daf({base_path!r}), "
+            f"new_daf=open_daf({daf_path!r}, \"r+\")) (with the axes and data of its {BASE_DAF_VIEW}, if any)")
+
+
 def complete_chain(*, base_daf: DafReader, new_daf: DafWriter, name: str | None = None, axes: ViewPairs | None = None,
                    data: ViewPairs | None = None, absolute: bool = False) -> DafWriter:
     """A write chain of ``base_daf`` (or of a :func:`~pydaf.viewer` of it, with ``axes`` and ``data``) and
     ``new_daf``, both on disk, recorded in ``new_daf`` (the scalars ``base_daf_repository``: the base's path, relative
-    to ``new_daf``'s directory unless ``absolute``; and ``base_daf_view``: the view parameters, if any) so that
-    :func:`complete_daf` reopens the same chain later. Everything is checked before anything is written.
+    to ``new_daf``'s directory unless ``absolute``; ``base_daf_view``: the view parameters, if any; and
+    ``base_daf_fingerprint``: the identity of the base, its axes' entries, which Julia ignores) so that
+    :func:`complete_daf` reopens the same chain later, and refuses a base replaced meanwhile by another data set.
+    Everything is checked before anything is written. Calling it again on the same ``new_daf`` records its base
+    anew (for a base that was replaced on purpose).
 
     Example:
         >>> import pydaf, tempfile, os
@@ -130,20 +231,29 @@ def complete_chain(*, base_daf: DafReader, new_daf: DafWriter, name: str | None 
             None if axes is None else view_pairs(axes, data=False, name=base.name, daf_name=base_daf.name),
             None if data is None else view_pairs(data, data=True, name=base.name, daf_name=base_daf.name))
     chain = chain_writer([base, new_daf], name=name)
-    new_daf.set_scalar(BASE_DAF_REPOSITORY, base_path if absolute else _relative_path(base_path, new_path),
-                       overwrite=True)
+    repository = base_path if absolute else _relative_path(base_path, new_path)
+    fingerprint = base_daf_fingerprint(base_daf, repository)
+    new_daf.set_scalar(BASE_DAF_REPOSITORY, repository, overwrite=True)
     if recorded_view is None:
         new_daf.delete_scalar(BASE_DAF_VIEW, must_exist=False)  # a view recorded before no longer applies
     else:
         new_daf.set_scalar(BASE_DAF_VIEW, recorded_view, overwrite=True)
+    new_daf.set_scalar(BASE_DAF_FINGERPRINT, fingerprint, overwrite=True)
     return chain
 
 
-def complete_daf(path: str | os.PathLike, mode: str = "r", *, name: str | None = None) -> DafReader:
+def complete_daf(path: str | os.PathLike, mode: str = "r", *, name: str | None = None,
+                 accept_changed_base: bool = False) -> DafReader:
     """Reopen a chain from its leaf (Julia's ``complete_daf``): the data set at ``path``, its base (its
     ``base_daf_repository``), that one's base, and so on, each base seen through the view its ``base_daf_view``
     records, if any. Only ``r`` and ``r+`` are valid modes; with ``r+`` the leaf (only) is writable and the result is a
     write chain. The chain is named ``<name>.complete`` (``name`` defaults to ``path``).
+
+    A base that is no longer the data set :func:`complete_chain` recorded (its ``base_daf_fingerprint``: a base
+    replaced by another data set, or one that lost or changed an axis) is a :class:`~pydaf.DafChainError`, unless
+    ``accept_changed_base`` (which opens the chain as it is, unchecked, and records nothing; calling
+    :func:`complete_chain` again records the new base for good). Chains without that record (written by Julia, or by
+    pydaf before it recorded one) open unchecked.
 
     Example:
         >>> import pydaf, tempfile, os
@@ -159,15 +269,18 @@ def complete_daf(path: str | os.PathLike, mode: str = "r", *, name: str | None =
     if mode not in ("r", "r+"):
         raise DafModeError(f"invalid mode: {mode}\nfor complete_daf: {path}\n(expected r or r+)")
     name = path if name is None else name
-    members = list(reversed(_collect(path, mode, name, 0, set())))
+    members = list(reversed(_collect(path, mode, name, 0, set(), check=not accept_changed_base)))
     if mode == "r+":
         return chain_writer(members, name=f"{name}.complete")
     return chain_reader(members, name=f"{name}.complete")
 
 
-def _collect(path: str, mode: str, name: str, index: int, visited: set[str]) -> list[DafReader]:
-    """The data sets of a chain from its leaf at ``path`` towards its root (Julia's ``collect_dafs``)."""
+def _collect(path: str, mode: str, name: str, index: int, visited: set[str], *, check: bool) -> list[DafReader]:
+    """The data sets of a chain from its leaf at ``path`` towards its root (Julia's ``collect_dafs``), each base
+    checked against the identity its child recorded, if ``check``."""
     members: list[DafReader] = []
+    # The records of the members whose base is the next member: checked once the bases' own bases are open too.
+    links: list[tuple[int, str, str, str]] = []
     while True:
         daf = open_daf(path, mode)
         complete_path = daf.complete_path() or os.path.abspath(path)
@@ -178,7 +291,7 @@ def _collect(path: str, mode: str, name: str, index: int, visited: set[str]) -> 
         members.append(daf)
         base = daf.get_scalar(BASE_DAF_REPOSITORY, default=None)
         if base is None:
-            return members
+            break
         if not isinstance(base, str) or not base:
             raise DafFormatError(f"invalid {BASE_DAF_REPOSITORY}: {brief_scalar(base)}\n(expected a path)\n"
                                  f"in the daf data: {daf.name}")
@@ -186,9 +299,17 @@ def _collect(path: str, mode: str, name: str, index: int, visited: set[str]) -> 
         recorded_view = daf.get_scalar(BASE_DAF_VIEW, default=None)
         if recorded_view is not None:
             parameters = parse_view_json(recorded_view, daf)
-            bases = list(reversed(_collect(path, "r", name, index + 1, visited)))
+            bases = _collect(path, "r", name, index + 1, visited, check=check)
+            if check:
+                _check_base(daf, complete_path, base, path, bases)  # the base itself, not the view of it
+            bases.reverse()
             chain = chain_reader(bases, name=f"{name}.chain_{index}")
             members.append(make_view(chain, name=f"{name}.view_{index}", axes=parameters.get("axes"),
                                      data=parameters.get("data"), path=bases[-1].complete_path()))
-            return members
+            break
+        links.append((len(members) - 1, complete_path, base, path))
         mode = "r"
+    if check:
+        for position, daf_path, base, base_path in links:
+            _check_base(members[position], daf_path, base, base_path, members[position + 1:])
+    return members
