@@ -113,15 +113,18 @@ def read(path: pathlib.Path) -> anndata.AnnData:
 
 def column_expectation(series: pd.Series) -> tuple[str, Any]:
     """What Daf holds for an AnnData column: ``("strings", list)`` (categoricals, strings; missing -> "") or
-    ``("array", numpy array)`` with the dtype kept (nullable integers/booleans: missing -> 0/False)."""
+    ``("array", numpy array)`` with the dtype kept (nullable integers/booleans: Float64 with NaN if any is missing,
+    see ``recorded_scalars``)."""
     dtype = series.dtype
     if isinstance(dtype, pd.CategoricalDtype) or pd.api.types.is_string_dtype(dtype):
         return "strings", ["" if pd.isna(value) else (value.decode() if isinstance(value, bytes) else str(value))
                            for value in series.tolist()]
+    if isinstance(dtype, pd.api.extensions.ExtensionDtype) and series.isna().any():  # nullable integers/booleans
+        return "array", series.to_numpy(dtype=np.float64, na_value=np.nan)
     if isinstance(dtype, pd.BooleanDtype):
-        return "array", series.fillna(False).to_numpy(dtype=bool)
+        return "array", series.to_numpy(dtype=bool)
     if isinstance(dtype, pd.api.extensions.ExtensionDtype):  # nullable integers
-        return "array", series.fillna(0).to_numpy(dtype=dtype.numpy_dtype)
+        return "array", series.to_numpy(dtype=dtype.numpy_dtype)
     return "array", series.to_numpy()
 
 
@@ -151,6 +154,23 @@ def check_scalar(stored: Any, expected: Any) -> None:
 
 def is_scalar(value: Any) -> bool:
     return isinstance(value, str | bool | int | float | np.generic)
+
+
+def kept_colors(adata: anndata.AnnData) -> set[str]:
+    """The ``uns`` keys ``<column>_colors`` (arrays of strings) of categorical obs/var columns, which Daf keeps."""
+    kept = set()
+    for key, value in adata.uns.items():
+        column = key[:-len("_colors")] if key.endswith("_colors") else None
+        if column is None or not any(column in frame.columns and isinstance(frame[column].dtype, pd.CategoricalDtype)
+                                     for frame in (adata.obs, adata.var)):
+            continue
+        if isinstance(value, np.ndarray | list) and all(isinstance(item, str) for item in np.asarray(value).tolist()):
+            kept.add(key)
+    return kept
+
+
+def decoded_categories(series: pd.Series) -> list[str]:
+    return [item.decode() if isinstance(item, bytes) else str(item) for item in series.cat.categories.tolist()]
 
 
 def check_matrix(got: Any, expected: Any) -> None:
@@ -193,8 +213,15 @@ def check_column_order(daf: pydaf.DafReader, axis: str, order: list[str]) -> Non
 
 
 def uns_scalars(daf: pydaf.DafReader) -> set[str]:
-    """The scalars of a data set, less the recorded column orders of its axes."""
-    return daf.scalars_set() - {f"{axis}_column_order" for axis in daf.axes_set()}
+    """The scalars of a data set, less the recorded column orders of its axes, the records of its obsm/varm (raw's
+    varm too) and raw, and those of its AnnData columns (categories, ..., index names)."""
+    recorded = {f"{axis}_index_name" for axis in daf.axes_set()} | {
+        f"{axis}_{vector}_{fact}" for axis in daf.axes_set() for vector in daf.vectors_set(axis)
+        for fact in ("categories", "ordered", "nullable", "colors")}
+    return daf.scalars_set() - {f"{axis}_column_order" for axis in daf.axes_set()} - {
+        f"{axis}_encoding" for axis in daf.axes_set() if axis.startswith(("obsm_", "varm_", "raw_varm_"))} - recorded \
+        - ({"raw_is"} if isinstance(daf.get_scalar("raw_is", default=None), str) and
+           daf.has_axis(daf.get_scalar("raw_is")) else set())
 
 
 def layouts(daf: pydaf.DafReader, rows: str, columns: str, name: str) -> set[tuple[str, str]]:
@@ -464,30 +491,36 @@ def write_with_missing_nullables(tmp_path: pathlib.Path) -> tuple[pathlib.Path, 
     return path, reported
 
 
-@pytest.mark.parametrize("handler", ["warn", "ignore"])
-def test_nullable_missing_entries_are_replaced_and_reported(tmp_path, store, handler):
-    path, reported = write_with_missing_nullables(tmp_path)
+@pytest.mark.parametrize("handler", ["warn", "error"])
+def test_nullable_missing_entries_are_kept(tmp_path, store, handler):
+    # Nothing is lost (so nothing is reported, even to "error"): nullable integers/booleans with missing entries are
+    # Float64 with NaN, strings "" where missing, and the nullable type is recorded (tests/test_anndata_roundtrip.py).
+    path, _ = write_with_missing_nullables(tmp_path)
     expected = read(path)
     assert expected.obs["n_genes"].isna().any() and expected.obs["sample"].isna().any()
     _, messages = caught_messages(lambda: h5ad_as_daf(path, store.writer, unsupported_handler=handler,
                                                       relayout=False, progress=False))
-    if handler == "warn":
-        check_one_warning_per_element(messages, reported)
-    else:
-        assert messages == []
+    assert messages == []
     daf = store.reopen()
-    check_daf_holds(daf, expected)  # missing -> 0 / False / ""
+    check_daf_holds(daf, expected)
     n_genes = expected.obs["n_genes"]
-    assert daf.get_vector("obs", "n_genes").tolist() == [0 if pd.isna(value) else value for value in n_genes]
+    np.testing.assert_array_equal(daf.get_vector("obs", "n_genes"),
+                                  [np.nan if pd.isna(value) else value for value in n_genes])
     assert daf.get_vector("obs", "sample").tolist()[int(np.flatnonzero(expected.obs["sample"].isna())[0])] == ""
+    assert [daf.get_scalar(f"obs_{name}_nullable") for name in ("n_genes", "passed", "sample", "complete")] == \
+        ["Int64", "boolean", "string", "Int64"]
 
 
-def test_nullable_missing_entries_error_before_writing(tmp_path, store):
-    path, reported = write_with_missing_nullables(tmp_path)
+def test_nullable_lossy_entries_error_before_writing(tmp_path, store):
+    # A nullable string column holding both missing entries and real empty strings can't keep them apart.
+    path, _ = write_with_missing_nullables(tmp_path)
+    with h5py.File(path, "a") as file:
+        values = file["obs/sample/values"]
+        values[0] = ""
     with pytest.raises(pydaf.DafUnsupportedError) as raised:
         h5ad_as_daf(path, store.writer, unsupported_handler="error", relayout=False, progress=False)
     assert isinstance(raised.value, pydaf.DafError) and isinstance(raised.value, ValueError)
-    assert any(element in str(raised.value) for element in reported)
+    assert "obs/sample has 1 missing values and empty strings" in str(raised.value)
     assert store.is_empty()
 
 
@@ -495,12 +528,11 @@ def test_nullable_missing_entries_error_before_writing(tmp_path, store):
 
 
 def with_unsupported(adata: anndata.AnnData) -> tuple[anndata.AnnData, set[str]]:
-    adata.obsm["X_umap"] = np.arange(N_OBS * 2, dtype=np.float64).reshape(N_OBS, 2)
-    adata.obsm["X_pca"] = sp.csr_matrix(np.eye(N_OBS, 3))
-    adata.varm["PCs"] = np.ones((N_VAR, 3))
+    adata.obsm["X_cube"] = np.zeros((N_OBS, 2, 2))  # (2-D numeric obsm/varm are kept: test_anndata_obsm.py)
+    adata.varm["labels"] = np.array([["a", "b"]] * N_VAR, dtype=object)
     adata.uns["params"] = {"seed": 1, "method": "umap"}
     adata.uns["colors"] = np.array([1.0, 2.0, 3.0])
-    return adata, {"obsm/X_umap", "obsm/X_pca", "varm/PCs", "uns/params", "uns/colors"}
+    return adata, {"obsm/X_cube", "varm/labels", "uns/params", "uns/colors"}
 
 
 @pytest.mark.parametrize("handler", ["warn", "ignore"])
@@ -821,8 +853,9 @@ def test_daf_to_h5ad_to_daf(tmp_path, source, store):
 
 def check_adata_round_trip(again: anndata.AnnData, original: anndata.AnnData, *,
                            extra_uns: dict[str, Any] | None = None) -> None:
-    """``again`` (through Daf) holds the same as ``original``; categoricals come back as strings; sparse matrices
-    come back sparse; ``uns`` has the scalars of ``original`` (and ``extra_uns``)."""
+    """``again`` (through Daf) holds the same as ``original``; categoricals come back categoricals, with their
+    categories in their order; sparse matrices come back sparse; ``uns`` has the scalars and the colors of categorical
+    columns of ``original`` (and ``extra_uns``)."""
     assert again.obs_names.tolist() == original.obs_names.tolist()
     assert again.var_names.tolist() == original.var_names.tolist()
     if original.X is None:
@@ -842,10 +875,18 @@ def check_adata_round_trip(again: anndata.AnnData, original: anndata.AnnData, *,
                 assert column_expectation(frame[column])[1] == expected
             else:
                 check_vector(np.asarray(frame[column].to_numpy()), before[column])
+            if isinstance(before[column].dtype, pd.CategoricalDtype):
+                assert isinstance(frame[column].dtype, pd.CategoricalDtype), column
+                assert decoded_categories(frame[column]) == decoded_categories(before[column])
+                assert frame[column].cat.ordered == before[column].cat.ordered
+                assert frame[column].isna().sum() == before[column].isna().sum()
     scalars = {key: value for key, value in original.uns.items() if is_scalar(value)} | (extra_uns or {})
-    assert set(again.uns) == set(scalars)
+    colors = kept_colors(original)
+    assert set(again.uns) == set(scalars) | colors
     for key, value in scalars.items():
         check_scalar(again.uns[key], value)
+    for key in colors:
+        assert np.asarray(again.uns[key]).tolist() == np.asarray(original.uns[key]).tolist()
 
 
 @pytest.mark.parametrize("x_kind", X_KINDS)
@@ -905,7 +946,7 @@ def test_anndata_as_daf_nullable_and_unsupported(store):
     adata.obs["passed"] = pd.array([True, False, None, True, True, None], dtype="boolean")
     adata.obs["sample"] = pd.array(["s0", "s1", "s2", None, "s4", "s5"], dtype="string")
     adata.var["symbol"] = pd.array(["a", "b", "c", "d"], dtype="string")  # nothing missing: not reported
-    reported = elements | {"obs/n_genes", "obs/passed", "obs/sample"}
+    reported = elements  # (the nullable columns are kept whole: nothing to report)
 
     target = Store(MEMORY, pydaf.MemoryDaf(name="target!"))
     with pytest.raises(pydaf.DafUnsupportedError) as raised:
@@ -917,9 +958,10 @@ def test_anndata_as_daf_nullable_and_unsupported(store):
     check_one_warning_per_element(messages, reported)
     daf = store.reopen()
     check_daf_holds(daf, adata)
-    assert daf.get_vector("obs", "n_genes").tolist() == [10, 0, 30, 40, 50, 60]
-    assert daf.get_vector("obs", "passed").tolist() == [True, False, False, True, True, False]
+    np.testing.assert_array_equal(daf.get_vector("obs", "n_genes"), [10, np.nan, 30, 40, 50, 60])
+    np.testing.assert_array_equal(daf.get_vector("obs", "passed"), [1.0, 0.0, np.nan, 1.0, 1.0, np.nan])
     assert daf.get_vector("obs", "sample").tolist() == ["s0", "s1", "s2", "", "s4", "s5"]
+    assert daf.get_vector("var", "symbol").tolist() == ["a", "b", "c", "d"]
 
     _, messages = caught_messages(lambda: anndata_as_daf(adata, unsupported_handler="ignore"))
     assert messages == []
@@ -982,20 +1024,16 @@ def test_fixture_nullable_strings(store, handler):
     assert expected.obs_names.tolist() == obs_names and expected.var_names.tolist() == var_names
     _, messages = caught_messages(lambda: h5ad_as_daf(path, store.writer, unsupported_handler=handler,
                                                       relayout=False, progress=False))
-    if handler == "warn":
-        check_one_warning_per_element(messages, missing)
-    else:
-        assert messages == []
+    assert messages == []  # the missing entries are kept (NaN / ""), nothing is lost
     daf = store.reopen()
-    check_daf_holds(daf, expected)  # categorical of nullable strings -> strings; missing -> 0 / False
+    check_daf_holds(daf, expected)  # categorical of nullable strings -> strings; missing -> NaN / ""
     assert daf.axis_vector("obs").tolist() == obs_names
 
 
-def test_fixture_nullable_strings_error(store):
+def test_fixture_nullable_strings_loses_nothing(store):
     path = fixture_path("anndata_nullable_strings.h5ad")
-    with pytest.raises(pydaf.DafUnsupportedError):
-        h5ad_as_daf(path, store.writer, unsupported_handler="error", progress=False)
-    assert store.is_empty()
+    h5ad_as_daf(path, store.writer, unsupported_handler="error", progress=False)  # nothing to report
+    assert store.reopen().get_scalar("obs_n_umis_nullable") == "Int64"
 
 
 def test_fixture_small_test_legacy_dense(store):
@@ -1034,11 +1072,11 @@ def test_fixture_sparse_test_legacy_sparse(store, handler):
         codes = file["obs/celltype/codes"][()]
         categories = decoded(file["obs/celltype/categories"][()])
         donor, chrom = decoded(file["obs/donor"][()]), decoded(file["var/chrom"][()])
-        unsupported = {f"{member}/{key}" for member in ("obsm", "varm") for key in file[member]}
-        unsupported |= {f"uns/{key}" for key, element in file["uns"].items() if isinstance(element, h5py.Group)}
+        kept = {(member, key) for member in ("obsm", "varm") for key in file[member]}  # 2-D numeric arrays: kept
+        unsupported = {f"uns/{key}" for key, element in file["uns"].items() if isinstance(element, h5py.Group)}
         unsupported |= {f"uns/{key}" for key, element in file["uns"].items() if isinstance(element, h5py.Dataset)
                         and element.shape == (1,)}  # 1-element arrays, as anndata reads them
-    assert {"obsm/X_umap", "varm/PCs", "uns/params", "uns/organism"} <= unsupported
+    assert {"uns/params", "uns/organism"} <= unsupported and kept == {("obsm", "X_umap"), ("varm", "PCs")}
     expected = read(path)  # anndata reads the CSR X, the categorical and the strings (as bytes) of this file
     assert isinstance(expected.X, sp.csr_matrix)
     assert decoded(expected.obs["_index"].to_numpy()) == obs_names
@@ -1059,14 +1097,18 @@ def test_fixture_sparse_test_legacy_sparse(store, handler):
     assert daf.get_vector("obs", "celltype").tolist() == ["" if code < 0 else categories[code] for code in codes]
     assert daf.get_vector("obs", "donor").tolist() == donor
     assert daf.get_vector("var", "chrom").tolist() == chrom
-    assert daf.scalars_set() == set()
+    assert daf.scalars_set() == {"obsm_X_umap_encoding", "varm_PCs_encoding", "obs_celltype_categories"}
+    assert daf.get_scalar("obs_celltype_categories") == "\n".join(categories)  # their order: T, B, NK
+    for member, key in kept:
+        axis = "obs" if member == "obsm" else "var"
+        assert np.array_equal(daf.get_matrix(axis, f"{member}_{key}", key), getattr(expected, member)[key])
 
 
 def test_fixture_sparse_test_error(store):
     path = fixture_path("sparse_test.h5ad")
     with pytest.raises(pydaf.DafUnsupportedError) as raised:
         h5ad_as_daf(path, store.writer, unsupported_handler="error", progress=False)
-    assert any(element in str(raised.value) for element in ("obsm/X_umap", "varm/PCs", "uns/params", "uns/organism"))
+    assert any(element in str(raised.value) for element in ("uns/params", "uns/organism"))
     assert store.is_empty()
 
 
@@ -1109,7 +1151,8 @@ def test_legacy_categories_subgroup_and_string_scalars(tmp_path):
     stored = daf.get_vector("obs", "n")
     assert stored.tolist() == counts and stored.dtype == np.int16
     check_matrix(daf.get_matrix("obs", "var", "X"), np.arange(8, dtype=np.float32).reshape(4, 2))
-    assert daf_scalars(daf) == {"title": "zero-d", "organism": "one-element"}
+    assert daf_scalars(daf) == {"title": "zero-d", "organism": "one-element", "obs_index_name": "index",
+                                "var_index_name": "index", "obs_kind_categories": "x\ny"}  # (what anndata reads)
 
 
 # The command line, as a real process.

@@ -29,6 +29,7 @@ from .test_anndata import (
     check_daf_holds,
     check_one_warning_per_element,
     is_scalar,
+    kept_colors,
     read,
     uns_scalars,
 )
@@ -59,13 +60,13 @@ def store(backend, tmp_path) -> Store:
     return Store(backend, backend.new(tmp_path, "legacy!"))
 
 
-def unsupported_elements(path: pathlib.Path, adata: anndata.AnnData) -> set[str]:
+def unsupported_elements(adata: anndata.AnnData) -> set[str]:
     """The elements Daf can't hold, from anndata's reading of the file: its ``uns`` values that are not scalars (a
-    ``<column>_categories`` it did not use stays there), its ``obsm``/``varm``, and the legacy ``raw.*`` of the file."""
+    ``<column>_categories`` it did not use stays there; the colors of categorical columns are kept). The numeric
+    ``obsm``/``varm`` are kept (tests/test_anndata_obsm.py), and so is the legacy ``raw.*`` (tests/test_anndata_raw.py).
+    """
     elements = {f"uns/{key}" for key, value in adata.uns.items() if not is_scalar(value)}
-    elements |= {f"{member}/{key}" for member in ("obsm", "varm") for key in getattr(adata, member)}
-    with h5py.File(path, "r") as file:
-        elements |= {key for key in file if key.startswith("raw.")}
+    elements -= {f"uns/{key}" for key in kept_colors(adata)}
     return elements
 
 
@@ -84,8 +85,9 @@ def test_pbmc68k_reduced_imports_as_anndata_reads_it(pbmc68k_reduced, store):
     expected = read(pbmc68k_reduced)
     assert expected.obs["bulk_labels"].dtype == "category" and set(expected.obsp) == {"distances", "connectivities"}
     _, messages = caught_messages(lambda: h5ad_as_daf(pbmc68k_reduced, store.writer, progress=False))
-    elements = unsupported_elements(pbmc68k_reduced, expected)
-    assert {"uns/bulk_labels_colors", "uns/neighbors", "obsm/X_pca", "varm/PCs", "raw.X"} <= elements
+    elements = unsupported_elements(expected)
+    assert "uns/neighbors" in elements and "uns/bulk_labels_colors" not in elements  # (colors: kept)
+    assert not [message for message in messages if "raw" in message]  # (raw.X and raw.var: kept as raw_var)
     check_one_warning_per_element(messages, elements)
     daf = store.reopen()
     check_daf_holds(daf, expected)  # names, X, obsp (transposed), every column (categoricals as strings), order
@@ -173,8 +175,8 @@ def test_legacy_compound_layout_imports_as_anndata_reads_it(tmp_path, store, x_f
     assert expected.uns["title"] == "pbmc" and expected.uns["n_pcs"].tolist() == [50]
     assert set(expected.obsp) == {"connectivities"} and sp.issparse(expected.X) == (x_format != "dense")
     _, messages = caught_messages(lambda: h5ad_as_daf(path, store.writer, progress=False))
-    elements = {"uns/kind_colors", "uns/batch_categories", "uns/n_pcs", "uns/neighbors", "obsm/X_pca", "obsm/X_umap"}
-    assert unsupported_elements(path, expected) == elements
+    elements = {"uns/batch_categories", "uns/n_pcs", "uns/neighbors"}  # (uns/kind_colors: kept, kind's colors)
+    assert unsupported_elements(expected) == elements
     check_one_warning_per_element(messages, elements)
     assert any("uns/n_pcs (array of shape (1,))" in message for message in messages)
     daf = store.reopen()

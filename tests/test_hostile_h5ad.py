@@ -11,6 +11,7 @@ import pytest
 
 import pydaf
 from pydaf.interop import h5ad_as_daf
+from pydaf.interop.convert import convert
 
 from . import hostile_h5ad
 from .soak import soak
@@ -89,8 +90,11 @@ def _snapshot(target: str, folder) -> tuple:
 def test_a_failed_import_leaves_the_destination_as_it_was(tmp_path, existing, damage):
     (_, path), = hostile_h5ad.damaged(tmp_path, {damage: hostile_h5ad.HOSTILE[damage]})
     before = _snapshot(existing, tmp_path)
-    with pytest.raises(pydaf.DafFormatError):
+    with pytest.raises(pydaf.DafError):  # a damage found reading, else DafExistsError: not replaced unless asked
         h5ad_as_daf(path, existing, progress=False, unsupported_handler="ignore")
+    assert _snapshot(existing, tmp_path) == before
+    with pytest.raises(pydaf.DafFormatError):  # asked (convert: h5ad_as_daf into the data set built aside)
+        convert(path, existing, overwrite=True, unsupported="ignore", progress=False)
     assert _snapshot(existing, tmp_path) == before
     if "#/" in existing:
         assert pydaf.H5df(existing.replace("#/cells", "#/other"), "r").get_scalar("keep") == "me"
@@ -110,14 +114,15 @@ def test_an_interrupted_import_leaves_the_destination_as_it_was(tmp_path, existi
 
     monkeypatch.setattr(interop, "_write_member", interrupt)
     with pytest.raises(KeyboardInterrupt):
-        h5ad_as_daf(path, existing, progress=False, unsupported_handler="ignore")
+        convert(path, existing, overwrite=True, unsupported="ignore", progress=False)
     assert _snapshot(existing, tmp_path) == before
 
 
 def test_a_complete_import_replaces_the_destination(tmp_path, existing):
     path = str(tmp_path / "case.h5ad")
     hostile_h5ad.write_base(path)
-    daf = h5ad_as_daf(path, existing, progress=False, unsupported_handler="ignore")
+    convert(path, existing, overwrite=True, unsupported="ignore", progress=False)
+    daf = pydaf.open_daf(existing, "r")
     assert daf.axes_set() == {"obs", "var"} and not daf.has_scalar("version")
     reopened = pydaf.open_daf(existing, "r")
     assert reopened.get_scalar("title") == "hostile" and pydaf.check_daf(reopened) == []

@@ -4,13 +4,17 @@ objects to and from Daf data sets.
 The mapping is Julia's (``DataAxesFormats.AnnDataFormat``): ``obs`` and ``var`` become two named axes (``obs_is``,
 ``var_is``), ``X`` a matrix of them (``X_is``), ``layers`` more matrices, ``obsp``/``varp`` square matrices, the
 ``obs``/``var`` columns vectors and the scalars of ``uns`` scalars. The chosen names are stored as ``uns`` entries
-(``obs_is``, ``var_is``, ``X_is``) when exporting, so importing restores them. Categoricals become strings; missing
-entries of nullable columns become ``0``/``false``/``""`` (and are reported). What Daf cannot hold (``obsm``/``varm``,
-nested ``uns``, arrays in ``uns`` - also of one element -, awkward arrays, string matrices) goes to the
-``unsupported_handler``: ``"ignore"``, ``"warn"`` (the default: one
-:class:`~pydaf.interop.content.UnsupportedElementWarning` per element) or ``"error"`` (raised before anything is
-written). An AnnData without ``X`` is a Daf data set without that matrix, and back. The order of the ``obs``/``var``
-columns is kept through the scalar ``<axis>_column_order`` (:mod:`pydaf.interop.content`).
+(``obs_is``, ``var_is``, ``X_is``) when exporting, so importing restores them. Categoricals become string vectors
+(``""`` where missing) and nullable integer/boolean columns Float64 vectors (NaN where missing) when any entry is
+missing; their categories (in their order), ``ordered``, colors (``uns["<column>_colors"]``) and nullable type, and
+the obs/var index names, are recorded in plain scalars (:func:`~pydaf.interop.content.recorded_scalars`), so the
+export restores the same columns; a step that loses something is reported. The numeric ``obsm``/``varm`` elements
+become matrices over axes of their own, ``obsm_<key>``/``varm_<key>`` (:mod:`pydaf.interop.axis_arrays`). What Daf
+cannot hold (other ``obsm``/``varm`` elements, nested ``uns``, arrays in ``uns`` - also of one element - other
+than the colors of a categorical, awkward arrays, string matrices) goes to the ``unsupported_handler``: ``"ignore"``,
+``"warn"`` (the default: one :class:`~pydaf.interop.content.UnsupportedElementWarning` per element) or ``"error"``
+(raised before anything is written). An AnnData without ``X`` is a Daf data set without that matrix, and back. The
+order of the ``obs``/``var`` columns is kept through the scalar ``<axis>_column_order`` (:mod:`pydaf.interop.content`).
 
 Files of every anndata version read as ``anndata.read_h5ad`` reads them: the current encodings, anndata 0.7's
 (``__categories``, ``categories`` references) and anndata < 0.7's, whose ``obs``/``var`` are compound datasets (a
@@ -24,7 +28,7 @@ names, column lengths and types, matrix shapes, the ``indptr`` of sparse matrice
 checked as they are copied, before the matrix is made to exist (a problem is a :class:`~pydaf.DafFormatError` naming
 the element). Columns whose entries are out of order (allowed by AnnData and scipy) are sorted, as Daf requires.
 A destination given as a path is built aside and moved into place only when complete
-(:mod:`pydaf.interop.destinations`), so a failure leaves it as it was; a destination given as a
+(:mod:`pydaf.composition.destinations`), so a failure leaves it as it was; a destination given as a
 :class:`~pydaf.DafWriter` is written in place, so a failure may leave the properties written before it.
 
 Orientation: see :mod:`pydaf.interop.content` (a CSR ``X`` is stored ``(var, obs)`` as it is in the file;
@@ -56,20 +60,35 @@ from typing import TYPE_CHECKING, Any
 import h5py
 import numpy as np
 
+from ..composition.destinations import require_absent, require_distinct, write_file_then_replace
+from ..core.values import exact_cast
 from ..core.writers import DafWriter
 from ..errors import DafError, DafFormatError, DafMissingError, DafValueError
 from ..sparse import SparseMatrixCSC
+from .axis_arrays import (
+    AxisArraysKept,
+    exported_axis_arrays,
+    read_h5ad_axis_arrays,
+    read_memory_axis_arrays,
+    recorded_axis_arrays,
+)
 from .content import (
+    RAW_RECORD,
+    RECORDED_COLUMN_FACTS,
     Content,
+    axis_array_axis,
+    axis_array_record,
     column_order_scalar,
+    column_scalar,
     content_as_daf,
+    element_path,
+    index_name_scalar,
     open_source,
     progress_bar,
     sort_columns,
     sort_matrix,
     sort_uns,
 )
-from .destinations import require_distinct, write_file_then_replace
 from .h5ad_elements import (
     Column,
     MatrixSource,
@@ -77,6 +96,7 @@ from .h5ad_elements import (
     categorical_column,
     compound_fields,
     legacy_string_scalar,
+    nullable_name,
     read_dataframe,
     read_element,
     read_guarded,
@@ -97,7 +117,8 @@ _MATRIX_MEMBERS = ("X", "layers", "obsp", "varp")
 # Reading an h5ad file.
 
 
-def _read_h5ad(root: h5py.Group, origin: str) -> Content:
+def _read_h5ad(root: h5py.Group, origin: str, *, obsm: AxisArraysKept = True,
+               varm: AxisArraysKept = True, raw: bool = True) -> Content:
     content = Content(origin=origin)
     for member in ("obs", "var"):
         if member not in root:
@@ -109,6 +130,10 @@ def _read_h5ad(root: h5py.Group, origin: str) -> Content:
         consumed = _apply_legacy_categories(frames, uns)
     content.obs = sort_columns(content, "obs", frames["obs"])
     content.var = sort_columns(content, "var", frames["var"])
+    for member in ("obs", "var"):
+        index_name = read_guarded(root[member], _h5ad_index_name)
+        if index_name is not None:
+            content.index_names[member] = index_name
     if isinstance(uns, h5py.Group):
         sort_uns(content, {key: _read_uns_value(uns[key]) for key in uns if key not in consumed})
     elif uns is not None:
@@ -124,29 +149,77 @@ def _read_h5ad(root: h5py.Group, origin: str) -> Content:
                 sort_matrix(content, member, key, read_element(root[member][key]))
     if isinstance(uns, h5py.Group):
         _move_adjacency(content, uns)
-    for member in ("obsm", "varm"):
-        if member in root:
-            element = root[member]
-            keys = list(element) if isinstance(element, h5py.Group) else compound_fields(element)
-            content.unsupported.extend(f"unsupported element: {member}/{key}" for key in keys)
-            if not isinstance(element, h5py.Group) and not keys:
-                content.unsupported.append(f"unsupported element: {member}")
+    for member, keep in (("obsm", obsm), ("varm", varm)):
+        read_h5ad_axis_arrays(root, content, member, keep)
+    if raw:
+        _read_h5ad_raw(root, content)
     for member in root:
-        if member not in ("obs", "var", "uns", "X", "obsm", "varm", *_MATRIX_MEMBERS):
+        if member not in ("obs", "var", "uns", "X", "obsm", "varm", *_MATRIX_MEMBERS, *_RAW_MEMBERS):
             content.unsupported.append(f"unsupported element: {member}")
     return content
 
 
+# raw: a group (`raw/X`, `raw/var`, `raw/varm`), or anndata < 0.7's top-level `raw.X`, `raw.var`, `raw.varm`.
+_RAW_MEMBERS = ("raw", "raw.X", "raw.var", "raw.varm")
+
+
+def _read_h5ad_raw(root: h5py.Group, content: Content) -> None:
+    """File the file's ``raw`` (as ``anndata.read_h5ad`` reads it: the ``raw`` group, or the legacy ``raw.*``
+    elements; a file with both is refused, as anndata refuses it) into ``content``: raw.var's columns, raw.X (the
+    matrix member ``raw``) and raw.varm's elements (``raw_varm``). A raw without X or var is reported."""
+    legacy = [member for member in _RAW_MEMBERS[1:] if member in root]
+    if "raw" not in root and not legacy:
+        return
+    if "raw" in root and legacy:
+        raise DafFormatError(f"both raw and {', '.join(legacy)} (anndata's current and legacy raw) in {content.origin}")
+    if "raw" in root:
+        group = root["raw"]
+        if not isinstance(group, h5py.Group):
+            content.unsupported.append("unsupported element: raw (not a group)")
+            return
+        elements = {name: group.get(name) for name in ("X", "var", "varm")}
+    else:
+        elements = {name: root.get(f"raw.{name}") for name in ("X", "var", "varm")}
+    missing = [f"raw/{name}" for name in ("X", "var") if elements[name] is None]
+    if missing:
+        content.unsupported.append(f"unsupported element: raw (without {' and '.join(missing)})")
+        return
+    content.raw = sort_columns(content, "raw/var", read_guarded(elements["var"], read_dataframe))
+    index_name = read_guarded(elements["var"], _h5ad_index_name)
+    if index_name is not None:
+        content.index_names["raw"] = index_name
+    sort_matrix(content, "raw", "X", read_element(elements["X"]))
+    if not any(member == "raw" for member, *_ in content.matrices):
+        content.unsupported.append("unsupported element: raw (its X is not kept)")
+        content.raw = None
+        return
+    if elements["varm"] is not None:
+        if "raw" in root:
+            read_h5ad_axis_arrays(group, content, "varm", True, into="raw_varm")
+        else:
+            read_h5ad_axis_arrays(root, content, "raw.varm", True, into="raw_varm")
+
+
+def _h5ad_index_name(element: Any) -> str | None:
+    """The name anndata gives the index of a dataframe: its ``_index`` attribute unless that is ``_index`` (anndata's
+    name for an unnamed index), or the first field of a compound dataset (anndata < 0.7)."""
+    if isinstance(element, h5py.Dataset):
+        names = compound_fields(element)
+        return names[0] if names else None
+    name = element.attrs.get("_index")
+    if isinstance(name, bytes):
+        name = name.decode()
+    return name if isinstance(name, str) and name != "_index" else None
+
+
 def _read_uns_value(element: Any) -> Any:
-    """A value of ``uns``, as anndata reads it: an array (even of one element) is an array, except the 1-element
+    """A value of ``uns``, as anndata reads it: an array (even of one element) is an array (a :class:`Column`, which
+    :func:`~pydaf.interop.content.sort_uns` keeps only as the colors of a categorical), except the 1-element
     byte-string array that anndata < 0.7 wrote for a string scalar."""
     scalar = read_guarded(element, legacy_string_scalar)
     if scalar is not None:
         return scalar
-    value = read_element(element)
-    if isinstance(value, Column):
-        return Unsupported(f"array of shape {value.values.shape}")
-    return value
+    return read_element(element)
 
 
 def _apply_legacy_categories(frames: dict[str, Any], uns: h5py.Group) -> set[str]:
@@ -200,9 +273,11 @@ def _pandas_column(series: Any) -> Column | Unsupported:
 
     dtype = series.dtype
     if isinstance(dtype, pd.CategoricalDtype):
-        return categorical_column(series.cat.codes.to_numpy(), np.asarray(series.cat.categories.astype(str)))
+        return categorical_column(series.cat.codes.to_numpy(), np.asarray(series.cat.categories),
+                                  bool(dtype.ordered))
     if isinstance(dtype, pd.api.extensions.ExtensionDtype) and not isinstance(dtype, np.dtype):
-        # pandas' nullable types: missing entries become Julia's "empty" values (NaN stays NaN for floats).
+        # pandas' nullable types: missing entries hold Julia's "empty" values for now (sort_columns keeps them
+        # missing: see recorded_scalars); NaN stays NaN for floats.
         missing = series.isna().to_numpy()
         if pd.api.types.is_bool_dtype(dtype):
             values = series.to_numpy(dtype=bool, na_value=False)
@@ -212,22 +287,33 @@ def _pandas_column(series: Any) -> Column | Unsupported:
             return Column(series.to_numpy(dtype=dtype.numpy_dtype, na_value=np.nan))
         elif pd.api.types.is_string_dtype(dtype):
             values = np.asarray(series.fillna("").astype(object).to_numpy(), dtype=object)
+            return Column(values, missing if missing.any() else None, nullable="string")
         else:
             return Unsupported(f"column type: {dtype}")
-        return Column(values, missing if missing.any() else None)
+        return Column(values, missing if missing.any() else None, nullable=nullable_name(values.dtype))
     values = series.to_numpy()
     if values.dtype == object:
-        if not all(isinstance(value, str) for value in values.tolist()):
+        items = values.tolist()
+        if all(isinstance(value, str) for value in items):
+            return Column(values.astype(object))
+        if not all(isinstance(value, str | bytes) for value in items):
             return Unsupported("column of mixed objects")
-        return Column(values.astype(object))
+        try:  # (anndata reads the fixed-length strings of old files as bytes; the files hold text)
+            text = [value.decode() if isinstance(value, bytes) else value for value in items]
+        except UnicodeDecodeError:
+            return Unsupported("column of bytes that are not UTF-8 text")
+        return Column(np.array(text, dtype=object), note="bytes decoded as UTF-8 strings")
     if values.dtype.kind not in "biuf" or values.dtype == np.float16:
         return Unsupported(f"column type: {values.dtype}")
     return Column(values)
 
 
-def _frame_columns(frame: Any) -> dict[str, Any]:
+def _frame_columns(frame: Any, member: str, content: Content) -> dict[str, Any]:
     columns: dict[str, Any] = {"_index": Column(np.asarray(frame.index.astype(str), dtype=object))}
     for name in frame.columns:
+        if str(name) == "_index":  # (the key of the names here, and a name anndata refuses to write)
+            content.unsupported.append(f"unsupported element: {member}/_index (a column named as AnnData's index)")
+            continue
         columns[str(name)] = _pandas_column(frame[name])
     return columns
 
@@ -247,20 +333,33 @@ def _memory_matrix(value: Any) -> Any:
     return Unsupported(f"matrix type: {type(value).__name__}")
 
 
-def _read_anndata(adata: anndata.AnnData) -> Content:
+def _read_anndata(adata: anndata.AnnData, *, obsm: AxisArraysKept = True, varm: AxisArraysKept = True,
+                  raw: bool = True) -> Content:
     content = Content()
-    content.obs = sort_columns(content, "obs", _frame_columns(adata.obs))
-    content.var = sort_columns(content, "var", _frame_columns(adata.var))
+    content.obs = sort_columns(content, "obs", _frame_columns(adata.obs, "obs", content))
+    content.var = sort_columns(content, "var", _frame_columns(adata.var, "var", content))
+    for member in ("obs", "var"):
+        index_name = getattr(adata, member).index.name
+        if index_name is not None:
+            content.index_names[member] = str(index_name)
     sort_uns(content, dict(adata.uns))
     if adata.X is not None:
         sort_matrix(content, "X", "X", _memory_matrix(adata.X))
     for member in ("layers", "obsp", "varp"):
         for key, value in getattr(adata, member).items():
             sort_matrix(content, member, key, _memory_matrix(value))
-    for member in ("obsm", "varm"):
-        content.unsupported.extend(f"unsupported element: {member}/{key}" for key in getattr(adata, member))
-    if adata.raw is not None:
-        content.unsupported.append("unsupported element: raw")
+    for member, keep in (("obsm", obsm), ("varm", varm)):
+        read_memory_axis_arrays(adata, content, member, keep)
+    if raw and adata.raw is not None:
+        content.raw = sort_columns(content, "raw/var", _frame_columns(adata.raw.var, "raw/var", content))
+        if adata.raw.var.index.name is not None:
+            content.index_names["raw"] = str(adata.raw.var.index.name)
+        sort_matrix(content, "raw", "X", _memory_matrix(adata.raw.X))
+        if not any(member == "raw" for member, *_ in content.matrices):
+            content.unsupported.append("unsupported element: raw (its X is not kept)")
+            content.raw = None
+        else:
+            read_memory_axis_arrays(adata.raw, content, "varm", True, into="raw_varm")
     return content
 
 
@@ -271,13 +370,21 @@ def _read_anndata(adata: anndata.AnnData) -> Content:
 def h5ad_as_daf(path: str | os.PathLike, destination: DafWriter | str | os.PathLike | None = None, *,
                 name: str | None = None, obs_is: str | None = None, var_is: str | None = None,
                 X_is: str | None = None, modality: str | None = None, unsupported_handler: str = "warn",
-                relayout: bool = False, progress: bool = True) -> DafWriter:
+                relayout: bool = False, obsm: AxisArraysKept = True, varm: AxisArraysKept = True,
+                raw: bool = True, progress: bool = True, overwrite: bool = False) -> DafWriter:
     """Read an ``.h5ad`` file (with h5py; anndata is not needed), or the ``modality`` of a MuData ``.h5mu`` file, into
     a Daf data set: ``destination`` (a :class:`~pydaf.DafWriter`, a path for :func:`~pydaf.open_daf` in mode ``w``,
     or ``None`` for a new :class:`~pydaf.MemoryDaf`), which is returned. Large sparse matrices stream into the
     destination with bounded buffers. ``X`` and the layers are stored in the layout the file holds (CSR and dense as
     ``(var_is, obs_is)``, CSC as ``(obs_is, var_is)``), as Julia's Daf does; with ``relayout`` the other layout is
     stored too. A MuData file without a ``modality`` is a :class:`~pydaf.DafValueError` listing its modalities.
+    The numeric ``obsm``/``varm`` elements become matrices over axes of their own (:mod:`pydaf.interop.axis_arrays`);
+    ``obsm``/``varm`` ``False`` skip them, a list of keys keeps only those. The AnnData's ``raw`` is kept (unless
+    ``raw=False``) as the axis ``raw_<var_is>`` of the raw var names, with raw.var's columns as its vectors, raw.X as
+    the matrix ``X_is`` of it and ``obs_is`` (in the layout the file holds, as X), raw.varm's elements as varm's
+    (over axes ``raw_varm_<key>``) and the scalar ``raw_is`` naming the axis, so :func:`daf_as_h5ad` and
+    :func:`daf_as_anndata` rebuild ``raw``. A path ``destination`` that exists is replaced (once the new data set
+    is complete) only with ``overwrite``.
 
     Example:
         >>> import os, tempfile, numpy as np, pydaf
@@ -293,20 +400,23 @@ def h5ad_as_daf(path: str | os.PathLike, destination: DafWriter | str | os.PathL
     with file:
         root, origin = anndata_root(file, modality, text)
         try:
-            content = _read_h5ad(root, origin)
+            content = _read_h5ad(root, origin, obsm=obsm, varm=varm, raw=raw)
         except DafError:
             raise
         except Exception as error:  # anything the element readers did not name
             raise DafFormatError(f"can't read {origin}\n({type(error).__name__}: {error})") from error
         return content_as_daf(content, destination, name=name, obs_is=obs_is, var_is=var_is, X_is=X_is,
-                              unsupported_handler=unsupported_handler, relayout=relayout, progress=progress)
+                              unsupported_handler=unsupported_handler, relayout=relayout, progress=progress,
+                              overwrite=overwrite)
 
 
 def anndata_as_daf(adata: anndata.AnnData, destination: DafWriter | str | os.PathLike | None = None, *,
                    name: str | None = None, obs_is: str | None = None, var_is: str | None = None,
                    X_is: str | None = None, unsupported_handler: str = "warn", relayout: bool = False,
-                   progress: bool = False) -> DafWriter:
-    """Copy an in-memory ``anndata.AnnData`` into a Daf data set (the same mapping as :func:`h5ad_as_daf`).
+                   obsm: AxisArraysKept = True, varm: AxisArraysKept = True, raw: bool = True,
+                   progress: bool = False, overwrite: bool = False) -> DafWriter:
+    """Copy an in-memory ``anndata.AnnData`` into a Daf data set (the same mapping as :func:`h5ad_as_daf`, ``raw``
+    included unless ``raw=False``).
 
     Example:
         >>> import anndata, numpy as np
@@ -315,8 +425,9 @@ def anndata_as_daf(adata: anndata.AnnData, destination: DafWriter | str | os.Pat
         >>> anndata_as_daf(adata, obs_is="cell", var_is="gene").get_matrix("cell", "gene", "X").tolist()
         [[1.0, 0.0]]
     """
-    return content_as_daf(_read_anndata(adata), destination, name=name, obs_is=obs_is, var_is=var_is, X_is=X_is,
-                          unsupported_handler=unsupported_handler, relayout=relayout, progress=progress)
+    return content_as_daf(_read_anndata(adata, obsm=obsm, varm=varm, raw=raw), destination, name=name, obs_is=obs_is,
+                          var_is=var_is, X_is=X_is, unsupported_handler=unsupported_handler, relayout=relayout,
+                          progress=progress, overwrite=overwrite)
 
 
 # Daf to AnnData.
@@ -328,6 +439,8 @@ class _Export:
     var_is: str
     X_is: str | None  # None: no X
     uns: dict[str, Any]
+    raw: str | None = None  # the raw axis (its matrix raw_X with obs_is is raw.X), or None: no raw
+    raw_X: str = "X"
 
 
 def _export_names(daf: DafReader, obs_is: str | None, var_is: str | None, X_is: str | None) -> _Export:
@@ -348,8 +461,14 @@ def _export_names(daf: DafReader, obs_is: str | None, var_is: str | None, X_is: 
             raise DafMissingError(f"missing matrix: {export.X_is}\nfor the rows axis: {export.obs_is}\nand the "
                                   f"columns axis: {export.var_is}\nin the daf data: {daf.name}")
         export.X_is = None
-    internal = {column_order_scalar(export.obs_is), column_order_scalar(export.var_is)}
+    _export_raw(daf, export)
+    internal = _recorded_names(daf, export.obs_is) | _recorded_names(daf, export.var_is)
+    if export.raw is not None:
+        internal |= _recorded_names(daf, export.raw) | {RAW_RECORD}
+    internal |= {axis_array_record(axis)
+                 for *_, axis, _ in recorded_axis_arrays(daf, export.obs_is, export.var_is, export.raw)}
     export.uns = {name: daf.get_scalar(name) for name in sorted(daf.scalars_set()) if name not in internal}
+    export.uns.update(_recorded_colors(daf, export.obs_is) | _recorded_colors(daf, export.var_is))
     for key, value, default in (("obs_is", export.obs_is, "obs"), ("var_is", export.var_is, "var"),
                                 ("X_is", export.X_is, "X")):
         if value is not None and value != default:
@@ -357,6 +476,75 @@ def _export_names(daf: DafReader, obs_is: str | None, var_is: str | None, X_is: 
         else:
             export.uns.pop(key, None)
     return export
+
+
+def _export_raw(daf: DafReader, export: _Export) -> None:
+    """The raw the data set records (:data:`~pydaf.interop.content.RAW_RECORD` names an axis, other than obs/var,
+    that has the matrix named as X was on import - the ``X_is`` scalar, else ``X`` - with the obs axis); else none,
+    and the record is a scalar as any other."""
+    axis = daf.get_scalar(RAW_RECORD, default=None)
+    if not isinstance(axis, str) or axis in (export.obs_is, export.var_is) or not daf.has_axis(axis):
+        return
+    stored = daf.get_scalar("X_is", default=None)
+    name = stored if isinstance(stored, str) else "X"
+    if daf.has_matrix(export.obs_is, axis, name):
+        export.raw, export.raw_X = axis, name
+
+
+def _recorded_names(daf: DafReader, axis: str) -> set[str]:
+    """The scalars that record how the vectors of an axis were AnnData columns (not copied into ``uns``)."""
+    names = {column_order_scalar(axis), index_name_scalar(axis)}
+    for vector in daf.vectors_set(axis):
+        names.update(column_scalar(axis, vector, what) for what in RECORDED_COLUMN_FACTS)
+    return names
+
+
+def _recorded_colors(daf: DafReader, axis: str) -> dict[str, np.ndarray]:
+    """scanpy's ``uns["<column>_colors"]`` of the categorical vectors of an axis whose colors were recorded."""
+    colors = {}
+    for vector in sorted(daf.vectors_set(axis)):
+        recorded = daf.get_scalar(column_scalar(axis, vector, "colors"), default=None)
+        if isinstance(recorded, str):
+            colors[f"{vector}_colors"] = np.array(recorded.split("\n") if recorded else [], dtype=object)
+    return colors
+
+
+def _index_name(daf: DafReader, axis: str) -> str | None:
+    name = daf.get_scalar(index_name_scalar(axis), default=None)
+    return name if isinstance(name, str) else None
+
+
+_NULLABLE_NUMBERS = ("Int8", "Int16", "Int32", "Int64", "UInt8", "UInt16", "UInt32", "UInt64", "boolean")
+
+
+def _anndata_column(daf: DafReader, axis: str, name: str, vector: np.ndarray) -> Any:
+    """The AnnData column of a vector (see :func:`~pydaf.interop.content.recorded_scalars`): a ``pd.Categorical``
+    when its categories are recorded (``""`` and any label not a category is missing; a label not a category other
+    than ``""`` - the vector was changed since - is added as a category, after the recorded ones), a pandas nullable
+    array when its nullable type is (NaN, or ``""`` for ``string``, is missing; values that no longer fit the type
+    are left as they are), else the vector itself."""
+    import pandas as pd
+
+    categories = daf.get_scalar(column_scalar(axis, name, "categories"), default=None)
+    if isinstance(categories, str) and vector.dtype == object:
+        names = categories.split("\n") if categories else []
+        codes = pd.Index(names, dtype=object).get_indexer(vector)
+        added = sorted(set(vector[codes < 0].tolist()).difference(["", *names]))
+        if added:
+            names += added
+            codes = pd.Index(names, dtype=object).get_indexer(vector)
+        ordered = daf.get_scalar(column_scalar(axis, name, "ordered"), default=False)
+        ordered = isinstance(ordered, bool | np.bool_) and bool(ordered)
+        return pd.Categorical.from_codes(codes, categories=pd.Index(names, dtype=object), ordered=ordered)
+    nullable = daf.get_scalar(column_scalar(axis, name, "nullable"), default=None)
+    if nullable == "string" and vector.dtype == object:
+        return pd.array(np.where(vector == "", None, vector), dtype="string")
+    if nullable in _NULLABLE_NUMBERS and vector.dtype.kind in "biuf":
+        try:
+            return pd.array(vector, dtype=nullable)
+        except (TypeError, ValueError):
+            return vector
+    return vector
 
 
 def _column_order(daf: DafReader, axis: str) -> list[str]:
@@ -368,11 +556,15 @@ def _column_order(daf: DafReader, axis: str) -> list[str]:
     return list(dict.fromkeys(first)) + sorted(names.difference(first))
 
 
-def _columns(daf: DafReader, axis: str) -> dict[str, np.ndarray]:
+def _columns(daf: DafReader, axis: str, *, copy: bool = True) -> dict[str, Any]:
+    """The AnnData columns of the vectors of an axis (numpy arrays, owned if ``copy`` else as the data set gives
+    them, or pandas categoricals and nullable arrays: see :func:`_anndata_column`)."""
     columns = {}
     for name in _column_order(daf, axis):
         vector = daf.get_vector(axis, name)
-        columns[name] = np.asarray(vector.to_dense() if hasattr(vector, "to_dense") else vector)
+        vector = np.asarray(vector.to_dense() if hasattr(vector, "to_dense") else vector)
+        column = _anndata_column(daf, axis, name, vector)
+        columns[name] = np.array(column) if copy and column is vector else column
     return columns
 
 
@@ -392,10 +584,13 @@ def _anndata_matrix(daf: DafReader, rows_axis: str, columns_axis: str, name: str
 
 
 def _matrices(daf: DafReader, export: _Export, *, allow_csc: bool) -> Iterator[tuple[str, str, Any, str]]:
-    """``(member, key, matrix, encoding)`` of X (if any), the layers, obsp and varp."""
+    """``(member, key, matrix, encoding)`` of X (if any), raw.X (member ``raw``, if any), the layers, obsp and
+    varp."""
     obs, var = export.obs_is, export.var_is
     if export.X_is is not None:
         yield "X", "X", *_anndata_matrix(daf, obs, var, export.X_is, allow_csc=allow_csc)
+    if export.raw is not None:
+        yield "raw", "X", *_anndata_matrix(daf, obs, export.raw, export.raw_X, allow_csc=allow_csc)
     for name in sorted(daf.matrices_set(obs, var)):
         if name != export.X_is:
             yield "layers", name, *_anndata_matrix(daf, obs, var, name, allow_csc=allow_csc)
@@ -409,14 +604,19 @@ def _matrices(daf: DafReader, export: _Export, *, allow_csc: bool) -> Iterator[t
 
 
 def daf_as_h5ad(daf: DafReader, path: str | os.PathLike, *, obs_is: str | None = None, var_is: str | None = None,
-                X_is: str | None = None, progress: bool = True) -> None:
+                X_is: str | None = None, overwrite: bool = False, progress: bool = True) -> None:
     """Write a Daf data set as an ``.h5ad`` file (anndata's current format, written with h5py): the axes ``obs_is``
     and ``var_is`` (by default the scalars of those names, else ``obs``/``var``) with their vectors (in the order
     recorded on import, else sorted), the matrix ``X_is`` as ``X`` (none if the data set has no such matrix, unless
     ``X_is`` is given), the other matrices of the two axes as layers, their square matrices as ``obsp``/``varp``
-    (transposed back), and every scalar in ``uns`` (plus ``obs_is``/``var_is``/``X_is`` when not the defaults).
-    Sparse matrices are written as ``csr_matrix`` from the stored ``(var_is, obs_is)`` layout, or as ``csc_matrix``
-    when only ``(obs_is, var_is)`` is stored, streaming slices of the stored arrays (nothing is relaid out).
+    (transposed back), the recorded ``obsm``/``varm`` elements as they were imported
+    (:mod:`pydaf.interop.axis_arrays`), and every other scalar in ``uns`` (plus ``obs_is``/``var_is``/``X_is`` when
+    not the defaults). Columns are written as they were imported, from the scalars that record them (categoricals
+    with their categories in order, ``ordered`` and ``uns["<column>_colors"]``; pandas' nullable types with their
+    missing values; the index names: :func:`~pydaf.interop.content.recorded_scalars`); those scalars are not copied
+    into ``uns``. Sparse matrices are written as ``csr_matrix`` from the stored ``(var_is, obs_is)`` layout, or
+    as ``csc_matrix`` when only ``(obs_is, var_is)`` is stored, streaming slices of the stored arrays (nothing is
+    relaid out). An existing file is replaced (once the new one is complete) only with ``overwrite``.
 
     Example:
         >>> import os, tempfile, numpy as np, pydaf, anndata
@@ -427,15 +627,22 @@ def daf_as_h5ad(daf: DafReader, path: str | os.PathLike, *, obs_is: str | None =
         >>> adata = anndata.read_h5ad(path)
         >>> adata.X.tolist(), adata.uns["X_is"]
         ([[1], [2]], 'UMIs')
+        >>> daf_as_h5ad(daf, path, progress=False)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        pydaf.errors.DafExistsError: the destination exists: ...x.h5ad
+        (to replace it, pass --overwrite to the pydaf command, or overwrite=True in Python)
     """
     source = daf.complete_path()
     if source is not None:
         require_distinct(source, path)
+    require_absent(path, overwrite=overwrite)  # before anything is read
     with daf.read_lock():
         export = _export_names(daf, obs_is, var_is, X_is)
         matrices = list(_matrices(daf, export, allow_csc=True))
         try:
-            write_file_then_replace(path, lambda temporary: _write_h5ad(temporary, daf, export, matrices, progress))
+            write_file_then_replace(path, lambda temporary: _write_h5ad(temporary, daf, export, matrices, progress),
+                                    overwrite=overwrite)
         except DafError:
             raise
         except (ValueError, TypeError) as error:  # e.g. a NUL in a string, which HDF5 strings can't hold
@@ -448,56 +655,130 @@ def _write_h5ad(path: str, daf: DafReader, export: _Export, matrices: list[tuple
     with h5py.File(path, "w") as file:
         stamp(file, "anndata", "0.1.0")
         for member, axis in (("obs", export.obs_is), ("var", export.var_is)):
-            write_element(file, member, "dataframe", (daf.axis_vector(axis), _columns(daf, axis)))
-        uns = {key: ("string" if isinstance(value, str) else "numeric-scalar", value)
-               for key, value in export.uns.items()}
+            write_element(file, member, "dataframe", (daf.axis_vector(axis), _columns(daf, axis, copy=False),
+                                                      _index_name(daf, axis)))
+        uns = {key: ("string-array" if isinstance(value, np.ndarray) else "string" if isinstance(value, str)
+                     else "numeric-scalar", value) for key, value in export.uns.items()}
         groups = {member: write_element(file, member, "dict", uns if member == "uns" else {})
                   for member in ("layers", "obsm", "varm", "obsp", "varp", "uns")}
+        if export.raw is not None:  # (as anndata writes it: a group of X, var and varm)
+            groups["raw"] = stamp(file.create_group("raw"), "raw", "0.1.0")
+            write_element(groups["raw"], "var", "dataframe", (daf.axis_vector(export.raw),
+                                                              _columns(daf, export.raw, copy=False),
+                                                              _index_name(daf, export.raw)))
+            groups["raw_varm"] = write_element(groups["raw"], "varm", "dict", {})
         total = sum(matrix.nnz if isinstance(matrix, SparseMatrixCSC) else int(np.prod(matrix.shape))
                     for _, _, matrix, _ in matrices)
         with progress_bar(total, progress, "Daf -> AnnData") as bar:
             for member, key, matrix, encoding in matrices:
                 write_element(file if member == "X" else groups[member], key, encoding, matrix, bar=bar)
+        _write_axis_arrays(daf, export, groups)
+
+
+def _write_axis_arrays(daf: DafReader, export: _Export, groups: dict[str, h5py.Group]) -> None:
+    """The recorded obsm/varm elements (:mod:`pydaf.interop.axis_arrays`), in their AnnData encodings."""
+    for member, key, encoding, value in exported_axis_arrays(daf, export.obs_is, export.var_is, export.raw):
+        if encoding == "dataframe":
+            bad = [name for name in value[1] if "/" in name or name == "_index"]
+            if bad:  # (h5py would make a group of a "/", and "_index" is the index's own name)
+                raise DafValueError(f"can't write the column: {bad[0]}\nof the AnnData dataframe: "
+                                    f"{element_path(member, key)}\n"
+                                    f"(an entry of the axis: {axis_array_axis(member, key)})\n"
+                                    f"in an h5ad file, from the daf data: {daf.name}")
+        write_element(groups[member], key, encoding, value)
+
+
+def _anndata_axis_arrays(daf: DafReader, export: _Export) -> dict[str, dict[str, Any]]:
+    """The recorded obsm/varm elements as an in-memory AnnData holds them (writable copies)."""
+    import pandas as pd
+    import scipy.sparse as sp
+
+    members: dict[str, dict[str, Any]] = {"obsm": {}, "varm": {}, "raw_varm": {}}
+    for member, key, encoding, value in exported_axis_arrays(daf, export.obs_is, export.var_is, export.raw):
+        if encoding == "dataframe":
+            names, columns = value
+            element: Any = pd.DataFrame({name: np.array(column) for name, column in columns.items()},
+                                        index=pd.Index(np.asarray(names, dtype=object)),
+                                        columns=pd.Index(list(columns), dtype=object))
+        elif encoding == "array":
+            element = np.array(value, order="C")
+        else:
+            arrays = (np.array(value.nzval), np.asarray(value.rowval, dtype=np.int64) - 1,
+                      np.asarray(value.colptr, dtype=np.int64) - 1)
+            if encoding == "csr_matrix":  # value: the (columns, rows) CSC matrix
+                element = sp.csr_matrix(arrays, shape=(value.shape[1], value.shape[0]))
+            else:
+                element = sp.csc_matrix(arrays, shape=value.shape)
+        members[member][key] = element
+    return members
 
 
 def daf_as_anndata(daf: DafReader, *, obs_is: str | None = None, var_is: str | None = None,
-                   X_is: str | None = None, X_eltype: Any = None) -> anndata.AnnData:
-    """A new in-memory ``anndata.AnnData`` of a Daf data set (the same mapping as :func:`daf_as_h5ad`); sparse
-    matrices become ``scipy.sparse.csr_matrix``, dense ones numpy arrays. ``X_eltype`` converts ``X``.
+                   X_is: str | None = None, X_eltype: Any = None, copy: bool = True) -> anndata.AnnData:
+    """A new in-memory ``anndata.AnnData`` of a Daf data set (the same mapping as :func:`daf_as_h5ad`), for scanpy:
+    every array it holds (X, layers, obsp/varp, the obs/var columns) is its own and writable, whatever the data set
+    (a memory-mapped H5df gives read-only views). Sparse matrices become ``scipy.sparse.csr_matrix``, dense ones
+    numpy arrays; categorical columns, nullable columns, index names and ``uns`` colors are restored as recorded on
+    import (:func:`~pydaf.interop.content.recorded_scalars`). ``X_eltype`` converts ``X``.
+
+    ``copy=False`` gives instead a zero-copy AnnData **view** of the data set (to read, not for scanpy's in-place
+    steps): dense matrices are the stored ones (read-only views of a mapped file: Daf's column-major ``(var, obs)``
+    matrix *is* the row-major ``(obs, var)`` one); a sparse matrix shares its stored values (``data``), but its
+    indices are copied, being 0-based in scipy and 1-based in Daf (a ``csr_matrix`` from the stored ``(var, obs)``
+    layout, or a ``csc_matrix`` when only ``(obs, var)`` is stored, so nothing is relaid out or densified); numeric
+    and string columns are the stored vectors; categoricals and nullable columns, and ``X_eltype``, are converted
+    copies.
 
     Example:
         >>> import numpy as np, pydaf
         >>> daf = pydaf.MemoryDaf().add_axis("cell", ["A", "B"]).add_axis("gene", ["X"])
         >>> adata = daf_as_anndata(daf.set_matrix("cell", "gene", "UMIs", np.array([[1], [2]])), obs_is="cell",
         ...                        var_is="gene", X_is="UMIs", X_eltype=np.float32)
-        >>> adata.X.dtype, adata.obs_names.tolist()
-        (dtype('float32'), ['A', 'B'])
+        >>> adata.X.dtype, adata.obs_names.tolist(), adata.X.flags.writeable
+        (dtype('float32'), ['A', 'B'], True)
+        >>> view = daf_as_anndata(daf, obs_is="cell", var_is="gene", X_is="UMIs", copy=False)
+        >>> np.shares_memory(view.X, daf.get_matrix("gene", "cell", "UMIs"))
+        True
     """
     import anndata
     import pandas as pd
     import scipy.sparse as sp
 
-    def row_major(matrix: Any) -> Any:
+    def row_major(matrix: Any, encoding: str) -> Any:
         if isinstance(matrix, SparseMatrixCSC):
-            return sp.csr_matrix((np.asarray(matrix.nzval), np.asarray(matrix.rowval, dtype=np.int64) - 1,
-                                  np.asarray(matrix.colptr, dtype=np.int64) - 1),
-                                 shape=(matrix.shape[1], matrix.shape[0]))
-        return np.ascontiguousarray(matrix)
+            data = np.array(matrix.nzval) if copy else np.asarray(matrix.nzval)
+            indices = np.asarray(matrix.rowval, dtype=np.int64) - 1
+            indptr = np.asarray(matrix.colptr, dtype=np.int64) - 1
+            if encoding == "csc_matrix":  # (copy=False only) the stored (obs, var) layout, as it is
+                result = sp.csc_matrix((data, indices, indptr), shape=matrix.shape, copy=False)
+            else:
+                result = sp.csr_matrix((data, indices, indptr), shape=(matrix.shape[1], matrix.shape[0]), copy=False)
+            result.data = data  # (scipy copies a view of a larger array, as the values mapped from a file are)
+            return result
+        return np.array(matrix, order="C") if copy else matrix
 
     def frame(axis: str) -> pd.DataFrame:
-        index = pd.Index(np.asarray(daf.axis_vector(axis), dtype=object))
-        return pd.DataFrame(_columns(daf, axis), index=index)
+        index = pd.Index(np.asarray(daf.axis_vector(axis), dtype=object), name=_index_name(daf, axis))
+        return pd.DataFrame(_columns(daf, axis, copy=copy), index=index, copy=False)
 
     with daf.read_lock():
         export = _export_names(daf, obs_is, var_is, X_is)
         members: dict[str, dict[str, Any]] = {"layers": {}, "obsp": {}, "varp": {}}
-        X = None
-        for member, key, matrix, _ in _matrices(daf, export, allow_csc=False):
-            if member == "X":
-                X = row_major(matrix)
-                if X_eltype is not None:
-                    X = X.astype(X_eltype)
+        X = raw_X = None
+        for member, key, matrix, encoding in _matrices(daf, export, allow_csc=not copy):
+            if member == "raw":
+                raw_X = row_major(matrix, encoding)
+            elif member == "X":
+                X = row_major(matrix, encoding)
+                if X_eltype is not None:  # exactly (Julia's convert), or a DafInexactError: never wrapped or truncated
+                    what = "X of the AnnData"
+                    X = (type(X)((exact_cast(X.data, X_eltype, what=what, daf_name=daf.name), X.indices, X.indptr),
+                                 shape=X.shape) if sp.issparse(X) else exact_cast(X, X_eltype, what=what,
+                                                                                   daf_name=daf.name))
             else:
-                members[member][key] = row_major(matrix)
-        return anndata.AnnData(X=X, obs=frame(export.obs_is), var=frame(export.var_is), uns=export.uns,
-                               **members)
+                members[member][key] = row_major(matrix, encoding)
+        axis_arrays = _anndata_axis_arrays(daf, export)
+        raw_varm = axis_arrays.pop("raw_varm")
+        raw = None if export.raw is None else {"X": raw_X, "var": frame(export.raw), "varm": raw_varm}
+        return anndata.AnnData(X=X, obs=frame(export.obs_is), var=frame(export.var_is), uns=export.uns, raw=raw,
+                               **members, **axis_arrays)

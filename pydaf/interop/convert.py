@@ -1,10 +1,13 @@
 """``pydaf convert``: between ``.h5ad`` files and Daf data sets of any backend, chosen by the paths; also from the
 modalities of MuData ``.h5mu`` files and from 10x Cell Ranger ``.h5`` matrices (recognised by their content).
 
-The destination is replaced, safely: it is built aside and moved into place only when complete
-(:mod:`pydaf.interop.destinations`), an existing destination is replaced only if it is a Daf data set (or empty), and a
-source and destination sharing their storage (the same path, the same file through a link, the same group, one inside
-the other) are refused.
+The destination's format is the one its name says (``x.h5df``, ``x.h5dfs#/group``, ``x.daf.zarr``, ``x.daf.zarr.zip``,
+``x.dafs.zarr.zip#/group``, ``x.daf.zip``, ``x.dafs.zip#/group``, ``x.daf`` for a FilesDaf directory, ``x.h5ad``), or
+an existing destination's, or ``format`` (:func:`~pydaf.composition.destinations.resolve_format`): a new name that says
+none (``out.h5``, ``out.zarr``) is refused. The destination is written safely: it is built aside and moved into place
+only when complete (:mod:`pydaf.composition.destinations`); an existing destination is replaced only with ``overwrite``,
+and only if it is a Daf data set (or an h5ad file, for an h5ad destination); a source and destination sharing their
+storage (the same path, the same file through a link, the same group, one inside the other) are refused.
 
 Example:
     >>> import os, tempfile, pydaf
@@ -13,6 +16,9 @@ Example:
     >>> convert(os.path.join(folder, "a.h5df"), os.path.join(folder, "b.daf"), progress=False)
     >>> pydaf.open_daf(os.path.join(folder, "b.daf")).get_scalar("organism"), sorted(os.listdir(folder))
     ('human', ['a.h5df', 'b.daf'])
+    >>> convert(os.path.join(folder, "a.h5df"), os.path.join(folder, "c.h5"), format="h5df", progress=False)
+    >>> type(pydaf.open_daf(os.path.join(folder, "c.h5")).base).__name__
+    'H5df'
 """
 
 from __future__ import annotations
@@ -20,12 +26,12 @@ from __future__ import annotations
 import os
 
 from ..composition.copies import copy_all
+from ..composition.destinations import ANNDATA, build_daf, check_destination, is_h5ad, require_distinct, storage_of
 from ..errors import DafFormatError, DafValueError
 from ..formats.registry import guess_format
 from ..formats.zarr_convert import convert_linked, is_linkable_pair
 from ..open import open_daf
 from .anndata import daf_as_h5ad, h5ad_as_daf
-from .destinations import build_daf, is_h5ad, require_distinct, storage_of
 from .tenx import is_tenx_h5, tenx_as_daf
 
 __all__ = ["convert"]
@@ -37,13 +43,17 @@ def _is_mudata(path: str | os.PathLike) -> bool:
 
 def convert(source: str | os.PathLike, destination: str | os.PathLike, *, obs_is: str | None = None,
             var_is: str | None = None, X_is: str | None = None, relayout: bool = False, unsupported: str = "warn",
-            modality: str | None = None, genome: str | None = None, gex_only: bool = True,
+            modality: str | None = None, genome: str | None = None, gex_only: bool = True, format: str | None = None,
+            overwrite: bool = False, obsm: bool = True, varm: bool = True, raw: bool = True,
             progress: bool = True) -> None:
     """Convert ``source`` into ``destination`` (see the module docstring): an ``.h5ad`` (or the ``modality`` of an
     ``.h5mu``) into a Daf data set, a 10x ``.h5`` matrix into a Daf data set (``genome``, ``gex_only``: see
     :func:`~pydaf.interop.tenx.tenx_as_daf`), a Daf data set into an ``.h5ad``, or a Daf data set into another (every
-    property copied in the layouts it is stored). ``obs_is``/``var_is``/``X_is``, ``relayout`` and ``unsupported``
-    are those of :func:`~pydaf.interop.h5ad_as_daf`.
+    property copied in the layouts it is stored). ``obs_is``/``var_is``/``X_is``, ``relayout``, ``unsupported`` and
+    ``obsm``/``varm``/``raw`` are those of :func:`~pydaf.interop.h5ad_as_daf`. ``format`` names the destination's
+    format (one of :func:`~pydaf.composition.destinations.format_names`) when its name says none; an existing
+    destination is replaced only with ``overwrite`` (a :class:`~pydaf.DafExistsError` otherwise, before anything is
+    read).
 
     Example:
         >>> import os, tempfile, pydaf
@@ -63,31 +73,46 @@ def convert(source: str | os.PathLike, destination: str | os.PathLike, *, obs_is
     tenx = is_tenx_h5(source)
     if modality is not None and not _is_mudata(source):
         raise DafValueError(f"--modality only applies to conversions from .h5mu files, not: {os.fspath(source)}")
+    if not (obsm and varm) and not (is_h5ad(source) or _is_mudata(source)):
+        raise DafValueError(f"--no-obsm and --no-varm only apply to conversions from .h5ad and .h5mu files, not: "
+                            f"{os.fspath(source)}")
+    if not raw and not (is_h5ad(source) or _is_mudata(source)):
+        raise DafValueError(f"--no-raw only applies to conversions from .h5ad and .h5mu files, not: "
+                            f"{os.fspath(source)}")
     if (genome is not None or not gex_only) and not tenx:
         raise DafValueError(f"--genome and --all-features only apply to conversions from 10x .h5 files, not: "
                             f"{os.fspath(source)}")
-    for path in (destination,) if tenx or _is_mudata(source) else (source, destination):
-        if not is_h5ad(path):
-            try:
-                guess_format(os.fspath(path))
-            except DafFormatError as error:
-                raise DafFormatError(f"{error}\n- AnnData: an .h5ad file (for convert)") from None
-    if (is_h5ad(source) or _is_mudata(source) or tenx) and is_h5ad(destination):
+    if not (tenx or _is_mudata(source) or is_h5ad(source)):
+        try:
+            guess_format(os.fspath(source))
+        except DafFormatError as error:
+            raise DafFormatError(f"{error}\n- AnnData: an .h5ad file (for convert)") from None
+    require_distinct(source, destination)
+    try:
+        kind = check_destination(destination, format=format, overwrite=overwrite)
+    except DafFormatError as error:
+        if "no known Daf format" not in str(error):
+            raise
+        raise DafFormatError(f"{error}\n- AnnData: an .h5ad file (for convert)") from None
+    if (is_h5ad(source) or _is_mudata(source) or tenx) and kind == ANNDATA:
         raise DafValueError(f"nothing to convert from: {os.fspath(source)}\nto: {os.fspath(destination)}\n(both are "
                             "AnnData files: convert into a Daf data set)")
-    require_distinct(source, destination)
-    if tenx:
-        tenx_as_daf(source, destination, genome=genome, gex_only=gex_only, unsupported_handler=unsupported,
-                    relayout=relayout, progress=progress, **names)
+    if tenx or is_h5ad(source) or _is_mudata(source):
+        # Read into the data set build_daf fills aside (its format and overwrite rules are build_daf's).
+        if tenx:
+            def fill(daf):
+                tenx_as_daf(source, daf, genome=genome, gex_only=gex_only, unsupported_handler=unsupported,
+                            relayout=relayout, progress=progress, **names)
+        else:
+            def fill(daf):
+                h5ad_as_daf(source, daf, modality=modality, unsupported_handler=unsupported, relayout=relayout,
+                            obsm=obsm, varm=varm, raw=raw, progress=progress, **names)
+        build_daf(destination, fill, format=kind, overwrite=overwrite)
         return
-    if is_h5ad(source) or _is_mudata(source):
-        h5ad_as_daf(source, destination, modality=modality, unsupported_handler=unsupported, relayout=relayout,
-                    progress=progress, **names)
-        return
-    if any(value is not None for value in names.values()) and not is_h5ad(destination):
+    if any(value is not None for value in names.values()) and kind != ANNDATA:
         raise DafValueError("--obs-is, --var-is and --X-is only apply to conversions from or to h5ad")
-    if is_linkable_pair(source, destination) and not relayout:  # FilesDaf <-> ZarrDaf directories: hard links
-        convert_linked(source, destination, progress=progress)
+    if format is None and is_linkable_pair(source, destination) and not relayout:
+        convert_linked(source, destination, progress=progress)  # FilesDaf <-> ZarrDaf directories: hard links
         return
     if storage_of(source).path == storage_of(destination).path and storage_of(source).path.endswith(
             (".h5df", ".h5dfs")):
@@ -96,8 +121,8 @@ def convert(source: str | os.PathLike, destination: str | os.PathLike, *, obs_is
         source_daf = open_daf(source, "r+").read_only()
     else:
         source_daf = open_daf(source, "r")
-    if is_h5ad(destination):
-        daf_as_h5ad(source_daf, destination, progress=progress, **names)
+    if kind == ANNDATA:
+        daf_as_h5ad(source_daf, destination, overwrite=overwrite, progress=progress, **names)
     else:
         build_daf(destination, lambda daf: copy_all(daf, source_daf, relayout=relayout, progress=progress),
-                  name=source_daf.name)
+                  name=source_daf.name, format=kind, overwrite=overwrite)

@@ -29,15 +29,23 @@ import numpy as np
 from ..errors import DafError, DafFormatError
 
 __all__ = ["READERS", "Column", "MatrixSource", "Unsupported", "categorical_column", "compound_fields",
-           "legacy_string_scalar", "read_compound_dataframe", "read_element", "read_guarded", "reads"]
+           "legacy_string_scalar", "nullable_name", "read_compound_dataframe", "read_element", "read_guarded", "reads"]
 
 
 @dataclass
 class Column:
-    """A vector: numbers, bools or strings (``object`` array), with ``missing`` marking the null entries (if any)."""
+    """A vector: numbers, bools or strings (``object`` array), with ``missing`` marking the null entries (if any).
+    A categorical column holds its labels (``""`` where missing) and its ``categories`` (strings, in their order)
+    and whether they are ``ordered``; a column of one of pandas' nullable types names it in ``nullable``
+    (``"Int64"``, ``"UInt8"``, …, ``"boolean"``, ``"string"``), its missing entries holding ``0``/``False``/``""``.
+    ``note`` names a lossy step already taken while reading (e.g. non-string categories made strings)."""
 
     values: np.ndarray
     missing: np.ndarray | None = None
+    categories: np.ndarray | None = None
+    ordered: bool = False
+    nullable: str | None = None
+    note: str | None = None
 
 
 @dataclass
@@ -273,14 +281,22 @@ def read_csc(group: Any) -> Any:
 # Categorical and nullable vectors.
 
 
-def categorical_column(codes: np.ndarray, categories: np.ndarray) -> Column:
-    """Category labels of codes; code -1 (missing) is the empty string, Daf's empty value.
+def categorical_column(codes: np.ndarray, categories: np.ndarray, ordered: bool = False) -> Column:
+    """Category labels of codes; code -1 (missing) is the empty string, Daf's empty value, and is marked missing.
+    Non-string categories become strings (noted in the column, to be reported).
 
     Example:
-        >>> categorical_column(np.array([1, -1, 0]), np.array(["a", "b"])).values.tolist()
-        ['b', '', 'a']
+        >>> column = categorical_column(np.array([1, -1, 0]), np.array(["a", "b"]))
+        >>> column.values.tolist(), column.missing.tolist(), column.categories.tolist()
+        (['b', '', 'a'], [False, True, False], ['a', 'b'])
     """
-    labels = np.append(np.asarray(categories).astype(object), "")
+    original = np.asarray(categories)
+    items = original.tolist()
+    names = np.array([item.decode() if isinstance(item, bytes) else str(item) for item in items], dtype=object)
+    note = None
+    if original.dtype.kind not in "OSU" or any(not isinstance(item, str | bytes) for item in items):
+        note = f"categories of type {original.dtype} stored as strings"
+    labels = np.append(names, "")
     codes = np.asarray(codes)
     if codes.ndim != 1 or codes.dtype.kind not in "iu":
         raise ValueError(f"categorical codes of shape {codes.shape} and type {codes.dtype} (expected integers)")
@@ -288,7 +304,15 @@ def categorical_column(codes: np.ndarray, categories: np.ndarray) -> Column:
     if codes.size and (codes.min() < -1 or codes.max() >= len(labels) - 1):
         raise ValueError(f"categorical codes in {codes.min()}..{codes.max()} (expected -1..{len(labels) - 2}, for "
                          f"{len(labels) - 1} categories)")
-    return Column(labels[np.where(codes < 0, len(labels) - 1, codes)])
+    missing = codes < 0
+    return Column(labels[np.where(missing, len(labels) - 1, codes)], missing if missing.any() else None,
+                  categories=names, ordered=bool(ordered), note=note)
+
+
+def _ordered(group: Any) -> bool:
+    """anndata's ``ordered`` attribute of a categorical (a bool, or a 1-element array in older files)."""
+    value = np.asarray(group.attrs.get("ordered", False)).ravel()
+    return bool(value[0]) if value.size else False
 
 
 @reads("categorical", "0.2.0")
@@ -299,7 +323,19 @@ def read_categorical(group: Any) -> Any:
     labels = categories.values
     if categories.missing is not None:
         labels = np.where(categories.missing, "", labels.astype(object))
-    return categorical_column(_numbers(group["codes"]), np.asarray(labels).astype(str))
+    return categorical_column(_numbers(group["codes"]), np.asarray(labels), _ordered(group))
+
+
+def nullable_name(dtype: np.dtype) -> str:
+    """pandas' name of the nullable type of a numpy integer or bool type.
+
+    Example:
+        >>> nullable_name(np.dtype(np.int64)), nullable_name(np.dtype(np.uint8)), nullable_name(np.dtype(bool))
+        ('Int64', 'UInt8', 'boolean')
+    """
+    if dtype.kind == "b":
+        return "boolean"
+    return dtype.name.replace("uint", "UInt").replace("int", "Int")
 
 
 def _nullable(group: Any, empty: Any) -> Any:
@@ -311,7 +347,8 @@ def _nullable(group: Any, empty: Any) -> Any:
         raise ValueError(f"a mask of shape {missing.shape} for values of shape {values.values.shape}")
     result = values.values.copy()
     result[missing] = empty
-    return Column(result, missing if missing.any() else None)
+    name = "string" if isinstance(empty, str) else nullable_name(result.dtype)
+    return Column(result, missing if missing.any() else None, nullable=name)
 
 
 @reads("nullable-integer", "0.1.0")

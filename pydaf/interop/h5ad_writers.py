@@ -25,7 +25,7 @@ import numpy as np
 from ..sparse import SparseMatrixCSC
 from ..storage_types import STRING_DTYPE
 
-__all__ = ["WRITERS", "stamp", "write_element", "writes"]
+__all__ = ["WRITERS", "column_encoding", "stamp", "write_element", "writes"]
 
 # Entries per slice when matrices are streamed (bounded buffers: ~100 MB for 8-byte values and indices).
 _CHUNK = 1 << 23
@@ -108,16 +108,81 @@ def write_dict(group: h5py.Group, name: str, value: dict[str, tuple[str, Any]]) 
 
 
 @writes("dataframe", "0.2.0")
-def write_dataframe(group: h5py.Group, name: str, value: tuple[np.ndarray, dict[str, np.ndarray]]) -> h5py.Group:
-    """``value``: ``(index, {column: vector})``, the columns in their order."""
-    index, columns = value
+def write_dataframe(group: h5py.Group, name: str, value: tuple[Any, ...]) -> h5py.Group:
+    """``value``: ``(index, {column: vector}[, index_name])``, the columns in their order: numpy vectors, or pandas
+    categoricals and nullable arrays (see :func:`column_encoding`). The index is stored under its name (anndata's
+    ``_index`` attribute names it), or under ``_index`` when it has none or a column has the same name."""
+    index, columns = value[:2]
+    index_name = value[2] if len(value) > 2 and value[2] is not None and value[2] not in columns else "_index"
     frame = group.create_group(name)
-    frame.attrs["_index"] = "_index"
+    frame.attrs["_index"] = index_name
     frame.attrs["column-order"] = np.array(list(columns), dtype=object) if columns else np.array([], dtype=np.float64)
-    write_element(frame, "_index", "string-array", index)
+    write_element(frame, index_name, "string-array", index)
     for column, values in columns.items():
-        write_element(frame, column, "string-array" if values.dtype == STRING_DTYPE else "array", values)
+        write_element(frame, column, column_encoding(values), values)
     return frame
+
+
+def column_encoding(values: Any) -> str:
+    """The AnnData encoding of a dataframe column: ``categorical`` for a ``pd.Categorical``, ``nullable-integer``,
+    ``nullable-boolean`` or ``nullable-string-array`` for pandas' nullable arrays, else ``string-array`` or
+    ``array``.
+
+    Example:
+        >>> import pandas as pd
+        >>> column_encoding(pd.Categorical(["a"])), column_encoding(pd.array([1, None], dtype="Int64"))
+        ('categorical', 'nullable-integer')
+    """
+    if isinstance(values, np.ndarray):
+        return "string-array" if values.dtype == STRING_DTYPE else "array"
+    import pandas as pd
+
+    if isinstance(values, pd.Categorical):
+        return "categorical"
+    if pd.api.types.is_bool_dtype(values.dtype):
+        return "nullable-boolean"
+    if pd.api.types.is_integer_dtype(values.dtype):
+        return "nullable-integer"
+    if pd.api.types.is_string_dtype(values.dtype):
+        return "nullable-string-array"
+    raise TypeError(f"an AnnData column of the type: {values.dtype}")
+
+
+@writes("categorical", "0.2.0")
+def write_categorical(group: h5py.Group, name: str, value: Any) -> h5py.Group:
+    """``value``: a ``pd.Categorical`` (its codes, ``-1`` where missing, and its categories in their order)."""
+    element = group.create_group(name)
+    element.attrs["ordered"] = bool(value.ordered)
+    write_element(element, "categories", "string-array", np.asarray(value.categories, dtype=object))
+    write_element(element, "codes", "array", np.asarray(value.codes))
+    return element
+
+
+def _write_masked(group: h5py.Group, name: str, values: np.ndarray, mask: np.ndarray, encoding: str) -> h5py.Group:
+    """A nullable array: its ``values`` (of the given encoding) and its ``mask`` (true where missing)."""
+    element = group.create_group(name)
+    write_element(element, "values", encoding, values)
+    write_element(element, "mask", "array", np.asarray(mask, dtype=bool))
+    return element
+
+
+@writes("nullable-integer", "0.1.0")
+def write_nullable_integer(group: h5py.Group, name: str, value: Any) -> h5py.Group:
+    """``value``: a pandas ``IntegerArray`` (missing values are written as 0, masked)."""
+    return _write_masked(group, name, value.to_numpy(dtype=value.dtype.numpy_dtype, na_value=0), value.isna(),
+                         "array")
+
+
+@writes("nullable-boolean", "0.1.0")
+def write_nullable_boolean(group: h5py.Group, name: str, value: Any) -> h5py.Group:
+    """``value``: a pandas ``BooleanArray`` (missing values are written as false, masked)."""
+    return _write_masked(group, name, value.to_numpy(dtype=bool, na_value=False), value.isna(), "array")
+
+
+@writes("nullable-string-array", "0.1.0")
+def write_nullable_string_array(group: h5py.Group, name: str, value: Any) -> h5py.Group:
+    """``value``: a pandas ``StringArray`` (missing values are written as "", masked)."""
+    return _write_masked(group, name, value.to_numpy(dtype=object, na_value=""), value.isna(), "string-array")
 
 
 # Arrays and scalars.

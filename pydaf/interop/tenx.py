@@ -50,8 +50,10 @@ import os
 import h5py
 import numpy as np
 
+from ..composition.destinations import build_daf
 from ..core.writers import DafWriter
 from ..errors import DafError, DafFormatError, DafMissingError, DafValueError
+from ..open import is_tenx_h5, tenx_layout
 from .content import Content, content_as_daf, open_source, sort_columns
 from .h5ad_elements import Column, MatrixSource, Unsupported, read_element, read_guarded
 
@@ -64,38 +66,9 @@ DEFAULT_NAMES = ("cell", "gene", "UMIs")
 GENE_EXPRESSION = "Gene Expression"
 
 # The datasets of a Cell Ranger 2 genome group.
-_V2_MEMBERS = ("barcodes", "data", "indices", "indptr", "shape", "genes", "gene_names")
 
 # The features datasets scanpy turns into named columns (or the index), not copied under their own name.
 _NAMED_FEATURES = ("name", "feature_type", "id", "gene_id", "_all_tag_keys")
-
-
-def is_tenx_h5(path: str | os.PathLike) -> bool:
-    """Whether ``path`` is an existing 10x Cell Ranger ``.h5`` matrix (by its suffix and content).
-
-    Example:
-        >>> is_tenx_h5("missing.h5"), is_tenx_h5("cells.h5ad")
-        (False, False)
-    """
-    text = os.fspath(path)
-    if not text.endswith(".h5") or not os.path.isfile(text) or not h5py.is_hdf5(text):
-        return False
-    try:
-        with h5py.File(text, "r") as file:
-            return _layout(file) is not None
-    except (OSError, KeyError, ValueError, TypeError):
-        return False
-
-
-def _layout(file: h5py.File) -> str | None:
-    matrix = file.get("matrix")
-    if isinstance(matrix, h5py.Group) and "barcodes" in matrix and "features" in matrix:
-        return "v3"
-    groups = [file[name] for name in file]
-    if groups and all(isinstance(group, h5py.Group) and all(member in group for member in _V2_MEMBERS)
-                      for group in groups):
-        return "v2"
-    return None
 
 
 def make_names_unique(names: np.ndarray, join: str = "-") -> np.ndarray:
@@ -228,11 +201,12 @@ def _read_v2(file: h5py.File, genome: str | None, origin: str) -> Content:
 def tenx_as_daf(path: str | os.PathLike, destination: DafWriter | str | os.PathLike | None = None, *,
                 name: str | None = None, obs_is: str | None = None, var_is: str | None = None,
                 X_is: str | None = None, genome: str | None = None, gex_only: bool = True,
-                unsupported_handler: str = "warn", relayout: bool = False, progress: bool = True) -> DafWriter:
+                unsupported_handler: str = "warn", relayout: bool = False, overwrite: bool = False,
+                progress: bool = True) -> DafWriter:
     """Import a 10x Cell Ranger ``.h5`` matrix (see the module docstring) into ``destination`` (a
-    :class:`~pydaf.DafWriter`, a path for :func:`~pydaf.open_daf` in mode ``w``, built aside and moved into place
-    when complete, or ``None`` for a new :class:`~pydaf.MemoryDaf`), which is returned. The data set is named
-    ``name``, by default the file's name without its suffix.
+    :class:`~pydaf.DafWriter`, a path whose name says its format, built aside and moved into place when complete,
+    replacing an existing data set only with ``overwrite``, or ``None`` for a new :class:`~pydaf.MemoryDaf`), which is
+    returned. The data set is named ``name``, by default the file's name without its suffix.
 
     Example:
         >>> tenx_as_daf("/no/such/matrix.h5")  # doctest: +ELLIPSIS
@@ -246,7 +220,7 @@ def tenx_as_daf(path: str | os.PathLike, destination: DafWriter | str | os.PathL
     origin = f"the 10x file: {text}"
     with file:
         try:
-            layout = read_guarded(file, _layout)
+            layout = read_guarded(file, tenx_layout)
             if layout is None:
                 raise DafFormatError(f"not a 10x Cell Ranger matrix: {text}\n(expected a /matrix group with "
                                      "barcodes and features, or genome groups with barcodes, genes and gene_names)")
@@ -260,6 +234,12 @@ def tenx_as_daf(path: str | os.PathLike, destination: DafWriter | str | os.PathL
             raise DafFormatError(f"can't read {origin}\n({type(error).__name__}: {error})") from error
         if name is None:
             name = os.path.splitext(os.path.basename(text))[0]
-        return content_as_daf(content, destination, name=name, obs_is=obs_is, var_is=var_is, X_is=X_is,
-                              defaults=DEFAULT_NAMES, unsupported_handler=unsupported_handler, relayout=relayout,
-                              progress=progress)
+
+        def fill(daf: DafWriter | None) -> DafWriter:
+            return content_as_daf(content, daf, name=name, obs_is=obs_is, var_is=var_is, X_is=X_is,
+                                  defaults=DEFAULT_NAMES, unsupported_handler=unsupported_handler, relayout=relayout,
+                                  progress=progress)
+
+        if destination is None or isinstance(destination, DafWriter):
+            return fill(destination)
+        return build_daf(destination, fill, name=name, overwrite=overwrite)  # (the overwrite rule is build_daf's)
