@@ -1,9 +1,13 @@
 """The ``pydaf`` command: ``demo``, ``query PATH QUERY``, ``describe PATH``, ``repack SRC DST``, ``convert SRC DST``,
-``manifest PATH``.
+``manifest PATH``, ``check PATH``.
 
 Every command opens its paths through the format registry (:mod:`pydaf.formats.registry`), so each works on every
-registered format; ``convert`` also reads and writes AnnData ``.h5ad`` files. Each sub-command's parser names the
-function that runs it (``set_defaults(func=...)``).
+registered format, and each ``--help`` lists them from the registry; ``convert`` also reads AnnData ``.h5ad``, MuData
+``.h5mu`` and 10x ``.h5`` files and writes ``.h5ad`` ones. No command replaces an existing file or data set unless
+given ``--overwrite``; a new destination's format is the one its name says (``convert --format NAME`` otherwise),
+see :mod:`pydaf.composition.destinations`. ``convert`` and ``repack`` print one line saying what they wrote. Each
+sub-command's parser names the function that runs it (``set_defaults(func=...)``). Output piped into a command that
+stops reading early (``| head``) ends quietly.
 """
 
 from __future__ import annotations
@@ -18,18 +22,30 @@ import warnings
 import numpy as np
 
 from .check import check_main
+from .composition.destinations import (
+    format_names,
+    formats_by_name_text,
+    is_h5ad,
+    require_absent,
+    resolve_format,
+    write_file_then_replace,
+)
+from .composition.destinations import repack as repack_data_set
+from .core.readers import DafReader, DafReadOnly
 from .demo import build_demo
-from .errors import DafError, DafFormatError
-from .formats.registry import guess_format, registered_formats
+from .errors import DafError
+from .formats.registry import registered_formats
 from .interop.content import UnsupportedElementWarning
 from .interop.convert import convert as convert_paths
 from .manifest import write_manifest
-from .open import open_daf
+from .open import foreign_file_kind, open_daf
+from .sparse import SparseVector
 
 
-def demo(path: str | None, *, n_cells: int, n_genes: int, progress: bool) -> None:
-    """Build the demo data set (:func:`~pydaf.demo.build_demo`) at ``path`` (default: a temporary file), open it
-    mapped and read-only, and print its description and the time of a few reads and queries.
+def demo(path: str | None, *, n_cells: int, n_genes: int, progress: bool, overwrite: bool = False) -> None:
+    """Build the demo data set (:func:`~pydaf.demo.build_demo`) at ``path`` (default: a temporary file; an existing
+    one is replaced, once the new one is complete, only with ``overwrite``), open it mapped and read-only, and print its
+    description and the time of a few reads and queries.
 
     Example:
         >>> import os, tempfile
@@ -45,8 +61,12 @@ def demo(path: str | None, *, n_cells: int, n_genes: int, progress: bool) -> Non
     if path is None:
         folder = tempfile.TemporaryDirectory(prefix="pydaf-demo-")
         path = os.path.join(folder.name, "demo.h5df")
+    else:
+        resolve_format(path, "h5df")  # a name that says another format is refused
+        require_absent(path, overwrite=overwrite)
     started = time.perf_counter()
-    build_demo(path, n_cells=n_cells, n_genes=n_genes, progress=progress)
+    write_file_then_replace(path, lambda temporary: build_demo(temporary, n_cells=n_cells, n_genes=n_genes,
+                                                               progress=progress), overwrite=overwrite)
     written = time.perf_counter() - started
 
     started = time.perf_counter()
@@ -91,27 +111,158 @@ def query(path: str, text: str) -> None:
 
 
 def describe(path: str, *, deep: bool) -> None:
-    """Print the description of the data set at ``path``.
+    """Print the description of the data set at ``path`` (of the data set itself, not of the read-only wrapper it
+    is opened through), each vector with a summary of its values (:func:`vector_summary`).
 
     Example:
         >>> import os, tempfile, pydaf
         >>> path = os.path.join(tempfile.mkdtemp(), "x.daf")
-        >>> _ = pydaf.FilesDaf(path, "w").set_scalar("name", "x!").add_axis("cell", ["A", "B"])
-        >>> describe(path, deep=False)
-        name: x!.read_only
-        type: ReadOnly
-        base: FilesDaf x!
+        >>> daf = pydaf.FilesDaf(path, "w").set_scalar("name", "x!").add_axis("cell", ["A", "B", "C"])
+        >>> _ = daf.set_vector("cell", "type", ["T", "B", "T"]).set_vector("cell", "age", [3.5, 1.0, float("nan")])
+        >>> describe(path, deep=False)  # doctest: +ELLIPSIS
+        name: x!
+        type: FilesDaf
+        path: ...x.daf
+        mode: r
         scalars:
           name: "x!"
         axes:
-          cell: 2 entries
+          cell: 3 entries
+        vectors:
+          cell:
+            age: 3 x Float64 (Dense); min 1, max 3.5, 1 NaN
+            type: 3 x Str (Dense); 2 distinct: T (2), B (1)
     """
-    print(open_daf(path, "r").description(deep=deep), end="")
+    daf = open_daf(path, "r")
+    shown = daf.base if isinstance(daf, DafReadOnly) else daf
+    print(_with_summaries(shown, shown.description(deep=deep)), end="")
 
 
-def repack(source: str, destination: str, *, progress: bool) -> None:
+def _with_summaries(daf: DafReader, text: str) -> str:
+    """The description ``text`` of ``daf`` with a summary after each of its own vectors (the top-level ``vectors:``
+    section; the bases a deep description shows are left as they are)."""
+    lines = text.split("\n")
+    section, axis = None, None
+    names: dict[str, set[str]] = {}
+    for index, line in enumerate(lines):
+        stripped = line.lstrip(" ")
+        depth = len(line) - len(stripped)
+        if depth == 0:
+            section = stripped[:-1] if stripped.endswith(":") else None
+        elif section == "vectors" and depth == 2 and stripped.endswith(":"):
+            axis = stripped[:-1]
+        elif section == "vectors" and depth == 4 and axis is not None:
+            if axis not in names:
+                names[axis] = daf.vectors_set(axis)
+            name = stripped.split(": ", 1)[0]
+            if name not in names[axis]:  # (a name holding ": ")
+                name = next((name for name in names[axis] if stripped.startswith(f"{name}: ")), None)
+            summary = None if name is None else vector_summary(daf.get_stored_vector(axis, name))
+            if summary:
+                lines[index] = f"{line}; {summary}"
+    return "\n".join(lines)
+
+
+#: How many of the most common values of a string vector ``describe`` shows.
+_SHOWN_VALUES = 3
+
+
+def _shown(value: str, width: int = 24) -> str:
+    if value == "":
+        return '""'
+    return value if len(value) <= width else value[:width - 1] + "…"
+
+
+def _number(value: float | int | np.generic) -> str:
+    return f"{value:.6g}" if isinstance(value, float | np.floating) else str(value)
+
+
+def vector_summary(vector: np.ndarray | SparseVector) -> str | None:
+    """A short summary of a vector's values for ``describe``, cheap on large data: for strings, the number of
+    distinct values and the most common ones (with their counts); for numbers, the minimum and maximum (and the number
+    of NaNs, if any), over the stored non-zeros of a sparse vector (and 0, if any is not stored). ``None`` for booleans
+    (the description already counts them) and empty vectors.
+
+    Example:
+        >>> vector_summary(np.array(["b", "a", "b", ""], dtype=object)), vector_summary(np.array([2, 7, 0], np.uint8))
+        ('3 distinct: b (2), "" (1), a (1)', 'min 0, max 7')
+    """
+    if isinstance(vector, SparseVector):
+        values = np.asarray(vector.nzval)
+        with_zero = vector.nnz < vector.shape[0]
+    else:
+        values, with_zero = np.asarray(vector), False
+    if values.dtype == bool or (values.size == 0 and not with_zero):
+        return None
+    if values.dtype.kind in "OUS":
+        import pandas as pd  # (only for strings: hashing counts them faster than sorting)
+
+        counts = pd.Series(values).value_counts(sort=False)
+        counts = counts.iloc[np.lexsort((counts.index.astype(str), -counts.to_numpy()))]  # most common, then by name
+        shown = ", ".join(f"{_shown(str(value))} ({count})" for value, count in counts.iloc[:_SHOWN_VALUES].items())
+        more = ", …" if len(counts) > _SHOWN_VALUES else ""
+        return f"{len(counts)} distinct: {shown}{more}"
+    nans = int(np.count_nonzero(np.isnan(values))) if values.dtype.kind == "f" else 0
+    parts = []
+    finite = values[~np.isnan(values)] if nans else values
+    bounds = ([finite.min().item(), finite.max().item()] if finite.size else []) + ([0] if with_zero else [])
+    if bounds:
+        parts.append(f"min {_number(min(bounds))}, max {_number(max(bounds))}")
+    if nans:
+        parts.append("all NaN" if nans == values.size and not with_zero else f"{nans:,} NaN")
+    return ", ".join(parts)
+
+
+def _count(number: int, singular: str, plural: str) -> str:
+    return f"{number:,} {singular if number == 1 else plural}"
+
+
+def written_summary(path: str) -> str:
+    """The line ``convert`` and ``repack`` print about what they wrote at ``path``: its format and what it holds.
+
+    Example:
+        >>> import os, tempfile, pydaf
+        >>> path = os.path.join(tempfile.mkdtemp(), "x.daf")
+        >>> _ = pydaf.FilesDaf(path, "w").add_axis("cell", ["A", "B"]).set_vector("cell", "age", [3, 5])
+        >>> written_summary(path)  # doctest: +ELLIPSIS
+        'wrote FilesDaf "...x.daf": 1 axis, 1 vector, 0 matrices, 0 scalars'
+    """
+    if is_h5ad(path) or foreign_file_kind(path) == "anndata":
+        return _written_h5ad_summary(path)
+    daf = open_daf(path, "r")
+    shown = daf.base if isinstance(daf, DafReadOnly) else daf
+    axes = sorted(daf.axes_set())
+    vectors = sum(len(daf.vectors_set(axis)) for axis in axes)
+    matrices = {(frozenset((rows, columns)), name) for rows in axes for columns in axes
+                for name in daf.matrices_set(rows, columns, relayout=False)}
+    return (f'wrote {type(shown).__name__} "{path}": {_count(len(axes), "axis", "axes")}, '
+            f'{_count(vectors, "vector", "vectors")}, {_count(len(matrices), "matrix", "matrices")}, '
+            f'{_count(len(daf.scalars_set()), "scalar", "scalars")}')
+
+
+def _written_h5ad_summary(path: str) -> str:
+    import h5py
+
+    with h5py.File(path, "r") as file:
+        lengths, columns = [], []
+        for member in ("obs", "var"):
+            frame = file[member]
+            if isinstance(frame, h5py.Group):
+                lengths.append(len(frame[frame.attrs["_index"]]))
+                columns.append(len(frame.attrs.get("column-order", [])))
+            else:  # anndata < 0.7: a compound dataset
+                lengths.append(len(frame))
+                columns.append(len(frame.dtype.names or ()) - 1)
+        layers = len(file["layers"]) if "layers" in file else 0
+        matrix = "X" if "X" in file else "no X"
+    return (f'wrote AnnData "{path}": {lengths[0]:,} obs x {lengths[1]:,} var, {matrix}, '
+            f'{_count(layers, "layer", "layers")}, {columns[0]:,} obs and {columns[1]:,} var columns')
+
+
+def repack(source: str, destination: str, *, progress: bool, overwrite: bool = False) -> None:
     """Rewrite the data set at ``source`` compactly into ``destination``, with its format's repack (H5df's
-    :func:`~pydaf.repack`); a :class:`~pydaf.DafFormatError` for formats that have none.
+    :func:`~pydaf.repack`), and print what was written; a :class:`~pydaf.DafFormatError` for formats that have none.
+    An existing destination is replaced (once the new one is complete) only with ``overwrite``.
 
     Example:
         >>> import os, tempfile, pydaf
@@ -123,12 +274,29 @@ def repack(source: str, destination: str, *, progress: bool) -> None:
         pydaf.errors.DafFormatError: can't repack the FilesDaf data set: ...x.daf
         (only these formats can be repacked: H5df)
     """
-    entry = guess_format(source)
-    if entry.repack is None:
-        able = ", ".join(known.name for known in registered_formats() if known.repack is not None)
-        raise DafFormatError(f"can't repack the {entry.name} data set: {source}\n"
-                             f"(only these formats can be repacked: {able})")
-    entry.repack(source, destination, progress=progress)
+    repack_data_set(source, destination, progress=progress, overwrite=overwrite)
+    print(written_summary(destination))
+
+
+def manifest(path: str, output: str | None, *, overwrite: bool = False) -> None:
+    """Write the manifest of the data set at ``path`` (:func:`~pydaf.manifest.write_manifest`) to ``output`` (an
+    existing file replaced, once the new one is complete, only with ``overwrite``), or print it.
+
+    Example:
+        >>> import os, tempfile, pydaf
+        >>> folder = tempfile.mkdtemp()
+        >>> _ = pydaf.FilesDaf(os.path.join(folder, "x.daf"), "w").set_scalar("version", 1)
+        >>> manifest(os.path.join(folder, "x.daf"), os.path.join(folder, "x.json"))
+        >>> manifest(os.path.join(folder, "x.daf"), os.path.join(folder, "x.json"))  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        pydaf.errors.DafExistsError: the destination exists: ...x.json
+        (to replace it, pass --overwrite to the pydaf command, or overwrite=True in Python)
+    """
+    if output is None:
+        write_manifest(path)
+    else:
+        write_file_then_replace(output, lambda temporary: write_manifest(path, temporary), overwrite=overwrite)
 
 
 def _print_skipped(message: Warning | str, category: type[Warning], filename: str, lineno: int, file=None,
@@ -142,11 +310,13 @@ def _print_skipped(message: Warning | str, category: type[Warning], filename: st
 
 def convert(source: str, destination: str, *, obs_is: str | None = None, var_is: str | None = None,
             X_is: str | None = None, relayout: bool = False, unsupported: str = "warn", modality: str | None = None,
-            genome: str | None = None, gex_only: bool = True, progress: bool = True) -> None:
-    """Convert between ``.h5ad`` files and Daf data sets (``.h5df``, ``.h5dfs#/group``, FilesDaf directories), chosen
-    by the paths, or from a modality of an ``.h5mu`` file or a 10x ``.h5`` matrix into a Daf data set; the
-    destination is replaced once the conversion is complete (:mod:`pydaf.interop.convert`). Each element skipped
-    (``unsupported="warn"``) is printed on one line.
+            genome: str | None = None, gex_only: bool = True, obsm: bool = True, varm: bool = True,
+            raw: bool = True, format: str | None = None, overwrite: bool = False, progress: bool = True) -> None:
+    """Convert between ``.h5ad`` files and Daf data sets of any format, or from a modality of an ``.h5mu`` file or a
+    10x ``.h5`` matrix into a Daf data set (:mod:`pydaf.interop.convert`), and print what was written. The
+    destination's format is the one its name says, or ``format``; an existing destination is replaced (once the
+    conversion is complete) only with ``overwrite``. Each element skipped (``unsupported="warn"``) is printed on one
+    line.
 
     Example:
         >>> import os, tempfile, numpy as np, pydaf
@@ -154,7 +324,11 @@ def convert(source: str, destination: str, *, obs_is: str | None = None, var_is:
         >>> daf = pydaf.H5df(os.path.join(folder, "a.h5df"), "w").add_axis("obs", ["A"]).add_axis("var", ["X"])
         >>> _ = daf.set_matrix("obs", "var", "X", np.array([[7.0]]))
         >>> convert(os.path.join(folder, "a.h5df"), os.path.join(folder, "b.h5ad"), progress=False)
+        ... # doctest: +ELLIPSIS
+        wrote AnnData "...b.h5ad": 1 obs x 1 var, X, 0 layers, 0 obs and 0 var columns
         >>> convert(os.path.join(folder, "b.h5ad"), os.path.join(folder, "c.daf"), progress=False)
+        ... # doctest: +ELLIPSIS
+        wrote FilesDaf "...c.daf": 2 axes, 0 vectors, 1 matrix, 0 scalars
         >>> pydaf.open_daf(os.path.join(folder, "c.daf")).get_matrix("obs", "var", "X").tolist()
         [[7.0]]
     """
@@ -163,51 +337,109 @@ def convert(source: str, destination: str, *, obs_is: str | None = None, var_is:
         warnings.showwarning = _print_skipped
         convert_paths(source, destination, obs_is=obs_is, var_is=var_is, X_is=X_is, relayout=relayout,
                       unsupported=unsupported, modality=modality, genome=genome, gex_only=gex_only,
-                      progress=progress)
+                      obsm=obsm, varm=varm, raw=raw, format=format, overwrite=overwrite, progress=progress)
+    print(written_summary(destination))
+
+
+def _version() -> str:
+    """The installed package's version (its metadata), else the module's ``__version__``."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("pydaf")
+    except PackageNotFoundError:
+        from . import __version__
+
+        return __version__
+
+
+def _daf_formats(heading: str = "formats (told by the path's content first, then by its name):") -> str:
+    """The registered formats, one per line, as the epilog of a command's ``--help``."""
+    return heading + "\n" + "\n".join(f"  {entry.name}: {entry.paths}" for entry in registered_formats())
+
+
+_READS_SINGLE_CELL = ("  h5ad: an AnnData file (x.h5ad)\n  MuData: a modality of an x.h5mu file (--modality NAME)\n"
+                      "  10x: a Cell Ranger matrix (x.h5)")
+
+_QUERY_EPILOG = """\
+the query language: help(pydaf.queries) in Python, and docs/queries.md in the repository
+(Julia's Daf query language). Quote the whole query for the shell; inside it, a value with characters other
+than letters, digits and _.+- is escaped with \\ (as pydaf.queries.escape_value does), '' is the empty string.
+examples:
+  pydaf query cells.h5df ". organism"
+  pydaf query cells.h5df "@ donor [ age > 60 ] : sex"
+  pydaf query cells.h5df '@ cell [ donor = N89 ] @ gene :: UMIs >| Sum'
+  pydaf query cells.h5df '@ cell [ batch = ACTG\\:Plate1 ] : donor'     (a value holding ":", escaped)
+"""
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pydaf", description="Daf data sets in native Python.")
+    parser.add_argument("--version", action="version", version=f"pydaf {_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
-    paths = ".h5df file, .h5dfs#/group path or FilesDaf directory"
+    raw = argparse.RawDescriptionHelpFormatter
+    paths = "a Daf data set of any format below"
+    overwrite = "replace an existing destination (a Daf data set), once the new one is complete"
 
-    demo_parser = commands.add_parser("demo", help="build a synthetic single-cell data set as H5df and read it mapped")
+    demo_parser = commands.add_parser("demo", help="build a synthetic single-cell data set as H5df and read it mapped",
+                                      epilog="writes an H5df file (x.h5df)", formatter_class=raw)
     demo_parser.add_argument("--output", help="where to write the .h5df (default: a temporary file)")
+    demo_parser.add_argument("--overwrite", action="store_true", help="replace an existing --output file")
     demo_parser.add_argument("--cells", type=int, default=20_000)
     demo_parser.add_argument("--genes", type=int, default=2_000)
     demo_parser.add_argument("--no-progress", action="store_true")
     demo_parser.set_defaults(func=lambda arguments: demo(arguments.output, n_cells=arguments.cells,
-                                                         n_genes=arguments.genes, progress=not arguments.no_progress))
+                                                         n_genes=arguments.genes, progress=not arguments.no_progress,
+                                                         overwrite=arguments.overwrite))
 
-    describe_parser = commands.add_parser("describe", help="print the description of a data set")
-    describe_parser.add_argument("path", help=f"an {paths}")
-    describe_parser.add_argument("--deep", action="store_true")
+    describe_parser = commands.add_parser(
+        "describe", help="print the description of a data set, with a summary of each vector's values",
+        epilog=_daf_formats(), formatter_class=raw)
+    describe_parser.add_argument("path", help=paths)
+    describe_parser.add_argument("--deep", action="store_true", help="also describe the data sets it is built on")
     describe_parser.set_defaults(func=lambda arguments: describe(arguments.path, deep=arguments.deep))
 
-    query_parser = commands.add_parser("query", help="apply a query to a data set and print the result")
-    query_parser.add_argument("path", help=f"an {paths}")
+    query_parser = commands.add_parser("query", help="apply a query to a data set and print the result",
+                                       epilog=f"{_QUERY_EPILOG}\n{_daf_formats()}", formatter_class=raw)
+    query_parser.add_argument("path", help=paths)
     query_parser.add_argument("query", help='a Daf query, e.g. "@ cell [ age > 60 ] : donor"')
     query_parser.set_defaults(func=lambda arguments: query(arguments.path, arguments.query))
 
     manifest_parser = commands.add_parser(
-        "manifest", help="write the manifest of a data set: its properties and a hash of each (see julia/verify.jl)")
-    manifest_parser.add_argument("path", help=f"an {paths}")
+        "manifest", help="write the manifest of a data set: its properties and a hash of each (see julia/verify.jl)",
+        epilog=_daf_formats(), formatter_class=raw)
+    manifest_parser.add_argument("path", help=paths)
     manifest_parser.add_argument("--output", help="the JSON file to write (default: print it)")
-    manifest_parser.set_defaults(func=lambda arguments: write_manifest(arguments.path, arguments.output))
+    manifest_parser.add_argument("--overwrite", action="store_true", help="replace an existing --output file")
+    manifest_parser.set_defaults(func=lambda arguments: manifest(arguments.path, arguments.output,
+                                                                 overwrite=arguments.overwrite))
 
-    repack_parser = commands.add_parser("repack", help="rewrite an H5df data set compactly into a new file")
-    repack_parser.add_argument("source")
-    repack_parser.add_argument("destination")
+    repackable = [entry for entry in registered_formats() if entry.repack is not None]
+    repack_parser = commands.add_parser(
+        "repack", help="rewrite a data set compactly into a new one (formats: "
+                       f"{', '.join(entry.name for entry in repackable)})", formatter_class=raw,
+        epilog="formats that can be repacked (the destination is of the source's format):\n" + "\n".join(
+            f"  {entry.name}: {entry.paths}" for entry in repackable))
+    repack_parser.add_argument("source", help=paths)
+    repack_parser.add_argument("destination", help="where to write the repacked data set (a new path)")
+    repack_parser.add_argument("--overwrite", action="store_true", help=overwrite)
     repack_parser.add_argument("--no-progress", action="store_true")
     repack_parser.set_defaults(func=lambda arguments: repack(arguments.source, arguments.destination,
-                                                             progress=not arguments.no_progress))
+                                                             progress=not arguments.no_progress,
+                                                             overwrite=arguments.overwrite))
 
     convert_parser = commands.add_parser(
-        "convert", help="convert between any two of: .h5ad files and Daf data sets (.h5df, .h5dfs#/group, FilesDaf "
-                        "directories, .daf.zarr, .daf.zarr.zip, .dafs.zarr.zip#/group, .daf.zip, .dafs.zip#/group); "
-                        "also from .h5mu modalities and 10x Cell Ranger .h5 matrices")
-    convert_parser.add_argument("source")
-    convert_parser.add_argument("destination", help="replaced, once complete, if it is a Daf data set")
+        "convert", help="convert between any two of: AnnData .h5ad files and Daf data sets of every format; also "
+                        "from .h5mu modalities and 10x Cell Ranger .h5 matrices", formatter_class=raw,
+        epilog=f"{_daf_formats('sources (told by the content first, then by the name):')}\n{_READS_SINGLE_CELL}\n\n"
+               "destinations: an existing one keeps its format (replaced only with --overwrite); a new one's is the "
+               "one its\nname says:\n" + formats_by_name_text().replace("- ", "  ") + "\nor, under any name, the "
+               "one --format NAME gives.")
+    convert_parser.add_argument("source", help="a Daf data set, or an .h5ad, .h5mu or 10x .h5 file")
+    convert_parser.add_argument("destination", help="a Daf data set or an .h5ad file (see below)")
+    convert_parser.add_argument("--format", help=f"the destination's format, when its name says none: one of "
+                                f"{', '.join(format_names())} (any case; also files, zarr, zip)")
+    convert_parser.add_argument("--overwrite", action="store_true", help=overwrite + " (or an .h5ad file)")
     convert_parser.add_argument("--obs-is", help="the Daf axis of AnnData's obs (default: uns obs_is, else obs)")
     convert_parser.add_argument("--var-is", help="the Daf axis of AnnData's var (default: uns var_is, else var)")
     convert_parser.add_argument("--X-is", dest="X_is", help="the Daf matrix of AnnData's X (default: uns X_is, else X)")
@@ -220,22 +452,33 @@ def _parser() -> argparse.ArgumentParser:
     convert_parser.add_argument("--genome", help="a 10x .h5 source: keep only this genome's features")
     convert_parser.add_argument("--all-features", action="store_true",
                                 help="a 10x .h5 source: keep every feature type (default: Gene Expression only)")
+    convert_parser.add_argument("--no-obsm", action="store_true",
+                                help="an .h5ad source: skip obsm (default: its numeric elements become matrices "
+                                     "over the axes obsm_<key>)")
+    convert_parser.add_argument("--no-varm", action="store_true",
+                                help="an .h5ad source: skip varm (default: as obsm, over the axes varm_<key>)")
+    convert_parser.add_argument("--no-raw", action="store_true",
+                                help="an .h5ad source: skip raw (default: kept as the axis raw_<var axis> with "
+                                     "raw.X and raw.var's columns, and the scalar raw_is)")
     convert_parser.add_argument("--no-progress", action="store_true")
     convert_parser.set_defaults(func=lambda arguments: convert(
         arguments.source, arguments.destination, obs_is=arguments.obs_is, var_is=arguments.var_is,
         X_is=arguments.X_is, relayout=arguments.relayout, unsupported=arguments.unsupported,
         modality=arguments.modality, genome=arguments.genome, gex_only=not arguments.all_features,
-        progress=not arguments.no_progress))
+        obsm=not arguments.no_obsm, varm=not arguments.no_varm, raw=not arguments.no_raw, format=arguments.format,
+        overwrite=arguments.overwrite, progress=not arguments.no_progress))
 
-    check_parser = commands.add_parser("check", help="verify a data set's structure (exit status 1 if damaged)")
-    check_parser.add_argument("path", help=f"an {paths}")
+    check_parser = commands.add_parser("check", help="verify a data set's structure (exit status 1 if damaged)",
+                                       epilog=_daf_formats(), formatter_class=raw)
+    check_parser.add_argument("path", help=paths)
     check_parser.set_defaults(func=lambda arguments: check_main(arguments.path))
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the ``pydaf`` command line; a :class:`~pydaf.DafError` is printed (without a traceback) and exits 1, as
-    does a damaged data set for ``check``.
+    does a damaged data set for ``check``. Output whose reader went away (``pydaf query ... | head``) ends quietly,
+    with exit status 1, as the Python documentation recommends for ``SIGPIPE``.
 
     Example:
         >>> main(["describe", "/no/such/file.h5df"])  # prints "pydaf: missing H5df file: ..." to stderr
@@ -243,7 +486,15 @@ def main(argv: list[str] | None = None) -> int:
     """
     arguments = _parser().parse_args(argv)
     try:
-        status = arguments.func(arguments)
+        try:
+            status = arguments.func(arguments)
+        finally:
+            sys.stdout.flush()  # (a closed pipe fails here, not later when Python flushes at exit)
+    except BrokenPipeError:
+        # Python flushes stdout again at exit: point it at /dev/null so that flush can't fail too.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
     except DafError as error:
         print(f"pydaf: {error}", file=sys.stderr)
         return 1

@@ -66,7 +66,8 @@ def test_an_existing_data_set_is_replaced_and_anything_else_refused(tmp_path):
     source.set_vector("cell", "v", [1.5])
     old = pydaf.ZarrDaf(tmp_path / "old.daf.zarr", "w").add_axis("gene", ["X"])
     old.format.format_close()
-    assert run(str(tmp_path / "a.daf"), str(tmp_path / "old.daf.zarr")).returncode == 0
+    assert run(str(tmp_path / "a.daf"), str(tmp_path / "old.daf.zarr")).returncode == 1  # not without --overwrite
+    assert run(str(tmp_path / "a.daf"), str(tmp_path / "old.daf.zarr"), "--overwrite").returncode == 0
     replaced = pydaf.ZarrDaf(tmp_path / "old.daf.zarr", "r")
     assert replaced.axes_set() == {"cell"} and replaced.get_vector("cell", "v").tolist() == [1.5]
     (tmp_path / "notes.daf.zip").write_text("mine")

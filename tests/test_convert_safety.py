@@ -135,7 +135,9 @@ def test_a_failed_daf_to_daf_conversion_leaves_the_destination_as_it_was(tmp_pat
                    "files": str(tmp_path / "out.daf")}[kind]
     _source(destination)
     before, files = _described(destination), _files(tmp_path)
-    result = run("convert", source, destination, "--no-progress")
+    refused = run("convert", source, destination, "--no-progress")
+    assert refused.returncode == 1 and refused.stderr.startswith(f"pydaf: the destination exists: {destination}\n")
+    result = run("convert", source, destination, "--no-progress", "--overwrite")
     assert result.returncode == 1 and "pydaf: invalid rowval of the matrix: UMIs" in result.stderr
     assert _described(destination) == before and _files(tmp_path) == files
 
@@ -144,7 +146,9 @@ def test_daf_to_daf_conversion_replaces_a_daf_destination(tmp_path):
     source, destination = str(tmp_path / "a.h5df"), str(tmp_path / "b.daf")
     _source(source)
     pydaf.FilesDaf(destination, "w").set_scalar("old", 1)
-    assert run("convert", source, destination, "--no-progress").returncode == 0
+    assert run("convert", source, destination, "--no-progress").returncode == 1  # not without --overwrite
+    assert pydaf.open_daf(destination).has_scalar("old")
+    assert run("convert", source, destination, "--no-progress", "--overwrite").returncode == 0
     converted = pydaf.open_daf(destination)
     assert not converted.has_scalar("old") and converted.get_matrix("obs", "var", "X").tolist() == [[0, 1, 2],
                                                                                                   [3, 4, 5]]
@@ -168,7 +172,8 @@ def test_a_failed_h5ad_export_leaves_the_existing_file(tmp_path):
     hostile_h5ad.write_base(str(target))
     before = target.read_bytes()
     with pytest.raises(pydaf.DafFormatError, match="invalid rowval of the matrix: UMIs"):
-        daf_as_h5ad(pydaf.open_daf(source, "r"), target, obs_is="cell", var_is="gene", X_is="UMIs", progress=False)
+        daf_as_h5ad(pydaf.open_daf(source, "r"), target, obs_is="cell", var_is="gene", X_is="UMIs", overwrite=True,
+                    progress=False)
     assert target.read_bytes() == before
     assert [path.name for path in tmp_path.iterdir() if path.name.startswith(".")] == []
 

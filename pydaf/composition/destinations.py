@@ -6,9 +6,16 @@ new data set in a temporary sibling: a hidden directory beside a FilesDaf or Zar
 an append-only archive (``x.dafs.zip#/group``, ``x.dafs.zarr.zip#/group``) a hidden copy of the archive (holding its
 writer lock meanwhile). Only once everything was written is it moved into place (renames, and for a group HDF5 link
 moves): a failure (a damaged input, a full disk, an interrupt) leaves the destination exactly as it was and removes
-the temporary. An existing destination is replaced only if it is a Daf data set (or empty): a directory, file or group
-holding anything else is refused before anything is written, and so is a data set in a group of an append-only archive
-(which can't be replaced).
+the temporary. An existing destination (a file, a non-empty directory, an HDF5 group) is replaced only when asked
+(``overwrite=True``, ``--overwrite``; else a :class:`~pydaf.DafExistsError`), and only if it is a Daf data set: a
+directory, file or group holding anything else is refused before anything is written, and so is a data set in a group
+of an append-only archive (which can't be replaced).
+
+The format of a new destination is the one its name says (:func:`resolve_format`): ``x.h5df``, ``x.h5dfs#/group``,
+``x.daf.zarr``, ``x.daf.zip``, ... as the registered formats recognise them, ``x.h5ad`` for AnnData, and ``x.daf`` for a
+FilesDaf directory; an existing destination's format is the one its content says. A new name that says no format
+(``out.h5``, ``out.zarr``) is refused, listing the suffixes, unless the format is given (``format="files"``,
+``--format files``).
 
 A conversion whose source and destination are the same storage (the same path, the same file through a link or a
 symlink, the same group, or one inside the other) is refused, since replacing the destination would destroy the source.
@@ -35,13 +42,36 @@ import h5py
 
 from ..core.readers import DafReader
 from ..core.writers import DafWriter
-from ..errors import DafError, DafFormatError, DafModeError
+from ..errors import DafError, DafExistsError, DafFormatError, DafModeError, DafValueError
+from ..formats.h5df import FORMAT as H5DF_FORMAT
 from ..formats.h5df import H5df, open_h5_file, split_h5df_path
-from ..formats.registry import FormatEntry, guess_format
+from ..formats.registry import FormatEntry, guess_format, registered_formats
 from ..formats.zipstore import DafAppendOnlyError, acquire_zip_store
+from ..open import foreign_file_kind
 
-__all__ = ["Storage", "build_daf", "is_h5ad", "require_distinct", "require_replaceable", "storage_of",
-           "write_file_then_replace"]
+__all__ = [
+    "ANNDATA",
+    "Storage",
+    "build_daf",
+    "check_destination",
+    "format_names",
+    "formats_by_name_text",
+    "is_h5ad",
+    "repack",
+    "require_absent",
+    "require_distinct",
+    "require_replaceable",
+    "resolve_format",
+    "storage_of",
+    "write_file_then_replace",
+]
+
+#: The name :func:`resolve_format` gives AnnData ``.h5ad`` destinations (the others are the registry's names).
+ANNDATA = "h5ad"
+
+#: The suffix that names a new FilesDaf directory (FilesDaf is the registry's fallback: any new path would do for
+#: :func:`~pydaf.open_daf`, so a conversion asks for a name that says so).
+FILES_SUFFIX = ".daf"
 
 
 def is_h5ad(path: str | os.PathLike) -> bool:
@@ -128,6 +158,144 @@ def require_distinct(source: str | os.PathLike, destination: str | os.PathLike) 
                            "the source share their storage; replacing one would destroy the other)")
 
 
+def format_names() -> list[str]:
+    """The formats a conversion writes, as ``--format``/``format=`` take them: the registered Daf formats (in the
+    registry's order) and ``h5ad``. Each is also accepted in lower case and without its ``Daf`` (``files``,
+    ``zarr``, ``zip``).
+
+    Example:
+        >>> format_names()
+        ['H5df', 'ZarrDaf', 'ZipDaf', 'FilesDaf', 'h5ad']
+    """
+    return [entry.name for entry in registered_formats()] + [ANNDATA]
+
+
+def _format_named(format: str) -> str:
+    aliases = {ANNDATA: ANNDATA, "anndata": ANNDATA}
+    for name in format_names():
+        aliases.setdefault(name.lower(), name)
+        aliases.setdefault(name.lower().removesuffix("daf") or name.lower(), name)
+    chosen = aliases.get(format.lower())
+    if chosen is None:
+        raise DafValueError(f"unknown format: {format}\n(the known formats are: {', '.join(format_names())}; also "
+                            "accepted in lower case and without Daf: files, zarr, zip)")
+    return chosen
+
+
+def formats_by_name_text() -> str:
+    """One line per format a conversion writes: the names that say it, from the registry (and FilesDaf's and
+    AnnData's rule for new paths).
+
+    Example:
+        >>> print(formats_by_name_text())  # doctest: +ELLIPSIS
+        - H5df: an HDF5 file (x.h5df), or a group in one (x.h5dfs#/group)
+        ...
+        - FilesDaf: a directory named x.daf, or an existing directory
+        - h5ad: an AnnData file (x.h5ad)
+    """
+    lines = [f"- {entry.name}: {entry.paths}" for entry in registered_formats() if not entry.fallback]
+    lines += [f"- {entry.name}: a directory named x{FILES_SUFFIX}, or an existing directory"
+              for entry in registered_formats() if entry.fallback]
+    lines.append("- h5ad: an AnnData file (x.h5ad)")
+    return "\n".join(lines)
+
+
+def _format_by_name(text: str) -> str | None:
+    """The format a new path's name says, if any (the first non-fallback format that recognises it)."""
+    if is_h5ad(text):
+        return ANNDATA
+    if text.rstrip("/").endswith(FILES_SUFFIX):
+        return next(entry.name for entry in registered_formats() if entry.fallback)
+    for entry in registered_formats():
+        if not entry.fallback and entry.guess_can_open(text):
+            return entry.name
+    return None
+
+
+def _implied_format(text: str) -> str | None:
+    """The format of an existing destination (by its content, as :func:`~pydaf.open_daf` tells it, an AnnData file
+    being one), else the one its name says, else ``None``."""
+    if is_h5ad(text):
+        return ANNDATA
+    if os.path.lexists(text.rstrip("/") or text):
+        return ANNDATA if foreign_file_kind(text) == "anndata" else guess_format(text).name
+    return _format_by_name(text)
+
+
+def resolve_format(destination: str | os.PathLike, format: str | None = None) -> str:
+    """The format a conversion writes at ``destination``: ``format`` if given (a name of :func:`format_names`, in
+    any case, or without its ``Daf``), which must agree with the destination's own (if any); else the format of an
+    existing destination (by its content); else the one its name says (``x.h5df``, ``x.h5dfs#/group``, ``x.daf.zarr``,
+    ``x.daf.zarr.zip``, ``x.daf.zip``, ``x.dafs.zip#/group``, ``x.daf`` for a FilesDaf directory, ``x.h5ad``). A new
+    name that says no format is a :class:`~pydaf.DafFormatError` listing the suffixes.
+
+    Example:
+        >>> resolve_format("/data/cells.h5df"), resolve_format("/data/cells.daf"), resolve_format("/data/x.h5", "h5df")
+        ('H5df', 'FilesDaf', 'H5df')
+        >>> resolve_format("/data/cells.h5")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        pydaf.errors.DafFormatError: can't tell the format of the new data set: /data/cells.h5
+        (its name ends with no known suffix: name it as one of the formats below, or give the format: --format NAME
+        on the command line, format=NAME in Python, NAME one of: H5df, ZarrDaf, ZipDaf, FilesDaf, h5ad)
+        the formats, by name:
+        - H5df: an HDF5 file (x.h5df), or a group in one (x.h5dfs#/group)
+        ...
+    """
+    text = os.fspath(destination)
+    if format is not None:
+        chosen = _format_named(format)
+        implied = _implied_format(text)
+        if implied is not None and implied != chosen:
+            raise DafFormatError(f"can't write the format: {chosen}\nat: {text}\n(it is the path of a {implied} "
+                                 "data set: choose another destination)")
+        return chosen
+    implied = _implied_format(text)
+    if implied is None:
+        raise DafFormatError(f"can't tell the format of the new data set: {text}\n(its name ends with no known suffix: "
+                             "name it as one of the formats below, or give the format: --format NAME\non the command "
+                             f"line, format=NAME in Python, NAME one of: {', '.join(format_names())})\n"
+                             f"the formats, by name:\n{formats_by_name_text()}")
+    return implied
+
+
+def _holds_data(text: str) -> bool:
+    """Whether a destination path already holds something a conversion would replace: a file, a non-empty directory,
+    or (``x.h5dfs#/group``) an existing group. A group of an append-only archive is refused by its own rule."""
+    if ".h5dfs#/" in text:
+        file, group = split_h5df_path(text)
+        if not os.path.isfile(file) or not h5py.is_hdf5(file):
+            return False  # nothing there, or refused as not an H5df file when built
+        return group.rstrip("/") in open_h5_file(file, "a")
+    if "#/" in text:
+        return False
+    absolute = os.path.abspath(text.rstrip("/") or text)
+    return os.path.lexists(absolute) and not (os.path.isdir(absolute) and not os.path.islink(absolute)
+                                              and not os.listdir(absolute))
+
+
+def require_absent(destination: str | os.PathLike, *, overwrite: bool = False) -> None:
+    """Refuse (a :class:`~pydaf.DafExistsError`) a destination that already holds something (a file, a non-empty
+    directory, an ``x.h5dfs#/group`` group), unless ``overwrite``. An empty directory holds nothing.
+
+    Example:
+        >>> import os, tempfile
+        >>> path = os.path.join(tempfile.mkdtemp(), "notes.h5ad")
+        >>> with open(path, "w") as file:
+        ...     _ = file.write("mine")
+        >>> require_absent(path, overwrite=True)
+        >>> require_absent(path)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        pydaf.errors.DafExistsError: the destination exists: ...notes.h5ad
+        (to replace it, pass --overwrite to the pydaf command, or overwrite=True in Python)
+    """
+    text = os.fspath(destination)
+    if not overwrite and _holds_data(text):
+        raise DafExistsError(f"the destination exists: {text}\n(to replace it, pass --overwrite to the pydaf command, "
+                             "or overwrite=True in Python)")
+
+
 def _hidden_sibling(path: str, purpose: str, suffix: str = "") -> str:
     folder, name = os.path.split(path)
     return os.path.join(folder, f".{name}.{purpose}-{os.getpid()}-{uuid.uuid4().hex[:8]}{suffix}")
@@ -155,36 +323,119 @@ def _require_not_open(path: str) -> None:
 
 
 def build_daf(destination: str | os.PathLike, fill: Callable[[DafWriter], object], *,
-              name: str | None = None) -> DafWriter:
-    """Create a data set at ``destination`` (a path for :func:`~pydaf.open_daf`), replacing any data set there, by
-    ``fill``\\ ing a new one in a temporary sibling and moving it into place once ``fill`` returned (see the module
-    docstring). Returns the new data set, opened ``r+``. If anything fails, the destination is left as it was.
+              name: str | None = None, format: str | None = None, overwrite: bool = False) -> DafWriter:
+    """Create a data set at ``destination`` in the format :func:`resolve_format` gives it (``format``, else the
+    one of an existing destination, else the one its name says), by ``fill``\\ ing a new one in a temporary sibling and
+    moving it into place once ``fill`` returned (see the module docstring). An existing destination is replaced only
+    with ``overwrite`` (and only if it is a Daf data set). Returns the new data set, opened ``r+``. If anything fails,
+    the destination is left as it was.
 
     Example:
         >>> import os, tempfile, pydaf
         >>> path = os.path.join(tempfile.mkdtemp(), "x.h5dfs") + "#/cells"
         >>> build_daf(path, lambda daf: daf.add_axis("cell", ["A"])).axis_length("cell")
         1
+        >>> build_daf(path, lambda daf: daf.add_axis("cell", ["B"]))  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        pydaf.errors.DafExistsError: the destination exists: ...x.h5dfs#/cells
+        (to replace it, pass --overwrite to the pydaf command, or overwrite=True in Python)
+        >>> build_daf(path, lambda daf: daf.add_axis("cell", ["B"]), overwrite=True).axis_vector("cell").tolist()
+        ['B']
     """
     text = os.fspath(destination)
-    if text.endswith(".h5df") or ".h5dfs#/" in text:
+    chosen = check_destination(text, format=format, overwrite=overwrite)
+    if chosen == ANNDATA:
+        raise DafFormatError(f"not a path for a Daf data set: {text}\n(it names an AnnData file)")
+    entry = _entry(chosen)
+    if entry is H5DF_FORMAT:
         file, group = split_h5df_path(text)
         if group == "/":
             return _build_file(text, fill, name)
         return _build_group(file, group, fill, name)
-    entry = guess_format(text)
     if "#/" in text:
         return _build_archive_group(text, entry, fill, name)
     return _build_other(text, entry, fill, name)
+
+
+def repack(source: str | os.PathLike, destination: str | os.PathLike, *, progress: bool = True,
+           overwrite: bool = False) -> None:
+    """Rewrite the data set at ``source`` compactly into ``destination`` with its format's ``repack`` (H5df: every
+    dataset aligned, contiguous layouts kept, the space of deleted properties reclaimed), built aside and moved into
+    place when complete (see :func:`build_daf`). Close (drop) writers of the source first: any live map of it stays
+    valid, but sees the old file. An existing destination is replaced only with ``overwrite`` (and only if it is a
+    Daf data set); a format without a repack is a :class:`~pydaf.DafFormatError`.
+
+    Example:
+        >>> import pydaf, tempfile, os
+        >>> folder = tempfile.mkdtemp()
+        >>> daf = pydaf.H5df(os.path.join(folder, "a.h5df"), "w").set_scalar("x", 1)
+        >>> pydaf.repack(os.path.join(folder, "a.h5df"), os.path.join(folder, "b.h5df"), progress=False)
+        >>> pydaf.H5df(os.path.join(folder, "b.h5df"), "r").get_scalar("x")
+        np.int64(1)
+    """
+    text = os.fspath(source)
+    entry = guess_format(text)
+    if entry.repack is None:
+        able = ", ".join(known.name for known in registered_formats() if known.repack is not None)
+        raise DafFormatError(f"can't repack the {entry.name} data set: {text}\n"
+                             f"(only these formats can be repacked: {able})")
+    if entry is H5DF_FORMAT:  # (another group of the source's own file would be written while it is read)
+        source_file, _ = split_h5df_path(text)
+        destination_file, _ = split_h5df_path(destination)
+        if os.path.abspath(source_file) == os.path.abspath(destination_file):
+            raise DafModeError(f"can't repack the H5df file: {source_file}\ninto itself")
+    require_distinct(text, destination)
+    repack_into = entry.repack
+    build_daf(destination, lambda writer: repack_into(text, writer, progress=progress), format=entry.name,
+              overwrite=overwrite).format.format_close()
+
+
+def _entry(name: str) -> FormatEntry:
+    return next(entry for entry in registered_formats() if entry.name == name)
+
+
+def check_destination(destination: str | os.PathLike, *, format: str | None = None, overwrite: bool = False) -> str:
+    """Check, before anything is read or written, that a conversion may write ``destination``; returns its format
+    (:func:`resolve_format`). Refused: a destination holding anything but a Daf data set of that format (or, for
+    ``h5ad``, a directory), and with no ``overwrite``, an existing one (:func:`require_absent`).
+
+    Example:
+        >>> import os, tempfile, pydaf
+        >>> folder = tempfile.mkdtemp()
+        >>> check_destination(os.path.join(folder, "x.h5df")), check_destination(folder, overwrite=True)
+        ('H5df', 'FilesDaf')
+        >>> check_destination(folder, format="h5df", overwrite=True)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        pydaf.errors.DafFormatError: can't write the format: H5df
+        at: ...
+        (it is the path of a FilesDaf data set: choose another destination)
+    """
+    text = os.fspath(destination)
+    chosen = resolve_format(text, format)
+    if chosen == ANNDATA:
+        if os.path.isdir(text):
+            _refuse(text, "a directory")
+    elif chosen == H5DF_FORMAT.name:
+        file, group = split_h5df_path(text)
+        if group == "/" and os.path.lexists(text):
+            _require_daf_file(text)
+        elif group != "/":
+            _require_daf_group(file, group)
+    elif "#/" not in text:
+        require_replaceable(text, _entry(chosen))
+    require_absent(text, overwrite=overwrite)
+    return chosen
 
 
 def _close(daf: DafReader) -> None:
     daf.format.format_close()
 
 
-def require_replaceable(path: str | os.PathLike) -> None:
-    """Refuse a destination (of a format other than H5df) that exists and is neither a Daf data set of the format its
-    path names nor an empty directory.
+def require_replaceable(path: str | os.PathLike, entry: FormatEntry | None = None) -> None:
+    """Refuse a destination (of a format other than H5df) that exists and is neither a Daf data set of the format
+    ``entry`` (by default, the one its path names) nor an empty directory.
 
     Example:
         >>> import os, tempfile
@@ -201,11 +452,18 @@ def require_replaceable(path: str | os.PathLike) -> None:
     absolute = os.path.abspath(text.rstrip("/"))
     if not os.path.lexists(absolute) or (os.path.isdir(absolute) and not os.listdir(absolute)):
         return
-    entry = guess_format(text)
+    entry = entry or guess_format(text)
     try:
         _close(entry.open(absolute, "r"))
     except DafError as error:
         _refuse(text, f"not a {entry.name} data set: {str(error).splitlines()[0]}")
+
+
+def _open_temporary(entry: FormatEntry, temporary: str, path: str, name: str | None) -> DafWriter:
+    try:
+        return entry.open(temporary, "w", name=name or path)  # type: ignore[return-value]
+    except DafFormatError as error:  # e.g. a format that wants its suffix: name the destination, not the temporary
+        raise DafFormatError(str(error).replace(temporary, path)) from None
 
 
 def _build_other(path: str, entry: FormatEntry, fill: Callable[[DafWriter], object],
@@ -213,12 +471,13 @@ def _build_other(path: str, entry: FormatEntry, fill: Callable[[DafWriter], obje
     """A data set of a format other than H5df (a FilesDaf or ZarrDaf directory, a ``.daf.zip`` or ``.daf.zarr.zip``
     archive), built under a hidden sibling name with the same suffix and renamed into place."""
     absolute = os.path.abspath(path.rstrip("/"))
-    require_replaceable(path)
+    require_replaceable(path, entry)
     suffix = next((suffix for suffix in (*_ARCHIVE_SUFFIXES, ".daf.zarr") if absolute.endswith(suffix)), "")
     os.makedirs(os.path.dirname(absolute), exist_ok=True)
     temporary = _hidden_sibling(absolute, "tmp", suffix)
     try:
-        _fill_temporary(entry.open(temporary, "w", name=name or path), fill)  # type: ignore[arg-type]
+        # (No reference to the writer is kept here: _fill_temporary lets go of it before the rename.)
+        _fill_temporary(_open_temporary(entry, temporary, path, name), fill)
         if os.path.isdir(absolute):
             old = _hidden_sibling(absolute, "old", suffix)
             os.replace(absolute, old)
@@ -297,9 +556,13 @@ def _build_file(path: str, fill: Callable[[DafWriter], object], name: str | None
     return H5df(path, "r+", name=name)  # type: ignore[return-value]
 
 
-def _build_group(file_path: str, group: str, fill: Callable[[DafWriter], object], name: str | None) -> DafWriter:
+def _require_daf_group(file_path: str, group: str) -> h5py.File | None:
+    """Refuse an ``x.h5dfs#/group`` destination whose file is a directory or whose group holds anything but a Daf
+    data set; returns the file, opened writable, if it exists."""
     if os.path.lexists(file_path) and os.path.isdir(file_path):
         _refuse(file_path, "a directory")
+    if not os.path.lexists(file_path):
+        return None
     file = open_h5_file(file_path, "a")
     if group in file:
         node = file[group]
@@ -307,6 +570,11 @@ def _build_group(file_path: str, group: str, fill: Callable[[DafWriter], object]
             _refuse(f"{file_path}#{group}", "an HDF5 dataset")
         if "daf" not in node and (len(node) or len(node.attrs)):
             _refuse(f"{file_path}#{group}", "a non-empty HDF5 group without a daf data set")
+    return file
+
+
+def _build_group(file_path: str, group: str, fill: Callable[[DafWriter], object], name: str | None) -> DafWriter:
+    file = _require_daf_group(file_path, group) or open_h5_file(file_path, "a")
     parent, _, base = group.rstrip("/").rpartition("/")
     temporary = f"{parent}/.{base}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     try:
@@ -333,9 +601,11 @@ def _remove_group(file_path: str, group: str) -> None:
     del file[group]
 
 
-def write_file_then_replace(path: str | os.PathLike, write: Callable[[str], object]) -> None:
-    """Write a file by ``write(temporary_path)`` and move it over ``path`` when complete (a failure leaves ``path``
-    as it was).
+def write_file_then_replace(path: str | os.PathLike, write: Callable[[str], object], *,
+                            overwrite: bool = False) -> None:
+    """Write a file by ``write(temporary_path)`` and move it into ``path`` when complete (a failure leaves ``path``
+    as it was). An existing file is replaced only with ``overwrite`` (a :class:`~pydaf.DafExistsError` otherwise,
+    before anything is written); a directory never is.
 
     Example:
         >>> import os, tempfile
@@ -343,10 +613,16 @@ def write_file_then_replace(path: str | os.PathLike, write: Callable[[str], obje
         >>> write_file_then_replace(path, lambda temporary: open(temporary, "w").close())
         >>> os.path.exists(path)
         True
+        >>> write_file_then_replace(path, lambda temporary: open(temporary, "w").close())  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        pydaf.errors.DafExistsError: the destination exists: ...x.txt
+        (to replace it, pass --overwrite to the pydaf command, or overwrite=True in Python)
     """
     absolute = os.path.abspath(os.fspath(path))
     if os.path.isdir(absolute):
         _refuse(absolute, "a directory")
+    require_absent(path, overwrite=overwrite)
     temporary = _hidden_sibling(absolute, "tmp", os.path.splitext(absolute)[1])
     try:
         write(temporary)
