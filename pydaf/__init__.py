@@ -15,6 +15,7 @@ from .composition.chains import chain_reader, chain_writer
 from .composition.complete import complete_chain, complete_daf
 from .composition.concat import MergeAction, concatenate
 from .composition.copies import copy_all, copy_axis, copy_matrix, copy_scalar, copy_tensor, copy_vector
+from .composition.destinations import repack
 from .composition.views import (
     VIEW_ALL_AXES,
     VIEW_ALL_DATA,
@@ -29,9 +30,12 @@ from .core.read_only import DafReadOnly, read_only
 from .core.readers import DafReader, Undef
 from .core.writers import DafWriter
 from .errors import (
+    DafChainError,
+    DafClosedError,
     DafError,
     DafExistsError,
     DafFormatError,
+    DafInexactError,
     DafLockedError,
     DafMissingError,
     DafModeError,
@@ -46,7 +50,7 @@ from .errors import (
 from .example_data import example_cells_daf, example_chain_daf, example_metacells_daf
 from .formats.base import CacheGroup
 from .formats.files import FilesDaf
-from .formats.h5df import H5df, repack
+from .formats.h5df import H5df
 from .formats.memory import MemoryDaf
 from .formats.zarr import ZarrDaf
 from .formats.zarr_convert import files_to_zarr, zarr_to_files
@@ -70,9 +74,12 @@ __all__ = [
     "VIEW_ALL_VECTORS",
     "CacheGroup",
     "DafAppendOnlyError",
+    "DafChainError",
+    "DafClosedError",
     "DafError",
     "DafExistsError",
     "DafFormatError",
+    "DafInexactError",
     "DafLockedError",
     "DafMissingError",
     "DafModeError",

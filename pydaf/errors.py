@@ -19,6 +19,7 @@ class DafError(Exception):
         ...     print(error)
         missing scalar: version
         in the daf data: example
+        (its scalars: none)
     """
 
 
@@ -45,6 +46,17 @@ class DafValueError(DafError, ValueError):
     """A value that is not valid for the operation (bad entries, bad indices, bad arguments)."""
 
 
+class DafInexactError(DafValueError):
+    """A value that does not convert exactly to the element type asked for (Julia's ``InexactError``): pydaf never
+    wraps, truncates or rounds one (see :func:`pydaf.core.values.exact_cast`). ``value`` is the first such value and
+    ``position`` its index in the array converted."""
+
+    def __init__(self, message: str, *, value: object = None, position: tuple[int, ...] = ()) -> None:
+        super().__init__(message)
+        self.value = value
+        self.position = position
+
+
 class DafTypeError(DafError, TypeError):
     """An element type that Daf cannot store (complex, float16, object, datetime, …)."""
 
@@ -53,12 +65,23 @@ class DafFormatError(DafError):
     """Storage that is not a Daf data set, has an unsupported version, or is truncated or corrupt."""
 
 
+class DafChainError(DafFormatError):
+    """A persistent chain whose base (the data set its ``base_daf_repository`` names) is no longer the data set the
+    chain was built on: it was replaced, or its axes were changed, since :func:`~pydaf.complete_chain`."""
+
+
 class DafModeError(DafError, ValueError):
     """An invalid open mode, or an attempt to write through a read-only data set."""
 
 
-class DafReadOnlyError(DafModeError):
-    """A write through a read-only data set."""
+class DafReadOnlyError(DafModeError, AttributeError):
+    """A write through a read-only data set. Also an ``AttributeError``: a read-only data set has no write methods
+    (``hasattr(reader, "set_scalar")`` is false), and calling one says how to open the data set for writing."""
+
+
+class DafClosedError(DafError, ValueError):
+    """A use (read, write or query) of a data set after its ``close()`` (or the end of its ``with`` block), or of a
+    wrapper (read-only, view, chain) of a closed data set. Reopen it (``pydaf.open_daf(path)``) to use it again."""
 
 
 class DafStorageError(DafError, OSError):

@@ -377,6 +377,8 @@ def _name_suffix(name: str | None) -> str:
 class ReadOnlyChain(DafReadOnly):
     """A read-only chain of data sets (see :func:`chain_reader`)."""
 
+    write_hint = "a chain made by chain_reader is read-only: pydaf.chain_writer writes to its last data set"
+
     def __init__(self, members: Sequence[DafReader], *, name: str) -> None:
         DafReader.__init__(self, ReadOnlyChainFormat(members, name), name=name, unique=False)
 

@@ -754,6 +754,8 @@ def _type_text(daf: DafReader) -> str:
 class DafView(DafReadOnly):
     """A read-only view of another data set, defined by queries (see :func:`viewer`)."""
 
+    write_hint = "a view is read-only: write to the data set it views"
+
     def __init__(self, daf: DafReader, *, name: str, axes: list[tuple[Any, ViewQuery]],
                  data: list[tuple[Any, ViewQuery]], path: str | None = None) -> None:
         view_format = ViewFormat(daf, name, axes, data, path)

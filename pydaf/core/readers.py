@@ -13,9 +13,18 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import DafError, DafFormatError, DafMissingError, DafShapeError, DafValueError
+from ..errors import (
+    DafClosedError,
+    DafError,
+    DafFormatError,
+    DafMissingError,
+    DafReadOnlyError,
+    DafShapeError,
+    DafValueError,
+)
 from ..formats.base import CacheGroup, FormatReader, StoredMatrix, StoredVector
 from ..formats.mapping import mapped_region
+from ..hints import existing_names_hint
 from ..sparse import SparseMatrixCSC, SparseVector, read_only_array
 from ..storage_types import StorageScalar, scalar_dtype, scalar_value
 from .brief import brief_array, brief_scalar, percent
@@ -53,6 +62,22 @@ class _State:
         self.cache = DataCache()
         self.versions = VersionCounters()
         self.validated: dict[CacheKey, tuple[Any, ...]] = {}
+
+
+class _ClosedState:
+    """What a closed data set has instead of its :class:`_State`: every use of it (the lock every read and write
+    takes, the cache) raises :class:`~pydaf.DafClosedError`."""
+
+    def __init__(self, name: str, path: str | None) -> None:
+        reopen = (f"reopen it to use it again: pydaf.open_daf({path!r})" if path is not None
+                  else "a closed data set that is not stored can't be reopened")
+        self._message = f"the daf data: {name}\nwas closed\n({reopen})"
+
+    def error(self) -> DafClosedError:
+        return DafClosedError(self._message)
+
+    def __getattr__(self, attribute: str) -> Any:
+        raise self.error()
 
 
 class DafReader:
@@ -102,6 +127,61 @@ class DafReader:
 
     def _type_text(self) -> str:
         return self._format.type_name
+
+    def __getattr__(self, attribute: str) -> Any:
+        # Only reached for a missing attribute: a write method of a read-only data set raises a DafReadOnlyError (an
+        # AttributeError, so ``hasattr`` stays false) saying how to write.
+        raise missing_attribute(self, attribute)
+
+    # Closing.
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called (on this data set, or on the one a read-only wrapper wraps)."""
+        return isinstance(self._state, _ClosedState)
+
+    def close(self) -> None:
+        """Release the data set: its cached data, and the files, maps and inter-process locks its storage holds
+        (``FormatReader.format_close``); from then on every read, write and query of it (and of its read-only
+        wrappers) raises :class:`~pydaf.DafClosedError`. Closing again does nothing. A ``with`` block closes the data
+        set at its end. Other handles on the same storage (another open of the same path) stay open.
+
+        Arrays already returned stay valid and read-only: a mapped array keeps its map of the file (never the lock
+        of a FilesDaf, ZarrDaf or ZipDaf writer); an array mapped from an H5df file keeps this process's *shared*
+        lock on that file until the array is dropped (so no other process can write the bytes under it), see
+        docs/design.md. A :class:`~pydaf.MemoryDaf` drops its data, as ``io.BytesIO.close`` does. Closing a
+        read-only wrapper closes the data set it wraps; closing a view or a chain closes only that view or chain
+        (the data sets it reads stay open; reading through them once those are closed raises the same error).
+
+        Example:
+            >>> import os, tempfile, pydaf
+            >>> path = os.path.join(tempfile.mkdtemp(), "x.h5df")
+            >>> with pydaf.H5df(path, "w", name="x") as daf:
+            ...     _ = daf.add_axis("cell", ["A", "B"])
+            >>> daf.closed
+            True
+            >>> daf.axis_length("cell")  # doctest: +ELLIPSIS
+            Traceback (most recent call last):
+            ...
+            pydaf.errors.DafClosedError: the daf data: x
+            was closed
+            (reopen it to use it again: pydaf.open_daf('...x.h5df'))
+        """
+        state = self._state
+        if isinstance(state, _ClosedState):
+            return
+        with state.lock.write():  # (waits for reads and writes in flight)
+            if isinstance(self._state, _ClosedState):  # (closed by another thread meanwhile)
+                return
+            self._state = _ClosedState(self._name, self._format.format_complete_path())
+            state.cache.empty()  # (the cached arrays: H5df's hold a share of the file's lock)
+            self._format.format_close()
+
+    def __enter__(self) -> DafReader:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
 
     def _message(self, text: str, preposition: str = "in") -> str:
         return f"{text}\n{preposition} the daf data: {self._name}"
@@ -218,7 +298,8 @@ class DafReader:
         with self._state.lock.read():
             if not self._reads.format_has_scalar(name):
                 if default is Undef:
-                    raise DafMissingError(self._message(f"missing scalar: {name}"))
+                    raise DafMissingError(self._message(f"missing scalar: {name}") + "\n" + existing_names_hint(
+                        name, self._reads.format_scalars_set(), "scalars"))
                 return default
             value = self._reads.format_get_scalar(name)
             require_scalar(value, what=property_text("scalar", name), daf_name=self._name)
@@ -252,7 +333,8 @@ class DafReader:
     def _require_axis(self, axis: str, what_for: str) -> None:
         require_lookup_name(axis, what="axis", daf_name=self._name)
         if not self._reads.format_has_axis(axis, for_change=False):
-            raise DafMissingError(self._message(f"missing axis: {axis}\n{what_for}", "of"))
+            raise DafMissingError(self._message(f"missing axis: {axis}\n{what_for}", "of") + "\n" + existing_names_hint(
+                axis, self._reads.format_axes_set(), "axes"))
 
     def axis_length(self, axis: str) -> int:
         """The number of entries of an axis.
@@ -504,9 +586,23 @@ class DafReader:
 
         return self._cached(VectorKey(axis, name), compute)
 
+    def _vector_elsewhere(self, axis: str, name: str) -> str:
+        """For a missing vector's message: the other axes that have a vector of that name, and how to reach it in a
+        query when this axis has a vector of their entries (``@ cell : age``, where ``@ cell : donor : age`` was
+        meant)."""
+        lines = []
+        vectors = self._reads.format_vectors_set(axis)
+        for other in sorted(self._reads.format_axes_set()):
+            if other != axis and name in self._reads.format_vectors_set(other):
+                reach = f": reach it with the query: @ {axis} : {other} : {name}" if other in vectors else ""
+                lines.append(f"\n(a vector of the axis {other}{reach})")
+        return "".join(lines)
+
     def _vector_default(self, axis: str, name: str, default: Any, values: np.ndarray | None) -> Any:
         if default is Undef:
-            raise DafMissingError(self._message(f"missing vector: {name}\nfor the axis: {axis}"))
+            hint = existing_names_hint(name, self._reads.format_vectors_set(axis), f"vectors for the axis {axis}")
+            raise DafMissingError(self._message(f"missing vector: {name}\nfor the axis: {axis}") + "\n" + hint
+                                  + self._vector_elsewhere(axis, name))
         if default is None:
             return None
         if values is not None:
@@ -659,9 +755,13 @@ class DafReader:
                 return self._relayout_matrix(rows_axis, columns_axis, name)
             if default is Undef:
                 other = "\n(and the other way around)" if relayout and rows_axis != columns_axis else ""
+                names = set(self._reads.format_matrices_set(rows_axis, columns_axis))
+                if other:
+                    names |= self._reads.format_matrices_set(columns_axis, rows_axis)
                 raise DafMissingError(self._message(
                     f"missing matrix: {name}\nfor the rows axis: {rows_axis}\nand the columns axis: {columns_axis}"
-                    f"{other}"))
+                    f"{other}") + "\n" + existing_names_hint(
+                        name, names, f"matrices for the axes {rows_axis} and {columns_axis}"))
             if default is None:
                 return None
             if default_matrix is not None:
@@ -1056,8 +1156,40 @@ class DafReadOnly(DafReader):
     """
 
     def __init__(self, daf: DafReader, *, name: str | None = None) -> None:
+        if isinstance(daf._state, _ClosedState):
+            raise daf._state.error()
         self._base = daf
         super().__init__(daf.format, name=name or f"{daf.name}.read_only", state=daf._state)
+
+    @property  # type: ignore[override]
+    def _state(self) -> Any:
+        """The wrapped data set's state, so closing that data set closes this wrapper too (subclasses that read
+        through their own storage, views and chains, have their own)."""
+        base = self.__dict__.get("_base")
+        return self.__dict__["_own_state"] if base is None else base._state
+
+    @_state.setter
+    def _state(self, state: Any) -> None:
+        self.__dict__["_own_state"] = state
+
+    def close(self) -> None:
+        """Close the wrapped data set (see :meth:`DafReader.close`): a read-only open (mode ``r``) returns this
+        wrapper, so it is what a ``with`` block closes.
+
+        Example:
+            >>> import pydaf
+            >>> daf = pydaf.MemoryDaf()
+            >>> with daf.read_only() as reader:
+            ...     reader.closed
+            False
+            >>> daf.closed
+            True
+        """
+        base = self.__dict__.get("_base")
+        if base is None:
+            DafReader.close(self)
+        else:
+            base.close()
 
     @property
     def base(self) -> DafReader:
@@ -1120,3 +1252,47 @@ def _counted_text(key: tuple[str, int], count: int, counted: int, size: int) -> 
     if at >= 0:
         parts[at], parts[at + 1] = str(counted), f"({percent(counted, size)})"
     return f"{count} X {' '.join(parts)}"
+
+
+# The public methods of DafWriter that DafReader lacks, set when core.writers defines DafWriter (this module can't
+# import it): the attributes a read-only data set refuses with a DafReadOnlyError rather than an AttributeError.
+_WRITE_METHODS: frozenset[str] = frozenset()
+
+
+def write_methods(writer_class: type) -> frozenset[str]:
+    """Record (and return) the public methods of ``writer_class`` that :class:`DafReader` lacks."""
+    global _WRITE_METHODS
+    _WRITE_METHODS = frozenset(name for name in dir(writer_class) if not name.startswith("_")
+                               and not hasattr(DafReader, name) and callable(getattr(writer_class, name)))
+    return _WRITE_METHODS
+
+
+def missing_attribute(daf: DafReader, attribute: str) -> AttributeError:
+    """The error of a missing attribute of a data set: for a write method of a read-only one, a
+    :class:`~pydaf.DafReadOnlyError` (also an ``AttributeError``) naming the data set and saying how to write to it;
+    else Python's plain ``AttributeError``.
+
+    Example:
+        >>> import pydaf
+        >>> print(missing_attribute(pydaf.MemoryDaf(name="x!").read_only(), "set_scalar"))
+        can't set_scalar: the daf data is read-only
+        (write through the data set it wraps: its .base)
+        in the daf data: x!.read_only
+    """
+    state = vars(daf)
+    if attribute not in _WRITE_METHODS or "_name" not in state:
+        return AttributeError(f"{type(daf).__name__!r} object has no attribute {attribute!r}", name=attribute, obj=daf)
+    return DafReadOnlyError(f"can't {attribute}: the daf data is read-only\n({_how_to_write(daf)})\n"
+                            f"in the daf data: {state['_name']}")
+
+
+def _how_to_write(daf: DafReader) -> str:
+    hint = getattr(type(daf), "write_hint", None)  # views and read-only chains say how to write to what they show
+    if hint is not None:
+        return hint
+    base = vars(daf).get("_base")
+    if base is not None and base.format.is_writable and hasattr(base, "set_scalar"):
+        return "write through the data set it wraps: its .base"
+    path = daf.format.format_complete_path()
+    where = f'"{path}"' if path is not None else "path"
+    return f'open it for writing with mode "r+": pydaf.open_daf({where}, "r+")'
