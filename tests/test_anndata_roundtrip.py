@@ -180,7 +180,7 @@ def test_a_missing_value_and_an_empty_category_are_reported(tmp_path):
     with pytest.raises(pydaf.DafUnsupportedError, match='obs/tag has 4 missing values and the category ""'):
         anndata_as_daf(adata, unsupported_handler="error")
     daf, messages = caught_messages(lambda: anndata_as_daf(adata))
-    assert len(messages) == 1 and messages[0].startswith('lossy element: obs/tag has 4 missing values')
+    assert len(messages) == 1 and messages[0].startswith("lossy element: obs/tag has 4 missing values")
     again = daf_as_anndata(daf)
     assert again.obs["tag"].cat.categories.tolist() == ["", "x"]
     assert int(again.obs["tag"].isna().sum()) == 0 and (again.obs["tag"] == "").sum() == 4 + 5  # kept as ""

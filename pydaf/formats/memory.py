@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..abc.format import CacheGroup, FormatWriter, StoredMatrix, StoredVector
 from ..core.writers import DafWriter
 from ..sparse import SparseMatrixCSC, SparseVector
 from ..storage_types import StorageScalar, scalar_dtype
-from .base import CacheGroup, FormatWriter, StoredMatrix, StoredVector
 
 
 class MemoryFormat(FormatWriter):

@@ -1,10 +1,17 @@
 """The format registry: which storage format opens a path (xarray's ``BACKEND_ENTRYPOINTS`` and ``guess_engine``).
 
-Each format module ends by registering a :class:`FormatEntry` (``h5df.py``: H5df, ``files.py``: FilesDaf), and
-:func:`~pydaf.open_daf` and every ``pydaf`` command open paths through :func:`guess_format`, so a new format (ZarrDaf,
-ZipDaf, a third party's) needs one :func:`register_format` call and nothing else. Formats are asked in registration
-order, the *fallback* ones last: each recognises a path by its content first (magic bytes, structure) and by its
-suffix second, as xarray's ``guess_can_open`` does.
+Each format registers a :class:`FormatEntry` (``h5df/``: H5df, ``files/``: FilesDaf...), and :func:`~pydaf.open_daf`
+and every ``pydaf`` command open paths through :func:`guess_format`, so a new format needs one :func:`register_format`
+call and nothing else. Formats are asked by ``priority`` (lowest first; then by name, as xarray's ``sort_backends``
+puts its own engines first), the *fallback* ones last: each recognises a path by its content first (magic bytes,
+structure) and by its suffix second, as xarray's ``guess_can_open`` does. :mod:`pydaf.formats` imports the built-in
+formats, so their order never depends on which module was imported first.
+
+A third party's package registers its format through the ``pydaf.formats`` entry point group, naming a
+:class:`FormatEntry` (``[project.entry-points."pydaf.formats"]`` ``myformat = "my_package.daf:FORMAT"``). These are
+loaded once, lazily: by :func:`registered_formats`, or by :func:`guess_format` when no built-in format (but the
+fallback) recognises a path (:func:`load_entry_point_formats`). An installed format never replaces a registered one
+of the same name (that is a warning, and the registered one stays).
 
 This module also holds :class:`PersistentDaf`, the base of the facades of stored formats, which opens them in a mode
 (``r``, ``r+``, ``w+``, ``w``) and makes mode ``r`` return a read-only data set, in one place for every format.
@@ -13,13 +20,17 @@ This module also holds :class:`PersistentDaf`, the base of the facades of stored
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core.readers import DafReader
 from ..core.writers import DafWriter
 from ..errors import DafFormatError, DafValueError
+
+if TYPE_CHECKING:
+    from importlib.metadata import EntryPoint
 
 
 @dataclass(frozen=True)
@@ -38,6 +49,8 @@ class FormatEntry:
         repack: fills a new, empty writer of this format with a compact copy of the data set at a path
             (``repack(source, writer, *, progress)``; :func:`pydaf.repack` builds the writer aside and moves it into
             place), or ``None`` if the format has no such operation.
+        priority: the order in which :func:`guess_format` asks the formats, lowest first (built-in formats: H5df 10,
+            ZarrDaf 20, ZipDaf 30, FilesDaf 40; a third party's by default 100, after them).
 
     Example:
         >>> import os, tempfile, pydaf
@@ -52,9 +65,15 @@ class FormatEntry:
     open: Callable[..., DafReader]
     fallback: bool = False
     repack: Callable[..., None] | None = None
+    priority: int = 100
+
+
+#: The entry point group through which installed packages register their formats.
+ENTRY_POINT_GROUP = "pydaf.formats"
 
 
 _FORMATS: dict[str, FormatEntry] = {}
+_entry_points_loaded = False
 
 
 def register_format(entry: FormatEntry, *, replace: bool = False) -> FormatEntry:
@@ -95,8 +114,49 @@ def registered_formats() -> list[FormatEntry]:
         >>> [entry.name for entry in registered_formats()]
         ['H5df', 'ZarrDaf', 'ZipDaf', 'FilesDaf']
     """
-    entries = list(_FORMATS.values())
-    return [entry for entry in entries if not entry.fallback] + [entry for entry in entries if entry.fallback]
+    load_entry_point_formats()
+    return _ordered()
+
+
+def _ordered() -> list[FormatEntry]:
+    return sorted(_FORMATS.values(), key=lambda entry: (entry.fallback, entry.priority, entry.name))
+
+
+def load_entry_point_formats(entry_points: Iterable[EntryPoint] | None = None) -> list[FormatEntry]:
+    """Register the formats of installed packages (the :data:`ENTRY_POINT_GROUP` entry points, each naming a
+    :class:`FormatEntry`); returns those registered. Without ``entry_points``, the installed ones are loaded the
+    first time only. An entry point naming anything else is a :class:`~pydaf.DafValueError`; one whose name is
+    already registered is skipped with a warning.
+
+    Example:
+        >>> from importlib.metadata import EntryPoint
+        >>> point = EntryPoint("h5df", "pydaf.formats.h5df:FORMAT", ENTRY_POINT_GROUP)
+        >>> import warnings
+        >>> with warnings.catch_warnings(record=True) as caught:
+        ...     warnings.simplefilter("always")
+        ...     load_entry_point_formats([point]), str(caught[0].message)
+        ([], 'the format H5df of the entry point h5df is already registered; keeping the registered one')
+    """
+    global _entry_points_loaded
+    if entry_points is None:
+        if _entry_points_loaded:
+            return []
+        _entry_points_loaded = True
+        from importlib import metadata  # (it imports email, csv, socket...: not at ``import pydaf``)
+
+        entry_points = metadata.entry_points(group=ENTRY_POINT_GROUP)
+    registered = []
+    for point in entry_points:
+        entry = point.load()
+        if not isinstance(entry, FormatEntry):
+            raise DafValueError(f"the entry point: {point.name} = {point.value}\nof the group: {ENTRY_POINT_GROUP}\n"
+                                f"is a {type(entry).__name__}, not a pydaf.formats.registry.FormatEntry")
+        if entry.name in _FORMATS:
+            warnings.warn(f"the format {entry.name} of the entry point {point.name} is already registered; keeping "
+                          "the registered one", stacklevel=2)
+            continue
+        registered.append(register_format(entry))
+    return registered
 
 
 def guess_format(path: str | os.PathLike) -> FormatEntry:
@@ -118,12 +178,19 @@ def guess_format(path: str | os.PathLike) -> FormatEntry:
         - H5df: ...
     """
     text = os.fspath(path)
+    found = _first_opening(text, fallback=False)
+    if found is None and load_entry_point_formats():
+        found = _first_opening(text, fallback=False)
+    found = found or _first_opening(text, fallback=True)
+    if found is not None:
+        return found
     entries = registered_formats()
-    for entry in entries:
-        if entry.guess_can_open(text):
-            return entry
     known = "".join(f"\n- {entry.name}: {entry.paths}" for entry in entries)
     raise DafFormatError(f"no known Daf format can open the path: {text}\nthe known formats are:{known}")
+
+
+def _first_opening(path: str, *, fallback: bool) -> FormatEntry | None:
+    return next((entry for entry in _ordered() if entry.fallback == fallback and entry.guess_can_open(path)), None)
 
 
 class _OpensInMode(type):
@@ -144,7 +211,7 @@ class PersistentDaf(DafWriter, metaclass=_OpensInMode):
         >>> import os, tempfile, pydaf
         >>> path = os.path.join(tempfile.mkdtemp(), "x.daf")
         >>> type(pydaf.FilesDaf(path, "w+")).__name__, type(pydaf.FilesDaf.open(path, "r")).__name__
-        ('FilesDaf', 'DafReadOnly')
+        ('FilesDaf', 'DafReadOnlyWrapper')
     """
 
     @classmethod

@@ -1,39 +1,11 @@
 """AnnData interop: ``.h5ad`` files (and the modalities of MuData ``.h5mu`` files) and in-memory ``anndata.AnnData``
-objects to and from Daf data sets.
+objects to and from Daf data sets, with Julia's mapping (``obs``/``var`` as two axes, ``X`` and ``layers`` as
+matrices, ``uns`` scalars as scalars). What a vector can't say about a column (categories, missing values, nullable
+types, index names, column order) is kept in plain scalars, ``obsm``/``varm`` and ``raw`` become axes and matrices of
+their own, and what Daf can't hold goes to the ``unsupported_handler``. Files of every anndata version read as
+``anndata.read_h5ad`` reads them, as hostile input.
 
-The mapping is Julia's (``DataAxesFormats.AnnDataFormat``): ``obs`` and ``var`` become two named axes (``obs_is``,
-``var_is``), ``X`` a matrix of them (``X_is``), ``layers`` more matrices, ``obsp``/``varp`` square matrices, the
-``obs``/``var`` columns vectors and the scalars of ``uns`` scalars. The chosen names are stored as ``uns`` entries
-(``obs_is``, ``var_is``, ``X_is``) when exporting, so importing restores them. Categoricals become string vectors
-(``""`` where missing) and nullable integer/boolean columns Float64 vectors (NaN where missing) when any entry is
-missing; their categories (in their order), ``ordered``, colors (``uns["<column>_colors"]``) and nullable type, and
-the obs/var index names, are recorded in plain scalars (:func:`~pydaf.interop.content.recorded_scalars`), so the
-export restores the same columns; a step that loses something is reported. The numeric ``obsm``/``varm`` elements
-become matrices over axes of their own, ``obsm_<key>``/``varm_<key>`` (:mod:`pydaf.interop.axis_arrays`). What Daf
-cannot hold (other ``obsm``/``varm`` elements, nested ``uns``, arrays in ``uns`` - also of one element - other
-than the colors of a categorical, awkward arrays, string matrices) goes to the ``unsupported_handler``: ``"ignore"``,
-``"warn"`` (the default: one :class:`~pydaf.interop.content.UnsupportedElementWarning` per element) or ``"error"``
-(raised before anything is written). An AnnData without ``X`` is a Daf data set without that matrix, and back. The
-order of the ``obs``/``var`` columns is kept through the scalar ``<axis>_column_order`` (:mod:`pydaf.interop.content`).
-
-Files of every anndata version read as ``anndata.read_h5ad`` reads them: the current encodings, anndata 0.7's
-(``__categories``, ``categories`` references) and anndata < 0.7's, whose ``obs``/``var`` are compound datasets (a
-field per column, categorical columns as codes with their categories in ``uns/<column>_categories``), ``X`` may be an
-``h5sparse_format`` group, ``obsm``/``varm`` compound datasets (a field per matrix), string scalars of ``uns``
-1-element byte-string arrays, and the neighbors graph is in ``uns/neighbors/{distances,connectivities}`` (anndata
-moves those to ``obsp``; so does pydaf).
-
-Safety: an ``.h5ad`` file is read as hostile input. Everything that can be checked before writing is (the obs/var
-names, column lengths and types, matrix shapes, the ``indptr`` of sparse matrices); the indices of sparse matrices are
-checked as they are copied, before the matrix is made to exist (a problem is a :class:`~pydaf.DafFormatError` naming
-the element). Columns whose entries are out of order (allowed by AnnData and scipy) are sorted, as Daf requires.
-A destination given as a path is built aside and moved into place only when complete
-(:mod:`pydaf.composition.destinations`), so a failure leaves it as it was; a destination given as a
-:class:`~pydaf.DafWriter` is written in place, so a failure may leave the properties written before it.
-
-Orientation: see :mod:`pydaf.interop.content` (a CSR ``X`` is stored ``(var, obs)`` as it is in the file;
-``relayout=True`` also stores ``(obs, var)``; square ``obsp``/``varp`` matrices are AnnData's transposed, as in
-Julia).
+Design: docs/design/anndata.md.
 
 Example:
     >>> import os, tempfile, numpy as np, pydaf
@@ -63,7 +35,7 @@ import numpy as np
 from ..composition.destinations import require_absent, require_distinct, write_file_then_replace
 from ..core.values import exact_cast
 from ..core.writers import DafWriter
-from ..errors import DafError, DafFormatError, DafMissingError, DafValueError
+from ..errors import DafError, DafFormatError, DafValueError, missing_property
 from ..sparse import SparseMatrixCSC
 from .axis_arrays import (
     AxisArraysKept,
@@ -178,6 +150,7 @@ def _read_h5ad_raw(root: h5py.Group, content: Content) -> None:
             content.unsupported.append("unsupported element: raw (not a group)")
             return
         elements = {name: group.get(name) for name in ("X", "var", "varm")}
+        content.unsupported += [f"unsupported element: raw/{name}" for name in group if name not in elements]
     else:
         elements = {name: root.get(f"raw.{name}") for name in ("X", "var", "varm")}
     missing = [f"raw/{name}" for name in ("X", "var") if elements[name] is None]
@@ -363,7 +336,6 @@ def _read_anndata(adata: anndata.AnnData, *, obsm: AxisArraysKept = True, varm: 
     return content
 
 
-
 # Importing.
 
 
@@ -424,6 +396,12 @@ def anndata_as_daf(adata: anndata.AnnData, destination: DafWriter | str | os.Pat
         >>> adata.obs_names, adata.var_names = ["A"], ["X", "Y"]
         >>> anndata_as_daf(adata, obs_is="cell", var_is="gene").get_matrix("cell", "gene", "X").tolist()
         [[1.0, 0.0]]
+        >>> adata.raw = adata  # (raw.X and raw.var: copies of X and var)
+        >>> daf = anndata_as_daf(adata, obs_is="cell", var_is="gene")
+        >>> daf.get_scalar("raw_is"), daf.get_np_query("@ cell @ raw_gene :: X").tolist()
+        ('raw_gene', [[1.0, 0.0]])
+        >>> daf_as_anndata(daf).raw.var_names.tolist()
+        ['X', 'Y']
     """
     return content_as_daf(_read_anndata(adata, obsm=obsm, varm=varm, raw=raw), destination, name=name, obs_is=obs_is,
                           var_is=var_is, X_is=X_is, unsupported_handler=unsupported_handler, relayout=relayout,
@@ -452,14 +430,13 @@ def _export_names(daf: DafReader, obs_is: str | None, var_is: str | None, X_is: 
 
     export = _Export(chosen(obs_is, "obs_is", "obs"), chosen(var_is, "var_is", "var"), chosen(X_is, "X_is", "X"), {})
     if export.obs_is == export.var_is:
-        raise DafValueError(f"the same axis: {export.obs_is}\nfor obs and var of the daf data: {daf.name}")
+        raise DafValueError(f"the same axis: {export.obs_is}", daf_name=daf.name, daf_preposition="for obs and var of")
     for axis in (export.obs_is, export.var_is):
         if not daf.has_axis(axis):
-            raise DafMissingError(f"missing axis: {axis}\nin the daf data: {daf.name}")
-    if not daf.has_matrix(export.obs_is, export.var_is, export.X_is):
+            raise missing_property("axis", axis, daf_name=daf.name)
+    if export.X_is is not None and not daf.has_matrix(export.obs_is, export.var_is, export.X_is):
         if X_is is not None:  # asked for by name: its absence is an error; else the AnnData has no X
-            raise DafMissingError(f"missing matrix: {export.X_is}\nfor the rows axis: {export.obs_is}\nand the "
-                                  f"columns axis: {export.var_is}\nin the daf data: {daf.name}")
+            raise missing_property("matrix", export.obs_is, export.var_is, export.X_is, daf_name=daf.name)
         export.X_is = None
     _export_raw(daf, export)
     internal = _recorded_names(daf, export.obs_is) | _recorded_names(daf, export.var_is)
@@ -538,7 +515,9 @@ def _anndata_column(daf: DafReader, axis: str, name: str, vector: np.ndarray) ->
         return pd.Categorical.from_codes(codes, categories=pd.Index(names, dtype=object), ordered=ordered)
     nullable = daf.get_scalar(column_scalar(axis, name, "nullable"), default=None)
     if nullable == "string" and vector.dtype == object:
-        return pd.array(np.where(vector == "", None, vector), dtype="string")
+        values = vector.copy()
+        values[vector == ""] = None
+        return pd.array(values, dtype="string")
     if nullable in _NULLABLE_NUMBERS and vector.dtype.kind in "biuf":
         try:
             return pd.array(vector, dtype=nullable)
@@ -610,8 +589,10 @@ def daf_as_h5ad(daf: DafReader, path: str | os.PathLike, *, obs_is: str | None =
     recorded on import, else sorted), the matrix ``X_is`` as ``X`` (none if the data set has no such matrix, unless
     ``X_is`` is given), the other matrices of the two axes as layers, their square matrices as ``obsp``/``varp``
     (transposed back), the recorded ``obsm``/``varm`` elements as they were imported
-    (:mod:`pydaf.interop.axis_arrays`), and every other scalar in ``uns`` (plus ``obs_is``/``var_is``/``X_is`` when
-    not the defaults). Columns are written as they were imported, from the scalars that record them (categoricals
+    (:mod:`pydaf.interop.axis_arrays`), ``raw`` when the data set records one (the axis the scalar ``raw_is``
+    names, with the matrix of it and ``obs_is`` named by the ``X_is`` scalar, else ``X``; see :func:`h5ad_as_daf`)
+    as anndata's ``raw`` group, and every other scalar in ``uns`` (plus ``obs_is``/``var_is``/``X_is`` when not the
+    defaults). Columns are written as they were imported, from the scalars that record them (categoricals
     with their categories in order, ``ordered`` and ``uns["<column>_colors"]``; pandas' nullable types with their
     missing values; the index names: :func:`~pydaf.interop.content.recorded_scalars`); those scalars are not copied
     into ``uns``. Sparse matrices are written as ``csr_matrix`` from the stored ``(var_is, obs_is)`` layout, or
@@ -646,8 +627,8 @@ def daf_as_h5ad(daf: DafReader, path: str | os.PathLike, *, obs_is: str | None =
         except DafError:
             raise
         except (ValueError, TypeError) as error:  # e.g. a NUL in a string, which HDF5 strings can't hold
-            raise DafValueError(f"can't write the h5ad file: {os.fspath(path)}\nfrom the daf data: {daf.name}\n"
-                                f"({type(error).__name__}: {error})") from error
+            raise DafValueError(f"can't write the h5ad file: {os.fspath(path)}", daf_name=daf.name,
+                                daf_preposition="from", hint=f"({type(error).__name__}: {error})") from error
 
 
 def _write_h5ad(path: str, daf: DafReader, export: _Export, matrices: list[tuple[str, str, Any, str]],
@@ -683,8 +664,8 @@ def _write_axis_arrays(daf: DafReader, export: _Export, groups: dict[str, h5py.G
             if bad:  # (h5py would make a group of a "/", and "_index" is the index's own name)
                 raise DafValueError(f"can't write the column: {bad[0]}\nof the AnnData dataframe: "
                                     f"{element_path(member, key)}\n"
-                                    f"(an entry of the axis: {axis_array_axis(member, key)})\n"
-                                    f"in an h5ad file, from the daf data: {daf.name}")
+                                    f"(an entry of the axis: {axis_array_axis(member, key)})",
+                                    daf_name=daf.name, daf_preposition="in an h5ad file, from")
         write_element(groups[member], key, encoding, value)
 
 
@@ -719,7 +700,8 @@ def daf_as_anndata(daf: DafReader, *, obs_is: str | None = None, var_is: str | N
     every array it holds (X, layers, obsp/varp, the obs/var columns) is its own and writable, whatever the data set
     (a memory-mapped H5df gives read-only views). Sparse matrices become ``scipy.sparse.csr_matrix``, dense ones
     numpy arrays; categorical columns, nullable columns, index names and ``uns`` colors are restored as recorded on
-    import (:func:`~pydaf.interop.content.recorded_scalars`). ``X_eltype`` converts ``X``.
+    import (:func:`~pydaf.interop.content.recorded_scalars`). A recorded ``raw`` (see :func:`daf_as_h5ad`) becomes
+    ``adata.raw``, copied or viewed as ``X`` is. ``X_eltype`` converts ``X`` (not raw.X).
 
     ``copy=False`` gives instead a zero-copy AnnData **view** of the data set (to read, not for scanpy's in-place
     steps): dense matrices are the stored ones (read-only views of a mapped file: Daf's column-major ``(var, obs)``

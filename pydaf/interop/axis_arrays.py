@@ -1,31 +1,10 @@
-"""AnnData's ``obsm``/``varm`` as Daf matrices over named extra axes, both ways.
+"""AnnData's ``obsm``/``varm`` as Daf matrices over named extra axes, both ways: each numeric 2-D element
+``obsm[key]`` (dense, CSR, CSC, or a DataFrame of numeric columns of one type) becomes the axis ``obsm_<key>``, the
+matrix ``<key>`` of (``obs_is``, ``obsm_<key>``) stored column-major, and the scalar ``obsm_<key>_encoding`` from
+which the export rebuilds the element. Nothing is overwritten or renamed: what can't be kept goes to the
+``unsupported_handler``.
 
-Import (:func:`~pydaf.interop.h5ad_as_daf`, :func:`~pydaf.interop.anndata_as_daf`, ``pydaf convert``): each element
-``obsm[key]`` that is a 2-dimensional numeric array (dense, CSR or CSC) or a DataFrame of numeric columns of one type
-becomes, in Daf:
-
-- the axis ``obsm_<key>`` (:func:`~pydaf.interop.content.axis_array_axis`), whose entries are the DataFrame's column
-  names, or for an array its column positions ``"0"``, ``"1"``, ...;
-- the matrix ``<key>`` of the rows axis ``obs_is`` and the columns axis ``obsm_<key>``, in its element type, stored in
-  that one layout (column-major: each column of the element is a contiguous vector over the obs), so
-  ``@ cell @ obsm_X_umap :: X_umap`` reads it as it is stored (a CSC element is copied as it is; a dense or CSR one
-  is transposed, as it is small: a few columns);
-- the string scalar ``obsm_<key>_encoding`` (:func:`~pydaf.interop.content.axis_array_record`), the AnnData encoding
-  of the element: ``array``, ``csr_matrix``, ``csc_matrix`` or ``dataframe``.
-
-``varm`` is the same with ``varm_<key>`` and the ``var_is`` axis. These are plain Daf properties (Julia's Daf reads
-them as any other). What is not kept (a 1- or 3-dimensional array, strings, a DataFrame with a non-numeric column or
-columns of different types, a nested mapping, a key that is not a valid Daf name) goes to the ``unsupported_handler``,
-named; so does an element whose axis or record scalar would take a name already used (the obs/var axis, an ``uns``
-scalar, or a property of a destination :class:`~pydaf.DafWriter`): nothing is overwritten. ``obsm=False`` /
-``varm=False`` skip them, a list of keys keeps only those (a key not in the AnnData is a
-:class:`~pydaf.DafMissingError`).
-
-Export (:func:`~pydaf.interop.daf_as_h5ad`, :func:`~pydaf.interop.daf_as_anndata`): every axis ``obsm_<key>`` with a
-record scalar holding one of those encodings and a matrix ``<key>`` of the obs axis and it goes back to
-``obsm[key]`` in that encoding (a DataFrame's columns are the axis entries, its index the obs names), in the order of
-the keys (sorted, as ``anndata.read_h5ad`` gives them); the record scalar is not copied into ``uns``. A data set
-without records (from Julia) exports as before.
+Design: docs/design/anndata.md.
 
 Example:
     >>> import anndata, numpy as np, pydaf
@@ -276,7 +255,8 @@ def _memory_frame(frame: Any, names: np.ndarray) -> tuple[Any, Any]:
     problem = _frame_problem(plain)
     if problem is not None:
         return Unsupported(problem), None
-    return _frame_source(len(names), [column.values for _, column in plain.values()]), columns
+    values = [column.values for _, column in plain.values() if isinstance(column, Column)]  # (all are, by now)
+    return _frame_source(len(names), values), columns
 
 
 # Export.
@@ -307,7 +287,7 @@ def recorded_axis_arrays(daf: DafReader, obs_axis: str, var_axis: str,
             if not axis.startswith(prefix) or not key or axis in (obs_axis, var_axis, raw_axis):
                 continue
             encoding = daf.get_scalar(axis_array_record(axis), default=None)
-            if encoding in AXIS_ARRAY_ENCODINGS and daf.has_matrix(rows_axis, axis, key):
+            if isinstance(encoding, str) and encoding in AXIS_ARRAY_ENCODINGS and daf.has_matrix(rows_axis, axis, key):
                 records.append((member, key, rows_axis, axis, encoding))
     return records
 

@@ -1,23 +1,10 @@
-"""The content of an AnnData (or of a 10x Cell Ranger matrix) in Daf's terms, and its writing into a Daf data set.
+"""The content of an AnnData (or of a 10x Cell Ranger matrix) in Daf's terms, and its writing into a Daf data set:
+readers sort what they find into a :class:`Content` (what Daf can hold, and one message per element it cannot);
+:func:`content_as_daf` checks every shape, reports the unsupported elements to the handler, then writes axes, vectors,
+scalars and the matrices, streamed straight into the destination's builders (a CSR matrix as the ``var x obs``
+matrix its arrays are). What a vector can't say about a column is recorded in plain scalars (:func:`recorded_scalars`).
 
-Readers (:mod:`pydaf.interop.anndata` for ``.h5ad``/``.h5mu`` files and in-memory ``AnnData`` objects,
-:mod:`pydaf.interop.tenx` for 10x ``.h5`` files) sort what they find into a :class:`Content`: what Daf can hold
-(``obs``/``var`` columns in their order, ``uns`` scalars, matrices as :class:`~pydaf.interop.h5ad_elements.MatrixSource`
-read later in slices) and one message per element it cannot. :func:`content_as_daf` then checks every shape, reports
-the unsupported elements to the handler (so ``"error"`` raises before the destination is touched), and writes:
-axes, vectors, scalars, then the matrices, streamed straight into the destination's builders.
-
-Orientation: AnnData matrices are row-major ``obs x var``; Daf's are column-major. A CSR matrix's arrays *are* the
-column-major ``var x obs`` matrix, so it is copied as it is (indices shifted to 1-based), as Julia's Daf does; with
-``relayout`` the ``obs x var`` layout is also computed (a parallel numba transpose straight into the destination). As
-in Julia, square ``obsp``/``varp`` matrices are the **transpose** of AnnData's (no data is moved).
-
-Column order: Daf keeps no order of an axis' vectors, so when the ``obs``/``var`` columns are not in alphabetical
-order their order is recorded in the scalar ``<axis>_column_order`` (the names, one per line), which the export
-(:func:`~pydaf.interop.daf_as_h5ad`, :func:`~pydaf.interop.daf_as_anndata`) uses and does not copy into ``uns``.
-Likewise the categories (in their order), ``ordered`` and colors of categoricals, the nullable types and the index
-names are recorded in plain scalars (:func:`recorded_scalars`), and missing values are kept (``""`` in categorical
-and string vectors, NaN in the Float64 vectors of nullable integers and booleans).
+Design: docs/design/anndata.md.
 
 Example:
     >>> content = Content(obs={"_index": Column(np.array(["A", "B"], dtype=object))},
@@ -41,12 +28,12 @@ import h5py
 import numpy as np
 
 from .. import kernels
+from .._os.maps import populate_pages
 from ..composition.destinations import build_daf, require_distinct
 from ..core.names import is_valid_name
 from ..core.validation import NUMBA_THRESHOLD, sparse_matrix_problem
 from ..core.writers import DafWriter
 from ..errors import DafError, DafFormatError, DafShapeError, DafTypeError, DafUnsupportedError, DafValueError
-from ..formats.mapping import populate_pages
 from ..formats.memory import MemoryDaf
 from ..sparse import SparseMatrixCSC
 from ..storage_types import STRING_DTYPE, scalar_value, storage_dtype
@@ -179,7 +166,7 @@ def report_unsupported(messages: list[str], handler: str, name: str) -> None:
     for message in messages:
         text = f"{message}\nin AnnData for the daf data: {name}"
         if handler == "error":
-            raise DafUnsupportedError(text)
+            raise DafUnsupportedError(message, daf_name=name, daf_preposition="in AnnData for")
         if handler == "warn":
             warnings.warn(text, UnsupportedElementWarning, stacklevel=4)
 
@@ -360,7 +347,6 @@ def sort_axis_array(content: Content, member: str, key: str, value: Any, *, entr
             encoding = {"csr": "csr_matrix", "csc": "csc_matrix"}.get(value.kind, "array")
         content.axis_arrays[:] = [array for array in content.axis_arrays if (array.member, array.key) != (member, key)]
         content.axis_arrays.append(AxisArray(member, key, encoding, value, np.asarray(entries, dtype=object)))
-
 
 
 def _colors(key: str, value: Any) -> np.ndarray | None:
@@ -746,10 +732,9 @@ def _write_axis_array(daf: DafWriter, array: AxisArray, axes: dict[str, str], ba
             bar.update(source.nnz)
         else:
             _write_transposed_dense(daf, rows_axis, axis, array.key, source, bar)
-    except DafError as error:
-        if origin in str(error):
-            raise
-        raise type(error)(f"{error}\nin {origin}") from error
+    except DafError as error:  # (what is raised inside names the element, not the file)
+        error.with_line(f"in {origin}")
+        raise
     except Exception as error:  # a truncated or damaged dataset, read in slices
         raise DafFormatError(f"can't read the AnnData element: {where}\nin {origin}\n({type(error).__name__}: "
                              f"{error})") from error
@@ -775,10 +760,9 @@ def _write_matrix(daf: DafWriter, member: str, key: str, source: MatrixSource, a
     where = member if member == "X" else f"{member}/{key}"
     try:
         _write_member(daf, member, key, source, axes, X_is, relayout, bar, where)
-    except DafError as error:
-        if origin in str(error):
-            raise
-        raise type(error)(f"{error}\nin {origin}") from error
+    except DafError as error:  # (what is raised inside names the element, not the file)
+        error.with_line(f"in {origin}")
+        raise
     except Exception as error:  # a truncated or damaged dataset, read in slices
         raise DafFormatError(f"can't read the AnnData matrix: {where}\nin {origin}\n({type(error).__name__}: "
                              f"{error})") from error

@@ -27,9 +27,9 @@ import os
 
 from ..composition.copies import copy_all
 from ..composition.destinations import ANNDATA, build_daf, check_destination, is_h5ad, require_distinct, storage_of
-from ..errors import DafFormatError, DafValueError
+from ..errors import DafFormatError, DafUnknownFormatError, DafValueError
 from ..formats.registry import guess_format
-from ..formats.zarr_convert import convert_linked, is_linkable_pair
+from ..formats.zarr.convert import convert_linked, is_linkable_pair
 from ..open import open_daf
 from .anndata import daf_as_h5ad, h5ad_as_daf
 from .tenx import is_tenx_h5, tenx_as_daf
@@ -86,14 +86,12 @@ def convert(source: str | os.PathLike, destination: str | os.PathLike, *, obs_is
         try:
             guess_format(os.fspath(source))
         except DafFormatError as error:
-            raise DafFormatError(f"{error}\n- AnnData: an .h5ad file (for convert)") from None
+            raise error.with_line("- AnnData: an .h5ad file (for convert)") from None
     require_distinct(source, destination)
     try:
         kind = check_destination(destination, format=format, overwrite=overwrite)
-    except DafFormatError as error:
-        if "no known Daf format" not in str(error):
-            raise
-        raise DafFormatError(f"{error}\n- AnnData: an .h5ad file (for convert)") from None
+    except DafUnknownFormatError as error:
+        raise error.with_line("- AnnData: an .h5ad file (for convert)") from None
     if (is_h5ad(source) or _is_mudata(source) or tenx) and kind == ANNDATA:
         raise DafValueError(f"nothing to convert from: {os.fspath(source)}\nto: {os.fspath(destination)}\n(both are "
                             "AnnData files: convert into a Daf data set)")

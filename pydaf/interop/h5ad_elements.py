@@ -78,7 +78,7 @@ class Unsupported:
 Reader = Callable[[Any], Any]
 
 #: ``(encoding-type, encoding-version) -> reader``; ``version`` ``"*"`` matches any version.
-READERS: dict[tuple[str, str], Reader] = {}
+READERS: dict[tuple[str, str | None], Reader] = {}
 
 
 def reads(encoding_type: str, *versions: str) -> Callable[[Reader], Reader]:

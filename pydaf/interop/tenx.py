@@ -1,28 +1,10 @@
-"""10x Genomics Cell Ranger feature-barcode matrices (``filtered_feature_bc_matrix.h5``, ``raw_feature_bc_matrix.h5``)
-imported into Daf data sets, as ``scanpy.read_10x_h5`` reads them into an AnnData, but streamed into the destination.
+"""10x Genomics Cell Ranger feature-barcode matrices (``filtered_feature_bc_matrix.h5``, ``raw_feature_bc_matrix.h5``;
+Cell Ranger 2 and ≥ 3) imported into Daf data sets as ``scanpy.read_10x_h5`` reads them into an AnnData, but streamed
+into the destination: axes ``cell`` and ``gene`` (feature names made unique as ``var_names_make_unique`` does), the
+matrix ``UMIs`` stored ``(gene, cell)`` as the file holds it, the features' datasets as ``gene`` vectors, and
+scanpy's filtering (``gex_only``, ``genome``).
 
-Both layouts are read: Cell Ranger ≥ 3 (a ``/matrix`` group with ``barcodes``, ``data``/``indices``/``indptr``/
-``shape`` and a ``features`` group: ``id``, ``name``, ``feature_type``, ``genome``, …) and Cell Ranger 2 (a group per
-genome with ``barcodes``, ``genes``, ``gene_names`` and the matrix arrays).
-
-The mapping:
-
-- axes ``cell`` (the barcodes) and ``gene`` (the features), the matrix ``UMIs`` (names chosen with ``obs_is``,
-  ``var_is``, ``X_is``; they are recorded as the scalars ``obs_is``/``var_is``/``X_is``, so ``daf_as_h5ad`` exports
-  them as AnnData's ``obs``/``var``/``X``, as scanpy has them);
-- the matrix is stored as the file holds it, ``(gene, cell)`` column-major (each barcode's counts are a column), in
-  its stored element type (``Int32`` counts; scanpy converts them to ``float32``, with the same values); with
-  ``relayout`` the ``(cell, gene)`` layout is stored too;
-- ``gene`` vectors as scanpy's ``var`` columns: ``gene_ids`` (the feature ``id``; for a probe-barcode matrix the
-  ``gene_id``, with ``probe_ids`` the ``id``), ``feature_types``, and every other ``features`` dataset (``genome``,
-  ``pattern``, …; booleans stay booleans, the rest are strings); a ``cell`` vector ``filtered_barcodes`` if present;
-- feature names are not unique (a gene symbol can name several genes, and Daf axis entries are unique), so the
-  ``gene`` entries are the names made unique as anndata's ``var_names_make_unique`` does: the second ``X`` becomes
-  ``X-1``, the third ``X-2``, skipping suffixes that are already names; ``gene_ids`` keeps the unique ids;
-- filtering as scanpy's: by default (``gex_only``) only the ``Gene Expression`` features of a Cell Ranger ≥ 3 file are
-  kept; ``genome`` keeps only that genome's features (Cell Ranger ≥ 3) or reads that genome's group (Cell Ranger 2,
-  where a file of several genomes needs one: a :class:`~pydaf.DafValueError` lists them). The dropped features'
-  entries are skipped while streaming (two passes over the indices; nothing is loaded whole).
+Design: docs/design/anndata.md.
 
 Example:
     >>> import os, tempfile, h5py, numpy as np
@@ -141,12 +123,13 @@ def _read_v3(file: h5py.File, genome: str | None, gex_only: bool, origin: str) -
     obs: dict[str, Column | Unsupported] = {"_index": Column(_texts(matrix, "barcodes"))}
     if "filtered_barcodes" in matrix:
         obs["filtered_barcodes"] = Column(np.asarray(matrix["filtered_barcodes"][()]).astype(bool))
-    var: dict[str, Column | Unsupported] = {"_index": Column(_texts(features, "name"))}
+    names, feature_types = Column(_texts(features, "name")), Column(_texts(features, "feature_type"))
+    var: dict[str, Column | Unsupported] = {"_index": names}
     if "gene_id" in features:  # a probe-barcode matrix
         var["gene_ids"], var["probe_ids"] = Column(_texts(features, "gene_id")), Column(_texts(features, "id"))
     else:
         var["gene_ids"] = Column(_texts(features, "id"))
-    var["feature_types"] = Column(_texts(features, "feature_type"))
+    var["feature_types"] = feature_types
     for key, element in features.items():
         if key in _NAMED_FEATURES:
             continue
@@ -167,11 +150,11 @@ def _read_v3(file: h5py.File, genome: str | None, gex_only: bool, origin: str) -
                                   f"{', '.join(dict.fromkeys(genomes.values.tolist()))})")
         mask &= genomes.values == genome
     if gex_only:
-        mask &= var["feature_types"].values == GENE_EXPRESSION
+        mask &= feature_types.values == GENE_EXPRESSION
     for key, column in var.items():
         if isinstance(column, Column) and column.values.shape == (n_features,):
             var[key] = Column(column.values[mask])
-    var["_index"] = Column(make_names_unique(var["_index"].values))
+    var["_index"] = Column(make_names_unique(names.values[mask]))
     content.obs = sort_columns(content, "obs", obs)
     content.var = sort_columns(content, "var", var)
     content.matrices.append(("X", "X", _matrix_source(matrix, n_cells, n_features, None if mask.all() else mask)))

@@ -48,15 +48,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..core.readers import DafReader
-from ..core.writers import DafWriter
-from ..errors import DafError, DafExistsError, DafFormatError, DafStorageError
-from ..sparse import SparseMatrixCSC, SparseVector
-from ..storage_types import STRING_DTYPE, julia_name
-from .base import StoredMatrix, StoredVector
-from .files import FilesDaf
-from .files_layout import dense_json, sparse_json
-from .zarr import ZarrDaf, array_metadata, split_zarr_path
+from ...abc.format import StoredMatrix, StoredVector
+from ...core.readers import DafReader
+from ...core.writers import DafWriter
+from ...errors import DafError, DafExistsError, DafFormatError, DafStorageError
+from ...sparse import SparseMatrixCSC, SparseVector
+from ...storage_types import STRING_DTYPE, julia_name
+from ..files.format import FilesDaf
+from ..files.layout import dense_json, sparse_json
+from .format import ZarrDaf, array_metadata, split_zarr_path
 
 __all__ = ["convert_linked", "files_to_zarr", "is_linkable_pair", "zarr_to_files"]
 

@@ -32,10 +32,10 @@ from typing import Any, ClassVar, TypeAlias
 
 import numpy as np
 
-from ..core.validation import require_sparse_strings
 from ..errors import DafModeError
+from ..kernels.relayout import transpose_csc_into, transpose_dense_into
 from ..sparse import SparseMatrixCSC, SparseVector
-from ..storage_types import STRING_DTYPE, StorageScalar, indtype_for_size
+from ..storage_types import STRING_DTYPE, StorageScalar
 
 StoredVector: TypeAlias = np.ndarray | SparseVector
 StoredMatrix: TypeAlias = np.ndarray | SparseMatrixCSC
@@ -94,7 +94,7 @@ class FormatReader(ABC):
         return False
 
     def format_version_counter(self, key: Hashable) -> int:
-        """How many times a property (``AxisKey``, ``VectorKey`` or ``MatrixKey.either_layout()`` of
+        """How many times a property (``AxisCacheKey``, ``VectorCacheKey`` or ``MatrixCacheKey.either_layout()`` of
         :mod:`pydaf.core.cache`) was changed in the data sets this storage reads from other than through it (a chain:
         the changes made to its members directly); added to the data set's own version counter. 0 (the default) for
         storage that only changes through its own writer."""
@@ -390,13 +390,11 @@ class FormatWriter(FormatReader):
         """Store the transpose of ``matrix`` (stored under ``(rows_axis, columns_axis)``) under
         ``(columns_axis, rows_axis)``, column-major. Numbers go through the ``empty_*`` builders, so a mapped store
         writes the result straight into the file."""
-        from ..kernels.relayout import transpose_csc_into, transpose_dense_into
-
         if isinstance(matrix, SparseMatrixCSC):
             colptr, rowval, nzval = self.format_get_empty_sparse_matrix(
                 columns_axis, rows_axis, name, matrix.dtype, matrix.nnz, matrix.colptr.dtype
             )
-            transpose_csc_into(matrix, colptr, rowval, nzval)
+            transpose_csc_into(matrix.shape, matrix.colptr, matrix.rowval, matrix.nzval, colptr, rowval, nzval)
             filled = SparseMatrixCSC((matrix.shape[1], matrix.shape[0]), colptr, rowval, nzval)
             self.format_filled_empty_sparse_matrix(columns_axis, rows_axis, name, filled)
         elif matrix.dtype == STRING_DTYPE:
@@ -414,55 +412,6 @@ def parse_mode(mode: str) -> tuple[bool, bool, bool]:
     return mode != "r", mode in ("w+", "w"), mode == "w"
 
 
-def sparse_strings_are_smaller(values: np.ndarray, n_columns: int | None) -> bool:
-    """Julia's rule (FORMATS.md §1.5): store strings sparse iff that takes at most 0.75 of the dense size."""
-    nonempty = [value for value in values.flat if value]
-    nonempty_size = sum(len(value) for value in nonempty)
-    index_size = indtype_for_size(values.size).itemsize
-    dense_size = nonempty_size + values.size
-    if n_columns is None:
-        sparse_size = nonempty_size + len(nonempty) * (1 + index_size)
-    else:
-        sparse_size = nonempty_size + len(nonempty) + (n_columns + 1 + len(nonempty)) * index_size
-    return sparse_size <= 0.75 * dense_size
-
-
 def weakest_cache_group(*groups: CacheGroup | None) -> CacheGroup | None:
     """The cache group of data built from several parts: mapped only if every part is."""
     return CacheGroup.MappedData if all(group == CacheGroup.MappedData for group in groups) else CacheGroup.MemoryData
-
-
-def sparse_string_vector(vector: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The sparse form of a string vector: 1-based ``nzind`` of the non-empty values (Julia's index type), and them."""
-    positions = np.flatnonzero(vector != "")
-    return (positions + 1).astype(indtype_for_size(vector.size)), vector[positions]
-
-
-def sparse_string_matrix(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The sparse (1-based CSC) form of a string matrix: ``colptr``, ``rowval`` and the non-empty values in
-    column-major order."""
-    n_rows, n_columns = matrix.shape
-    flat = matrix.reshape(-1, order="F")
-    positions = np.flatnonzero(flat != "")
-    indtype = indtype_for_size(matrix.size)
-    counts = np.bincount(positions // n_rows, minlength=n_columns)
-    colptr = (np.concatenate([[0], np.cumsum(counts)]) + 1).astype(indtype)
-    return colptr, (positions % n_rows + 1).astype(indtype), flat[positions]
-
-
-def dense_string_vector(length: int, nzind: np.ndarray, texts: np.ndarray) -> np.ndarray:
-    """A string vector from its sparse form (``""`` where nothing is stored); invalid indices raise."""
-    require_sparse_strings((length,), (nzind,), texts)
-    dense = np.full(length, "", dtype=object)
-    dense[nzind.astype(np.intp) - 1] = texts
-    return dense
-
-
-def dense_string_matrix(shape: tuple[int, int], colptr: np.ndarray, rowval: np.ndarray,
-                        texts: np.ndarray) -> np.ndarray:
-    """A column-major string matrix from its sparse (1-based CSC) form; invalid indices raise."""
-    require_sparse_strings(shape, (colptr, rowval), texts)
-    dense = np.full(shape, "", dtype=object, order="F")
-    columns = np.repeat(np.arange(shape[1]), np.diff(colptr.astype(np.int64)))
-    dense.reshape(-1, order="F")[columns * shape[0] + rowval.astype(np.int64) - 1] = texts
-    return dense

@@ -16,19 +16,16 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ..errors import DafFormatError, DafValueError
-from ..sparse import SparseMatrixCSC, SparseVector
-from ..storage_types import DTYPES_BY_NAME, STRING_DTYPE, StorageScalar, julia_name, scalar_dtype
-from .base import (
-    CacheGroup,
-    StoredMatrix,
-    StoredVector,
+from ...abc.format import CacheGroup, StoredMatrix, StoredVector, weakest_cache_group
+from ...errors import DafFormatError, DafValueError
+from ...sparse import SparseMatrixCSC, SparseVector
+from ...storage_types import DTYPES_BY_NAME, STRING_DTYPE, StorageScalar, julia_name, scalar_dtype
+from .._strings import (
     dense_string_matrix,
     dense_string_vector,
     sparse_string_matrix,
     sparse_string_vector,
     sparse_strings_are_smaller,
-    weakest_cache_group,
 )
 
 #: The FilesDaf format version written (``daf.json``); reading accepts this major version up to this minor one.

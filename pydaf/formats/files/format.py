@@ -44,7 +44,9 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from ..errors import (
+from ..._os.maps import map_file
+from ...abc.format import CacheGroup, FormatWriter, StoredMatrix, StoredVector, parse_mode
+from ...errors import (
     DafClosedError,
     DafError,
     DafFormatError,
@@ -55,10 +57,10 @@ from ..errors import (
     DafReadOnlyError,
     DafStorageError,
 )
-from ..sparse import SparseMatrixCSC, SparseVector
-from ..storage_types import StorageScalar, julia_name
-from .base import CacheGroup, FormatWriter, StoredMatrix, StoredVector, parse_mode
-from .files_layout import (
+from ...sparse import SparseMatrixCSC, SparseVector
+from ...storage_types import StorageScalar, julia_name
+from ..registry import FormatEntry, PersistentDaf, register_format
+from .layout import (
     MAJOR_VERSION,
     MINOR_VERSION,
     Files,
@@ -81,10 +83,8 @@ from .files_layout import (
     vector_files,
     verify_version,
 )
-from .files_layout import MATRIX_SUFFIXES as _MATRIX_SUFFIXES
-from .files_layout import VECTOR_SUFFIXES as _VECTOR_SUFFIXES
-from .mapping import map_file
-from .registry import FormatEntry, PersistentDaf, register_format
+from .layout import MATRIX_SUFFIXES as _MATRIX_SUFFIXES
+from .layout import VECTOR_SUFFIXES as _VECTOR_SUFFIXES
 
 #: The writer lock, an empty file in the root directory (Julia never lists the root, see docs/design.md).
 LOCK_FILE = ".daf.lock"
@@ -1229,4 +1229,5 @@ def _guess_can_open(path: str) -> bool:
 
 FORMAT = register_format(FormatEntry(
     name="FilesDaf", paths="a directory holding daf.json (or a new path, which becomes one)",
-    guess_can_open=_guess_can_open, open=FilesDaf.open, fallback=True))
+    guess_can_open=_guess_can_open, open=FilesDaf.open, fallback=True,
+    priority=40))

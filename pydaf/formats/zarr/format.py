@@ -17,8 +17,8 @@ archive has none (its central directory is the index).
 Writes are atomic per property. In a directory, a property's node is written under a hidden temporary name and
 renamed into place; an overwrite first renames the old node aside (dropped once the new one is in place, restored by
 the next writable open if a crash came in between); a delete renames the node away before removing it. In a ZIP
-archive (append-only: deletes and overwrites raise :class:`~pydaf.formats.zipstore.DafAppendOnlyError`), a property's
-entries are appended with its ``zarr.json`` last and then the central directory (:mod:`pydaf.formats.zipstore`), so
+archive (append-only: deletes and overwrites raise :class:`~pydaf.formats.zip.store.DafAppendOnlyError`), a property's
+entries are appended with its ``zarr.json`` last and then the central directory (:mod:`pydaf.formats.zip.store`), so
 a killed write leaves every earlier property readable. Reading never writes: a read-only open of a directory whose
 consolidated metadata is missing or stale leaves it so (Julia rebuilds it even in mode ``r``); a writable open
 checks it against the tree and rewrites it if it differs.
@@ -51,13 +51,13 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import DafClosedError, DafFormatError, DafLockedError, DafModeError, DafStorageError
-from ..sparse import SparseMatrixCSC, SparseVector
-from ..storage_types import STRING_DTYPE, StorageScalar, scalar_dtype
-from .base import CacheGroup, FormatWriter, StoredMatrix, StoredVector, parse_mode, weakest_cache_group
-from .mapping import FileKey, file_key, map_region, shared_state
-from .registry import FormatEntry, PersistentDaf, register_format
-from .zipstore import LOCK_WAIT_SECONDS, DafAppendOnlyError, ZipAppend, ZipStore, acquire_zip_store
+from ..._os.maps import FileKey, file_key, map_region, shared_state
+from ...abc.format import CacheGroup, FormatWriter, StoredMatrix, StoredVector, parse_mode, weakest_cache_group
+from ...errors import DafClosedError, DafFormatError, DafLockedError, DafModeError, DafStorageError
+from ...sparse import SparseMatrixCSC, SparseVector
+from ...storage_types import STRING_DTYPE, StorageScalar, scalar_dtype
+from ..registry import FormatEntry, PersistentDaf, register_format
+from ..zip.store import LOCK_WAIT_SECONDS, DafAppendOnlyError, ZipAppend, ZipStore, acquire_zip_store
 
 MAJOR_VERSION = 1
 MINOR_VERSION = 0
@@ -1380,7 +1380,7 @@ class ZarrDaf(PersistentDaf):
     """A Daf data set in a Zarr v3 hierarchy, Julia's ``ZarrDaf``: a directory ``x.daf.zarr``, a ZIP archive
     ``x.daf.zarr.zip``, or a group of a ZIP archive holding several, ``x.dafs.zarr.zip#/group``. Numbers are
     memory-mapped (zero-copy) in both; ZIP archives are append-only (deletes and overwrites raise
-    :class:`~pydaf.formats.zipstore.DafAppendOnlyError`). Modes as :class:`~pydaf.H5df` (``r`` returns a
+    :class:`~pydaf.formats.zip.store.DafAppendOnlyError`). Modes as :class:`~pydaf.H5df` (``r`` returns a
     :class:`~pydaf.DafReadOnly`; ``w`` replaces a directory or a whole archive, and is refused for a group of an
     archive). zarr-python reads what this writes (matrices as their transpose, as Julia's).
 
@@ -1417,4 +1417,4 @@ def _guess_can_open(path: str) -> bool:
 
 FORMAT = register_format(FormatEntry(
     name="ZarrDaf", paths="a Zarr v3 directory (x.daf.zarr), a ZIP of one (x.daf.zarr.zip), or a group in a ZIP "
-    "(x.dafs.zarr.zip#/group)", guess_can_open=_guess_can_open, open=ZarrDaf.open))
+    "(x.dafs.zarr.zip#/group)", guess_can_open=_guess_can_open, open=ZarrDaf.open, priority=20))

@@ -25,8 +25,8 @@ import sys
 
 import numpy as np
 
-from .. import kernels
-from ..errors import DafFormatError
+from ... import kernels
+from ...errors import DafFormatError
 
 #: A variable-length string as a dataset stores it: its length, its collection's address, its index in it.
 REFERENCE = np.dtype([("length", "<u4"), ("collection", "<u8"), ("index", "<u4")])

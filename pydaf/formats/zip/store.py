@@ -46,8 +46,8 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import DafFormatError, DafLockedError, DafModeError, DafStorageError
-from .mapping import FileKey, detach_region, file_key, map_region
+from ..._os.maps import FileKey, detach_region, file_key, map_region
+from ...errors import DafFormatError, DafLockedError, DafModeError, DafStorageError
 
 #: Entry data starts at a file offset that is a multiple of this (Julia's ``DAF_DATA_OFFSET_ALIGNMENT``).
 ALIGNMENT = 8

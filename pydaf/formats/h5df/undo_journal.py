@@ -30,7 +30,7 @@ import struct
 import threading
 import zlib
 
-from ..errors import DafFormatError, DafLockedError, DafStorageError
+from ...errors import DafFormatError, DafLockedError, DafStorageError
 
 MAGIC = b"PYDAF-H5DF-UNDO-1\n"
 _HEADER = struct.Struct("<QI")  # committed size, CRC-32 of MAGIC and the size

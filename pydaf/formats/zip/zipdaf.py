@@ -3,14 +3,14 @@ root, ``x.dafs.zip#/group`` one of several, each under ``group/``.
 
 The entries are exactly the FilesDaf files (``daf.json``, ``scalars/<n>.json``, ``axes/<a>.txt``,
 ``vectors/<a>/<n>.json`` + ``.data``/``.txt``/``.nzind``/``.nzval``/``.nztxt``, ``matrices/<r>/<c>/<n>.json`` + ...)
-with the same bytes (:mod:`pydaf.formats.files_layout`), so unzipping an archive gives a FilesDaf directory. There are
+with the same bytes (:mod:`pydaf.formats.files.layout`), so unzipping an archive gives a FilesDaf directory. There are
 no directory entries and no ``metadata.json`` (the central directory is the index; a writable open drops a stale
 ``metadata.json``, ``metadata.zip`` or ``axes/metadata.json`` from it, as Julia's ``strip_files_daf_sidecars!``).
 
-The archive is written by :mod:`pydaf.formats.zipstore` (Julia's ``MmapZipStore`` framing): every entry STORED with its
+The archive is written by :mod:`pydaf.formats.zip.store` (Julia's ``MmapZipStore`` framing): every entry STORED with its
 CRC32, its data 8-byte aligned, so numbers are memory-mapped and returned as read-only views of the archive
 (zero-copy); foreign archives' DEFLATE or unaligned entries are read into memory. Writing is append-only: deletes and
-overwrites raise :class:`~pydaf.formats.zipstore.DafAppendOnlyError`; mode ``w`` replaces a whole archive (and is
+overwrites raise :class:`~pydaf.formats.zip.store.DafAppendOnlyError`; mode ``w`` replaces a whole archive (and is
 refused for a group). Each property is one appended batch, its ``.json`` descriptor last (an axis is its ``.txt``),
 and the central directory is rewritten after it, so the archive is a valid ZIP (``zipfile``, ``unzip -t``) after
 every write, and one whose writer was killed opens with every property committed before the kill.
@@ -28,11 +28,12 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import DafFormatError, DafMissingError, DafModeError, DafNameError, DafStorageError
-from ..sparse import SparseMatrixCSC, SparseVector
-from ..storage_types import StorageScalar, julia_name
-from .base import CacheGroup, FormatWriter, StoredMatrix, StoredVector, parse_mode
-from .files_layout import (
+from ..._os.maps import shared_state
+from ...abc.format import CacheGroup, FormatWriter, StoredMatrix, StoredVector, parse_mode
+from ...errors import DafFormatError, DafMissingError, DafModeError, DafNameError, DafStorageError
+from ...sparse import SparseMatrixCSC, SparseVector
+from ...storage_types import StorageScalar, julia_name
+from ..files.layout import (
     MAJOR_VERSION,
     MINOR_VERSION,
     Files,
@@ -54,9 +55,8 @@ from .files_layout import (
     vector_files,
     verify_version,
 )
-from .mapping import shared_state
-from .registry import FormatEntry, PersistentDaf, register_format
-from .zipstore import DafAppendOnlyError, ZipAppend, ZipStore, acquire_zip_store
+from ..registry import FormatEntry, PersistentDaf, register_format
+from .store import DafAppendOnlyError, ZipAppend, ZipStore, acquire_zip_store
 
 #: Entries a ``zip -r`` of a FilesDaf directory bundles that a ZipDaf does not keep (dropped from the central
 #: directory by a writable open; their bytes stay in the archive, unreachable).
@@ -462,7 +462,7 @@ class ZipDaf(PersistentDaf):
     """A Daf data set in a ZIP archive holding Julia's FilesDaf layout, Julia's ``ZipDaf``: ``x.daf.zip`` (one data
     set at the root) or ``x.dafs.zip#/group`` (one of several). Numbers are memory-mapped from the archive
     (zero-copy, read-only views); the archive is append-only (deletes and overwrites raise
-    :class:`~pydaf.formats.zipstore.DafAppendOnlyError`). Modes as :class:`~pydaf.H5df` (``r`` returns a
+    :class:`~pydaf.formats.zip.store.DafAppendOnlyError`). Modes as :class:`~pydaf.H5df` (``r`` returns a
     :class:`~pydaf.DafReadOnly`; ``w`` replaces a whole archive, and is refused for a group).
 
     Example:
@@ -489,4 +489,4 @@ def _guess_can_open(path: str) -> bool:
 
 FORMAT = register_format(FormatEntry(
     name="ZipDaf", paths="a ZIP of a FilesDaf layout (x.daf.zip), or a group in one (x.dafs.zip#/group)",
-    guess_can_open=_guess_can_open, open=ZipDaf.open))
+    guess_can_open=_guess_can_open, open=ZipDaf.open, priority=30))

@@ -1,0 +1,398 @@
+"""The HDF5 files this process has open through pydaf, shared by identity (one handle per file, as Julia's), each
+with this process's inter-process lock on it, its undo journal when writable, and their fork and exit handling."""
+
+from __future__ import annotations
+
+import atexit
+import fcntl
+import gc
+import os
+import re
+import struct
+import threading
+import time
+import weakref
+from typing import Any
+
+import h5py
+from h5py import h5f, h5fd, h5p
+
+from ..._os.maps import FileKey, MapRetainer, detach_region, file_key
+from ...errors import (
+    DafFormatError,
+    DafLockedError,
+    DafModeError,
+)
+from .global_heap import check_string_heaps
+from .undo_journal import JournaledFile, recover
+
+ALIGNMENT = 8
+
+
+# Every HDF5 file this process has open through pydaf, by identity (device, inode: a symbolic link, a hard link or a
+# relative path is the same file), as Julia shares one handle per file. The record holds the HDF5 file, this process's
+# lock on it, a mutex that serialises write operations to it (across all the data sets and handles in it), and the
+# state (lock, cache, version counters) of each data set in it, shared by every handle on that data set.
+_open_files: dict[FileKey, weakref.ref[_OpenFile]] = {}
+_open_files_lock = threading.Lock()
+
+#: How long opening a file waits for another process's conflicting lock before raising :class:`DafLockedError`.
+LOCK_WAIT_SECONDS = 2.0
+
+# What HDF5 says when its own lock (flock) conflicts with another program's (e.g. Julia writing the file).
+_HDF5_LOCK_MESSAGE = "unable to lock file"
+
+
+class _FileLock:
+    """This process's lock on one HDF5 file, between pydaf processes: exclusive while any writable handle is open,
+    shared while only readers are alive (read-only handles, and arrays mapped from the file, which must not change
+    under their holder even after their handle is closed), released when none is. One lock per process and file, so
+    handles and maps of one process never conflict with each other.
+
+    It is an open-file-description lock (``F_OFD_SETLK``): converting it between shared and exclusive is atomic, and
+    it is independent of the ``flock`` HDF5 itself takes while it has the file open (which keeps excluding Julia,
+    h5py and other HDF5 programs, and lets plain h5py share a file pydaf has open in the same process)."""
+
+    def __init__(self, path: str) -> None:
+        self._path = path
+        try:
+            self._fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+        except PermissionError:  # a read-only file can only be read (and so only needs a shared lock)
+            self._fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        self._pid = os.getpid()
+        self._mutex = threading.Lock()
+        self._writers = 0
+        self._readers = 0
+        self._mode = fcntl.F_UNLCK
+
+    @property
+    def closed(self) -> bool:
+        return self._fd < 0
+
+    def hold(self, *, writable: bool) -> _LockHold:
+        """Take (or share) the lock for one more writer or reader; released when the returned hold is dropped."""
+        with self._mutex:
+            if writable and self._mode != fcntl.F_WRLCK:
+                self._take(fcntl.F_WRLCK)
+            elif not writable and self._mode == fcntl.F_UNLCK:
+                self._take(fcntl.F_RDLCK)
+            if writable:
+                self._writers += 1
+            else:
+                self._readers += 1
+        return _LockHold(self, writable)
+
+    def _set(self, kind: int) -> None:
+        fcntl.fcntl(self._fd, fcntl.F_OFD_SETLK, struct.pack("hhqqi", kind, os.SEEK_SET, 0, 0, 0))
+        self._mode = kind
+
+    def _take(self, kind: int) -> None:
+        deadline = time.monotonic() + LOCK_WAIT_SECONDS
+        while True:
+            try:
+                self._set(kind)
+                return
+            except (BlockingIOError, PermissionError):  # (EAGAIN or EACCES: held by another process)
+                if time.monotonic() >= deadline:
+                    break
+                time.sleep(0.01)
+        if kind == fcntl.F_WRLCK:
+            raise DafLockedError(f"can't write the H5df file: {self._path}\nwhile another process has it open (it is "
+                                 "locked; a writer needs every other process to close it and drop its arrays)")
+        raise DafLockedError(f"can't read the H5df file: {self._path}\nwhile another process is writing it (it is "
+                             "locked; retry once the writer has closed it)")
+
+    def release(self, writable: bool) -> None:
+        with self._mutex:
+            if os.getpid() != self._pid or self.closed:
+                return  # an inherited lock is the parent's: a forked child must never release it
+            if writable:
+                self._writers -= 1
+            else:
+                self._readers -= 1
+            if not self._writers and not self._readers:
+                self.close()  # (closing the only descriptor of the lock releases it)
+            elif not self._writers and self._mode == fcntl.F_WRLCK:
+                self._set(fcntl.F_RDLCK)  # (atomic: no other process can get in between)
+
+    def close(self) -> None:
+        """Release the lock and its descriptor (once no hold is left)."""
+        if self._fd >= 0 and os.getpid() == self._pid:
+            os.close(self._fd)
+        self._fd = -1
+        self._mode = fcntl.F_UNLCK
+
+
+class _LockHold:
+    """One writer's or reader's share of a :class:`_FileLock`, released when this object is garbage."""
+
+    def __init__(self, lock: _FileLock, writable: bool) -> None:
+        self._release = weakref.finalize(self, lock.release, writable)
+
+    def release(self) -> None:
+        """Release the share now (once: the garbage collector then has nothing left to release)."""
+        self._release()
+
+
+class _OpenFile:
+    """What this process shares about one open HDF5 file (see ``_open_files``)."""
+
+    def __init__(self, fid: h5f.FileID, key: FileKey, lock: _FileLock | None, hold: _LockHold | None,
+                 journal: JournaledFile | None = None) -> None:
+        self.fid = fid
+        self.key = key
+        self.lock = lock
+        self.hold = hold
+        # (weak: HDF5 holds the journaled file while the file is open, and closing the file releases it and its lock)
+        self._journal = None if journal is None else weakref.ref(journal)
+        self.writing = threading.RLock()
+        self.states: weakref.WeakValueDictionary[str, Any] = weakref.WeakValueDictionary()
+        #: The H5df handles opened on the file by path (``H5df.close`` closes the file when the last one closes,
+        #: unless a caller still holds an ``h5py`` object of it), and the ``h5py.File`` objects handed out.
+        self.handles = 0
+        # (by identity: h5py objects of one file compare equal, so a WeakSet would keep one of them)
+        self._files: weakref.WeakValueDictionary[int, h5py.File] = weakref.WeakValueDictionary()
+        self.retained_maps = MapRetainer()  # (read-only maps reused after their arrays are dropped, while it is open)
+        self._checked_heaps: set[tuple[int, int, tuple[int, int]]] = set()
+
+    @property
+    def file(self) -> h5py.File:
+        file = h5py.File(self.fid)
+        file._pydaf_open_file = self  # keeps this record (and so the lock) alive as long as the caller's file object
+        self._files[id(file)] = file
+        return file
+
+    def close_unused(self) -> None:
+        """Close the file (releasing its lock, see :meth:`close`) if no H5df handle is open on it and no caller holds
+        an ``h5py`` object of it (``open_h5_file``'s files, their groups and datasets): called by the last
+        ``H5df.close``. Otherwise the file stays open for them, and closes when they are garbage (as before)."""
+        if self.handles or not self.fid.valid:
+            return
+        if len(self._files) or h5f.get_obj_count(self.fid, h5f.OBJ_ALL) > 1:
+            gc.collect()  # (objects only a reference cycle still holds, e.g. a traceback's frames)
+        with _open_files_lock:  # (which an open holds while it hands the file out)
+            if self.handles or len(self._files) or h5f.get_obj_count(self.fid, h5f.OBJ_ALL) > 1:
+                return
+            if self.key in _open_files and _open_files[self.key]() is self:
+                del _open_files[self.key]
+        try:
+            self.close()
+        finally:
+            if self.hold is not None:
+                self.hold.release()
+
+    @property
+    def journal(self) -> JournaledFile | None:
+        """The journaled file HDF5 writes this file through (None if read-only, opened by the caller, or closed)."""
+        return None if self._journal is None else self._journal()
+
+    def check_string_heaps(self, path: str, offset: int, count: int, what: str) -> None:
+        """:func:`check_string_heaps`, once per string dataset while the file is not written: no other process can
+        write it while it is open here (the locks), and every write here ends with :meth:`commit`, which forgets what
+        was checked; the file's time and size are part of the key too. (Reading a 10,000-name vector again after
+        ``empty_cache`` spent 15-20 ms walking its collections in Python.)"""
+        status = os.stat(path)
+        key = (offset, count, (status.st_mtime_ns, status.st_size))
+        if key not in self._checked_heaps:
+            check_string_heaps(path, offset, count, what)
+            self._checked_heaps.add(key)
+
+    def commit(self) -> None:
+        """Flush HDF5's metadata, then commit the undo journal: the end of every write operation (so what was
+        learned about the file, and the maps kept for reuse, which a write makes stale, go too)."""
+        self._checked_heaps = set()
+        self.retained_maps.clear()
+        h5f.flush(self.fid)
+        journal = self.journal
+        if journal is not None:
+            journal.commit()
+
+    def close(self) -> None:
+        """Close the HDF5 file and every object of it (which releases its journaled file)."""
+        self.retained_maps.clear()
+        if self.fid.valid:
+            h5py.File(self.fid).close()
+
+    def abandon(self) -> None:
+        """Close a file whose flush failed and could not be undone: HDF5 can't flush through that handle again, so
+        the next open must start afresh (rolling back, from the journal, whatever was written since the last
+        commit). Handles still holding it fail from now on; arrays mapped from it keep their values."""
+        with _open_files_lock:
+            if self.key in _open_files and _open_files[self.key]() is self:
+                del _open_files[self.key]
+        try:
+            self.close()
+        except Exception:  # closing flushes again, which fails the same way; the journal stays for the next open
+            pass
+
+    def map_hold(self) -> _LockHold | None:
+        """A reader's share of the lock, for an array mapped from the file (None for files opened outside pydaf)."""
+        return None if self.lock is None else self.lock.hold(writable=False)
+
+
+# This process's lock of each file, alive as long as any hold of it (open handles, mapped arrays).
+_file_locks: dict[FileKey, weakref.ref[_FileLock]] = {}
+
+
+def _file_lock(path: str) -> _FileLock:
+    """This process's lock of a file (one per file: two descriptors of one process would conflict)."""
+    key = file_key(path)
+    existing = _file_locks.get(key) if key is not None else None
+    lock = existing() if existing is not None else None
+    if lock is None or lock.closed:
+        lock = _FileLock(path)
+        _file_locks[file_key(path) or (0, 0)] = weakref.ref(lock)
+    return lock
+
+
+def _forget_inherited_files() -> None:
+    """In a forked child: the parent's HDF5 handles and locks are not this process's, nor its journaled files (which
+    then write nothing; the child still closes them at its exit, see ``_close_files_at_exit``)."""
+    for reference in _open_files.values():
+        record = reference()
+        journal = None if record is None else record.journal
+        if journal is not None:
+            journal.abandon()
+            _inherited_files.append(record)
+    _open_files.clear()
+    _file_locks.clear()
+
+
+# The parent's files a forked child inherited (and must close before it exits).
+_inherited_files: list[_OpenFile] = []
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_inherited_files)
+
+
+@atexit.register
+def _close_files_at_exit() -> None:
+    """Close the files pydaf opened writable (through h5py's fileobj driver) while Python still runs: HDF5 would
+    close them from its own exit handler, after the interpreter is gone, and calling into their file objects then
+    crashes the process."""
+    records = [reference() for reference in _open_files.values()] + _inherited_files
+    for record in records:
+        if record is not None and record.journal is not None:
+            try:
+                record.close()
+            except Exception:  # at exit, a file that can't close keeps its journal (rolled back on its next open)
+                pass
+
+
+def _file_access_list() -> h5p.PropFAID:
+    fapl = h5p.create(h5p.FILE_ACCESS)
+    fapl.set_alignment(1, ALIGNMENT)
+    fapl.set_sieve_buf_size(0)
+    return fapl
+
+
+def _disable_evictions(fid: h5f.FileID) -> None:
+    """Keep dirty HDF5 metadata in memory until pydaf flushes it at the end of each write operation: otherwise HDF5
+    may write some of it at any moment, and a process killed then leaves a file whose metadata describes a half
+    written property."""
+    config = fid.get_mdc_config()
+    config.incr_mode = config.flash_incr_mode = config.decr_mode = 0  # (HDF5 requires auto-resize off)
+    config.evictions_enabled = False
+    fid.set_mdc_config(config)
+
+
+def _record_of(file: h5py.File) -> _OpenFile:
+    """The record of a file: the one pydaf opened, or a new one (without a lock) for a file opened by the caller."""
+    record = getattr(file, "_pydaf_open_file", None)
+    if record is not None:
+        return record
+    key = file_key(file.filename)
+    with _open_files_lock:
+        existing = _open_files.get(key) if key is not None else None
+        record = existing() if existing is not None else None
+        if record is None or not record.fid.valid:  # (HDF5 itself shares one file per inode in a process)
+            record = _OpenFile(file.id, key or (0, id(file)), None, None)
+        return record
+
+
+def open_h5_file(path: str, mode: str) -> h5py.File:
+    """Open (or create) an HDF5 file with Daf's access properties; ``mode`` is an h5py mode (``r``, ``r+``, ``a``,
+    ``w``). A file already open in this process (through any path to it) is shared (and must have been opened
+    writable to be written). Opening takes the file's lock (shared to read, exclusive to write), waiting up to
+    :data:`LOCK_WAIT_SECONDS` for another process's conflicting lock before raising :class:`DafLockedError`.
+
+    Example:
+        >>> import tempfile, os
+        >>> path = os.path.join(tempfile.mkdtemp(), "x.h5")
+        >>> open_h5_file(path, "w").mode
+        'r+'
+    """
+    with _open_files_lock:
+        key = file_key(path)
+        existing = _open_files.get(key) if key is not None else None
+        record = existing() if existing is not None else None
+        if record is not None and record.fid.valid:
+            if mode == "w":
+                raise DafModeError(f"can't truncate the HDF5 file: {path}\nwhile it is open in this process")
+            if mode != "r" and record.fid.get_intent() == h5f.ACC_RDONLY:
+                raise DafModeError(f"the HDF5 file: {path}\nis already open read-only in this process")
+            return record.file
+        if key is None:
+            if mode in ("r", "r+"):
+                raise DafFormatError(f"missing H5df file: {path}")
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o666))
+        lock = _file_lock(path)
+        hold = lock.hold(writable=mode != "r")
+        fid, journal = _open_locked(path, mode)
+        if mode != "r":
+            _disable_evictions(fid)
+        record = _OpenFile(fid, file_key(path) or (0, 0), lock, hold, journal)
+        _open_files[record.key] = weakref.ref(record)
+        return record.file
+
+
+def _open_locked(path: str, mode: str) -> tuple[h5f.FileID, JournaledFile | None]:
+    """Open the file (whose lock the caller holds): read-only through HDF5's own driver, writable through a
+    :class:`JournaledFile` (rolling back first what a killed writer left half done)."""
+    recover(path, writable=mode != "r")
+    fapl = _file_access_list()
+    encoded = os.fsencode(path)
+    journal = None
+    try:
+        if mode == "r":
+            return h5f.open(encoded, h5f.ACC_RDONLY, fapl=fapl), None
+        create = mode == "w" or (mode == "a" and os.path.getsize(path) == 0)
+        if create:
+            detach_region(path)  # truncating the file would otherwise kill any array still mapping it
+        journal = JournaledFile(path, truncate=create)
+        fapl.set_fileobj_driver(h5fd.fileobj_driver, journal)
+        if create:
+            fid = h5f.create(encoded, h5f.ACC_TRUNC, fapl=fapl)
+            journal.commit()
+        else:
+            fid = h5f.open(encoded, h5f.ACC_RDWR, fapl=fapl)
+        return fid, journal
+    except OSError as error:
+        if journal is not None:
+            journal.close()
+        if _HDF5_LOCK_MESSAGE in str(error):
+            raise DafLockedError(f"the H5df file: {path}\nis locked by another process\n({error})") from error
+        stored_end = _interrupted_flush_end(path, str(error))
+        if stored_end is not None:
+            if mode == "r":
+                raise DafFormatError(f"the H5df file: {path}\nwas left by a writer killed while it flushed (the file "
+                                     f"ends at {os.path.getsize(path)} bytes, its metadata at {stored_end})\nopen it "
+                                     "once in mode r+ to repair it (a read-only open never writes)") from error
+            os.truncate(path, stored_end)
+            return _open_locked(path, mode)
+        raise DafFormatError(f"not a valid HDF5 file (truncated or corrupt?): {path}\n({error})") from error
+    except BaseException:
+        if journal is not None:
+            journal.close()
+        raise
+
+
+def _interrupted_flush_end(path: str, message: str) -> int | None:
+    """Where a file's metadata says it ends, if it is past its end only because a writer was killed between HDF5
+    truncating the file (to drop free space at its end) and rewriting the superblock; else None. The missing bytes
+    were free space, so extending the file with zeros (done by a writable open) repairs it."""
+    match = re.search(r"truncated file: eof = (\d+), sblock->base_addr = 0, stored_eof = (\d+)", message)
+    if match is None or int(match.group(1)) != os.path.getsize(path):
+        return None
+    return int(match.group(2))
