@@ -10,6 +10,7 @@ Example:
     [30, 40]
 """
 
+from .abc.format import CacheGroup
 from .check import check_daf
 from .composition.chains import chain_reader, chain_writer
 from .composition.complete import complete_chain, complete_daf
@@ -26,10 +27,11 @@ from .composition.views import (
     viewer,
 )
 from .core.brief import brief
-from .core.read_only import DafReadOnly, read_only
+from .core.read_only import DafReadOnly, DafReadOnlyWrapper, read_only
 from .core.readers import DafReader, Undef
 from .core.writers import DafWriter
 from .errors import (
+    DafAppendOnlyError,
     DafChainError,
     DafClosedError,
     DafError,
@@ -40,6 +42,7 @@ from .errors import (
     DafMissingError,
     DafModeError,
     DafNameError,
+    DafPathError,
     DafReadOnlyError,
     DafShapeError,
     DafStorageError,
@@ -48,14 +51,11 @@ from .errors import (
     DafValueError,
 )
 from .example_data import example_cells_daf, example_chain_daf, example_metacells_daf
-from .formats.base import CacheGroup
 from .formats.files import FilesDaf
 from .formats.h5df import H5df
 from .formats.memory import MemoryDaf
-from .formats.zarr import ZarrDaf
-from .formats.zarr_convert import files_to_zarr, zarr_to_files
-from .formats.zipdaf import ZipDaf
-from .formats.zipstore import DafAppendOnlyError
+from .formats.zarr import ZarrDaf, files_to_zarr, zarr_to_files
+from .formats.zip import ZipDaf
 from .keys import ALL_AXES, ALL_MATRICES, ALL_SCALARS, ALL_VECTORS, pairs_as_dict
 from .open import open_daf
 from .sparse import SparseMatrixCSC, SparseVector, copy_array, is_read_only_array, read_only_array
@@ -84,8 +84,10 @@ __all__ = [
     "DafMissingError",
     "DafModeError",
     "DafNameError",
+    "DafPathError",
     "DafReadOnly",
     "DafReadOnlyError",
+    "DafReadOnlyWrapper",
     "DafReader",
     "DafShapeError",
     "DafStorageError",

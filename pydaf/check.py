@@ -17,6 +17,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -40,8 +41,7 @@ _BLOCK_VALUES = 1 << 22
 
 def _one_line(error: DafError) -> str:
     """An error message on one line, without the data set trailer (the check names the data set once)."""
-    lines = [line for line in str(error).split("\n") if not line.startswith(("in the daf data: ", "of the daf data: "))]
-    return "; ".join(lines)
+    return "; ".join(error.text(daf=False).split("\n"))
 
 
 class _Checker:
@@ -62,17 +62,17 @@ class _Checker:
     def run(self) -> None:
         names = self.attempt("scalars", self.reads.format_scalars_set) or set()
         for name in sorted(names):
-            self.attempt(f"scalar {name}", lambda name=name: self.scalar(name))
+            self.attempt(f"scalar {name}", functools.partial(self.scalar, name))
         axes = self.attempt("axes", self.reads.format_axes_set) or set()
         lengths = {}
         for axis in sorted(axes):
-            length = self.attempt(f"axis {axis}", lambda axis=axis: self.axis(axis))
+            length = self.attempt(f"axis {axis}", functools.partial(self.axis, axis))
             if length is not None:
                 lengths[axis] = length
         for axis in sorted(lengths):
-            for name in sorted(self.attempt(f"vectors of {axis}", lambda axis=axis: self.reads.format_vectors_set(
-                    axis)) or set()):
-                self.attempt(f"vector {axis}/{name}", lambda axis=axis, name=name: self.vector(axis, name, lengths))
+            vectors = self.attempt(f"vectors of {axis}", functools.partial(self.reads.format_vectors_set, axis))
+            for name in sorted(vectors or set()):
+                self.attempt(f"vector {axis}/{name}", functools.partial(self.vector, axis, name, lengths))
         for rows_axis in sorted(lengths):
             for columns_axis in sorted(lengths):
                 self.matrices(rows_axis, columns_axis, lengths)
@@ -102,14 +102,14 @@ class _Checker:
         for name in sorted(self.attempt(where, lambda: self.reads.format_matrices_set(rows_axis, columns_axis))
                            or set()):
             matrix = self.attempt(f"matrix {rows_axis},{columns_axis}/{name}",
-                                  lambda name=name: self.matrix(rows_axis, columns_axis, name, lengths))
+                                  functools.partial(self.matrix, rows_axis, columns_axis, name, lengths))
             if matrix is None or rows_axis >= columns_axis:  # each pair of layouts once, from its sorted side
                 continue
             if not self.attempt(f"matrix {columns_axis},{rows_axis}/{name}",
-                                lambda name=name: self.reads.format_has_matrix(columns_axis, rows_axis, name)):
+                                functools.partial(self.reads.format_has_matrix, columns_axis, rows_axis, name)):
                 continue
             other = self.attempt(f"matrix {columns_axis},{rows_axis}/{name}",
-                                 lambda name=name: self.matrix(columns_axis, rows_axis, name, lengths, count=False))
+                                 functools.partial(self.matrix, columns_axis, rows_axis, name, lengths, count=False))
             if other is not None:
                 difference = _layouts_difference(matrix, other)
                 if difference is not None:

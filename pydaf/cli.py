@@ -31,7 +31,7 @@ from .composition.destinations import (
     write_file_then_replace,
 )
 from .composition.destinations import repack as repack_data_set
-from .core.readers import DafReader, DafReadOnly
+from .core.readers import DafReader, DafReadOnlyWrapper
 from .demo import build_demo
 from .errors import DafError
 from .formats.registry import registered_formats
@@ -39,7 +39,7 @@ from .interop.content import UnsupportedElementWarning
 from .interop.convert import convert as convert_paths
 from .manifest import write_manifest
 from .open import foreign_file_kind, open_daf
-from .sparse import SparseVector
+from .sparse import SparseMatrixCSC, SparseVector
 
 
 def demo(path: str | None, *, n_cells: int, n_genes: int, progress: bool, overwrite: bool = False) -> None:
@@ -80,7 +80,8 @@ def demo(path: str | None, *, n_cells: int, n_genes: int, progress: bool, overwr
     print(f"file: {path} ({os.path.getsize(path) / 1e6:.1f} MB)")
     print(f"write: {written:.3f} s")
     print(f"open (mapped, read-only): {opened * 1e3:.2f} ms")
-    print(f"get_stored_matrix cell,gene UMIs ({umis.nnz:,} non-zeros, zero-copy): {fetched * 1e3:.2f} ms")
+    nonzeros = umis.nnz if isinstance(umis, SparseMatrixCSC) else int(np.count_nonzero(umis))
+    print(f"get_stored_matrix cell,gene UMIs ({nonzeros:,} non-zeros, zero-copy): {fetched * 1e3:.2f} ms")
     for query in ("@ cell @ gene :: UMIs >> Sum type Int64", "@ cell @ gene :: UMIs >- Sum",
                   "@ cell @ gene :: UMIs -/ type =@ >- Mean || 0", "@ cell [ donor_age > 60 ] : type * donor_age"):
         started = time.perf_counter()
@@ -134,7 +135,7 @@ def describe(path: str, *, deep: bool) -> None:
             type: 3 x Str (Dense); 2 distinct: T (2), B (1)
     """
     daf = open_daf(path, "r")
-    shown = daf.base if isinstance(daf, DafReadOnly) else daf
+    shown = daf.base if isinstance(daf, DafReadOnlyWrapper) else daf
     print(_with_summaries(shown, shown.description(deep=deep)), end="")
 
 
@@ -154,7 +155,7 @@ def _with_summaries(daf: DafReader, text: str) -> str:
         elif section == "vectors" and depth == 4 and axis is not None:
             if axis not in names:
                 names[axis] = daf.vectors_set(axis)
-            name = stripped.split(": ", 1)[0]
+            name: str | None = stripped.split(": ", 1)[0]
             if name not in names[axis]:  # (a name holding ": ")
                 name = next((name for name in names[axis] if stripped.startswith(f"{name}: ")), None)
             summary = None if name is None else vector_summary(daf.get_stored_vector(axis, name))
@@ -230,7 +231,7 @@ def written_summary(path: str) -> str:
     if is_h5ad(path) or foreign_file_kind(path) == "anndata":
         return _written_h5ad_summary(path)
     daf = open_daf(path, "r")
-    shown = daf.base if isinstance(daf, DafReadOnly) else daf
+    shown = daf.base if isinstance(daf, DafReadOnlyWrapper) else daf
     axes = sorted(daf.axes_set())
     vectors = sum(len(daf.vectors_set(axis)) for axis in axes)
     matrices = {(frozenset((rows, columns)), name) for rows in axes for columns in axes

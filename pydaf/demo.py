@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .formats.h5df import H5df
+from .formats.h5df.format import H5df
 
 
 def build_demo(path: str, *, n_cells: int = 20_000, n_genes: int = 2_000, n_types: int = 8, seed: int = 123,

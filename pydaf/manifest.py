@@ -1,39 +1,10 @@
 """The manifest of a data set: every property it holds (names, element types, shapes, which matrix layouts are stored,
 dense or sparse) and a hash of every value, computed identically by pydaf (here) and by Julia (``julia/manifest.jl``),
 so two implementations, or two stores of the same data, are compared property by property without moving the data.
+The hash depends on the values only (not on sparse or dense storage, nor on the format), and is computed streaming
+over the stored arrays.
 
-The manifest is a JSON object (``pydaf manifest PATH`` writes it; keys sorted, version 1)::
-
-    {"manifest": "daf-manifest", "version": 1, "name": "cells!",
-     "scalars": {"organism": {"eltype": "String", "value": "human", "hash": "…"}},
-     "axes": {"cell": {"length": 3, "hash": "…"}},
-     "vectors": {"cell": {"age": {"eltype": "UInt8", "length": 3, "storage": "dense", "nnz": 3, "hash": "…"}}},
-     "matrices": {"cell": {"gene": {"UMIs": {"eltype": "UInt16", "shape": [3, 2], "storage": "sparse",
-                                             "nnz": 2, "hash": "…"}}}}}
-
-``matrices[rows][columns]`` lists the matrices stored in that layout (column-major, ``rows`` × ``columns``): a matrix
-stored in both layouts appears twice, a square one once. ``storage`` is how the store holds the data (``dense`` or
-``sparse``; strings are always ``dense``, as both implementations return them), ``nnz`` the number of values that are
-not zero (not ``""`` for strings). A scalar's ``value`` is for people (floats as Python's ``repr``, ``NaN``/``Inf`` as
-strings); its ``hash`` is what is compared.
-
-The hash (:data:`HASH_VERSION` 1) of a value is the hex SHA-256 of these bytes:
-
-- a header, ASCII: ``daf-manifest-1 <kind> <eltype> <dims>`` and a newline, where ``kind`` is ``scalar``, ``axis``,
-  ``vector`` or ``matrix``, ``eltype`` the Julia element type name (``String`` for axes and strings), and ``dims`` is
-  empty for a scalar, ``n`` for an axis or a vector, and ``r,c`` for a matrix (decimal);
-- strings (a string scalar, the entries of an axis, a string vector, a string matrix in column-major order): each
-  value's UTF-8 bytes followed by one ``0xFF`` byte (a byte that never occurs in UTF-8, so the values can't run
-  into each other);
-- a number scalar: its little-endian bytes (``Bool`` is one byte, ``0x00`` or ``0x01``);
-- a number vector or matrix: for every value that is not zero (``x != 0``: ``-0.0`` is a zero, ``NaN`` is not), in
-  column-major order, its 0-based column-major position (``row + column × n_rows``) as a little-endian ``UInt64``,
-  then the value's little-endian bytes (``Bool``: ``0x01``). Sparse data is walked in its stored order, which for
-  valid data is column-major order, and its explicitly stored zeros are skipped.
-
-So the hash depends on the values only: a sparse and a dense store of the same values, or an H5df, a FilesDaf and a
-MemoryDaf holding them, hash the same; a different element type, shape or value hashes differently. Hashing streams
-over the stored arrays (memory-mapped ones are read once, never copied whole).
+Design: docs/design/julia.md (the JSON and the hashed bytes: "The manifest format").
 
 Example:
     >>> import numpy as np, pydaf

@@ -9,7 +9,6 @@ import h5py
 
 from .core.readers import DafReader
 from .errors import DafError, DafFormatError
-from .formats import files, h5df, zarr  # noqa: F401 - importing a format module registers its format
 from .formats.registry import guess_format
 
 

@@ -1,10 +1,13 @@
 """Julia's sparse layouts, exactly as stored: 1-based indices, the stored index type, zero-copy where mapped; and the
-one home of the operations on them (columns, rows, selections, transposes, entry columns, read-only views).
+operations on them (columns, rows, selections, transposes, entry columns, read-only views). The structural operations
+on a CSC's arrays live one layer below, in :mod:`pydaf.kernels.csc_arrays` (which the reductions use without this
+type); the methods here wrap them.
 
 :class:`SparseMatrixCSC` and :class:`SparseVector` hold the components Daf keeps on disk (``colptr``/``rowval``/
 ``nzval``, ``nzind``/``nzval``). They are what the storage layer returns and what numba kernels consume directly;
 :meth:`SparseMatrixCSC.to_scipy` gives the 0-based ``scipy.sparse.csc_matrix`` that readers hand out (copying only the
-index arrays). Readers, queries and kernels all use the methods here rather than their own index arithmetic.
+index arrays). Readers and queries use the methods here, and kernels the functions they wrap, rather than their own
+index arithmetic.
 """
 
 from __future__ import annotations
@@ -16,9 +19,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .errors import DafValueError
-from .formats.mapping import memory_owner
-from .kernels.eltwise import zero_based_indices
+from ._os.maps import memory_owner
+from .kernels import csc_arrays
+from .kernels.csc_arrays import colptr_from_counts
+from .kernels.eltwise import zero_based_csc
 
 if TYPE_CHECKING:
     import scipy.sparse as sp
@@ -71,19 +75,6 @@ def copy_array(array: Any) -> Any:
     if isinstance(array, SparseMatrixCSC):
         return SparseMatrixCSC(array.shape, array.colptr.copy(), array.rowval.copy(), array.nzval.copy())
     return np.array(array, order="K", copy=True)
-
-
-def colptr_from_counts(counts: np.ndarray, dtype: Any) -> np.ndarray:
-    """The 1-based ``colptr`` (of ``dtype``) of columns holding ``counts`` stored entries.
-
-    Example:
-        >>> colptr_from_counts(np.array([2, 0, 1]), np.uint32).tolist()
-        [1, 3, 3, 4]
-    """
-    colptr = np.empty(np.shape(counts)[0] + 1, dtype=dtype)
-    colptr[0] = 1
-    colptr[1:] = np.cumsum(counts, dtype=np.int64) + 1
-    return colptr
 
 
 def dense_column_major(matrix: np.ndarray | SparseMatrixCSC) -> np.ndarray:
@@ -199,18 +190,12 @@ class SparseMatrixCSC:
         made in one pass that also checks its range (scipy itself does not check indices, and indexes memory with
         them). Matrices over the same 1-based indices (a stored matrix and the element-wise results computed from
         it) share one copy while any scipy matrix holds it."""
-        nnz = self.nnz
-        dtype = np.dtype(np.int32 if max(self.shape[0], nnz + 1) <= np.iinfo(np.int32).max else np.int64)
+        dtype = np.dtype(np.int32 if max(self.shape[0], self.nnz + 1) <= np.iinfo(np.int32).max else np.int64)
         shareable = _immutable(self.rowval) and _immutable(self.colptr)  # (else their memory may change)
         shared = _ZERO_BASED.get(self.rowval, self.colptr, self.shape[0], dtype) if shareable else None
         if shared is not None:
             return shared
-        rowval = zero_based_indices(self.rowval, self.shape[0], dtype)
-        colptr = zero_based_indices(self.colptr, nnz + 1, dtype)
-        if rowval is None or colptr is None or (self.colptr.shape[0] and (colptr[0] != 0 or colptr[-1] != nnz)):
-            raise DafValueError(f"invalid 1-based CSC indices of a {self.shape[0]} x {self.shape[1]} sparse matrix "
-                                f"with {nnz} stored entries: each of rowval must be in 1..{self.shape[0]}, colptr "
-                                f"must go from 1 to {nnz + 1}")
+        rowval, colptr = zero_based_csc(self.shape, self.colptr, self.rowval)
         rowval.flags.writeable = colptr.flags.writeable = False  # (shared: and a cached matrix's must never change)
         if shareable:
             _ZERO_BASED.put(self.rowval, self.colptr, self.shape[0], rowval, colptr)
@@ -235,7 +220,7 @@ class SparseMatrixCSC:
 
     def column_range(self, column: int) -> slice:
         """The positions (in ``rowval``/``nzval``) of the stored entries of a 0-based column."""
-        return slice(int(self.colptr[column]) - 1, int(self.colptr[column + 1]) - 1)
+        return csc_arrays.column_range(self.colptr, column)
 
     def column(self, column: int) -> np.ndarray:
         """A 0-based column as a new dense vector.
@@ -244,10 +229,7 @@ class SparseMatrixCSC:
             >>> SparseMatrixCSC((3, 2), np.array([1, 3, 4]), np.array([1, 3, 2]), np.array([1, 2, 3])).column(0)
             array([1, 0, 2])
         """
-        dense = np.zeros(self.shape[0], dtype=self.nzval.dtype)
-        entries = self.column_range(column)
-        dense[self.rowval[entries].astype(np.intp) - 1] = self.nzval[entries]
-        return dense
+        return csc_arrays.dense_column(self, column)
 
     def row(self, row: int) -> np.ndarray:
         """A 0-based row as a new dense vector (a pass over ``rowval``: use the other layout for many rows).
@@ -268,7 +250,7 @@ class SparseMatrixCSC:
             >>> SparseMatrixCSC((3, 2), np.array([1, 3, 4]), np.array([1, 3, 2]), np.array([1, 2, 3])).entry_columns()
             array([0, 0, 1])
         """
-        return np.repeat(np.arange(self.shape[1], dtype=np.int64), np.diff(self.colptr.astype(np.int64)))
+        return csc_arrays.entry_columns(self.colptr)
 
     def with_values(self, nzval: np.ndarray, *, keep: np.ndarray | None = None) -> SparseMatrixCSC:
         """The same structure with other values (sharing the index arrays); with a ``keep`` mask of the stored
@@ -294,34 +276,7 @@ class SparseMatrixCSC:
             >>> m.select(rows=np.array([2, 1]), columns=np.array([1, 0])).to_dense().tolist()
             [[0, 2], [3, 0]]
         """
-        matrix = self
-        if columns is not None:
-            matrix = matrix._select_columns(np.asarray(columns, dtype=np.int64))
-        if rows is not None:
-            matrix = matrix._select_rows(np.asarray(rows, dtype=np.int64))
-        return matrix
-
-    def _select_columns(self, columns: np.ndarray) -> SparseMatrixCSC:
-        starts = self.colptr[columns].astype(np.int64) - 1
-        lengths = self.colptr[columns + 1].astype(np.int64) - 1 - starts
-        positions = np.repeat(starts - np.cumsum(lengths) + lengths, lengths) + np.arange(int(lengths.sum()))
-        return SparseMatrixCSC((self.shape[0], int(columns.shape[0])), colptr_from_counts(lengths, self.colptr.dtype),
-                               self.rowval[positions], self.nzval[positions])
-
-    def _select_rows(self, rows: np.ndarray) -> SparseMatrixCSC:
-        if np.unique(rows).shape[0] != rows.shape[0]:
-            # A repeated row repeats its entries: a selection matrix product does that (rare; copies).
-            return SparseMatrixCSC.from_scipy(self.to_scipy()[rows, :], indtype=self.colptr.dtype)
-        new_row = np.full(self.shape[0], -1, dtype=np.int64)
-        new_row[rows] = np.arange(rows.shape[0])
-        entry_rows = new_row[self.rowval.astype(np.int64) - 1]
-        kept = np.flatnonzero(entry_rows >= 0)
-        entry_columns = self.entry_columns()[kept]
-        if rows.shape[0] > 1 and np.any(np.diff(rows) < 0):
-            kept = kept[np.lexsort((entry_rows[kept], entry_columns))]  # rows out of order: sort each column again
-        counts = np.bincount(entry_columns, minlength=self.shape[1])
-        return SparseMatrixCSC((int(rows.shape[0]), self.shape[1]), colptr_from_counts(counts, self.colptr.dtype),
-                               (entry_rows[kept] + 1).astype(self.rowval.dtype), self.nzval[kept])
+        return SparseMatrixCSC(*csc_arrays.select(self, rows=rows, columns=columns))
 
     def transpose(self) -> SparseMatrixCSC:
         """The transpose, as a new 1-based CSC with the same index and value types.
@@ -331,18 +286,7 @@ class SparseMatrixCSC:
             >>> m.transpose().to_dense().tolist()
             [[0.0, 5.0], [0.0, 0.0], [6.0, 0.0]]
         """
-        # The kernels compile with numba, which is imported only when a large transpose first needs it.
-        from .kernels.relayout import transpose_csc_into
-
-        n_rows, n_columns = self.shape
-        colptr = np.empty(n_rows + 1, dtype=self.colptr.dtype)
-        rowval = np.empty(self.nnz, dtype=self.rowval.dtype)
-        nzval = np.empty(self.nnz, dtype=self.nzval.dtype)
-        if n_rows == 0:
-            colptr[0] = 1
-        else:
-            transpose_csc_into(self, colptr, rowval, nzval)
-        return SparseMatrixCSC((n_columns, n_rows), colptr, rowval, nzval)
+        return SparseMatrixCSC(*csc_arrays.transposed(self))
 
     @staticmethod
     def from_dense(dense: np.ndarray, *, indtype: Any = np.int64) -> SparseMatrixCSC:
@@ -364,19 +308,7 @@ class SparseMatrixCSC:
     @staticmethod
     def from_scipy(matrix: Any, *, indtype: Any = None) -> SparseMatrixCSC:
         """Julia's 1-based form of a scipy sparse matrix (converted to CSC, sorted indices; ``Int64`` by default)."""
-        import scipy.sparse as sp
-
-        csc = sp.csc_matrix(matrix)
-        if not csc.has_sorted_indices:
-            csc = csc.sorted_indices()
-        csc.sum_duplicates()
-        indtype = np.dtype(indtype or np.int64)
-        return SparseMatrixCSC(
-            (int(csc.shape[0]), int(csc.shape[1])),
-            (csc.indptr + 1).astype(indtype),
-            (csc.indices + 1).astype(indtype),
-            csc.data,
-        )
+        return SparseMatrixCSC(*csc_arrays.from_scipy(matrix, indtype=indtype))
 
 
 class _ZeroBasedIndices:
@@ -397,10 +329,11 @@ class _ZeroBasedIndices:
             dtype: np.dtype) -> tuple[np.ndarray, np.ndarray] | None:
         with self._lock:
             entry = self._entries.get(self._key(rowval, colptr, n_rows))
-        arrays = None if entry is None else [reference() for reference in entry]
-        if arrays is None or any(array is None for array in arrays) or arrays[2].dtype != dtype:
+        arrays = [] if entry is None else [reference() for reference in entry]  # (owners, rowval0, colptr0)
+        rowval0, colptr0 = (arrays[2], arrays[3]) if arrays else (None, None)
+        if rowval0 is None or colptr0 is None or any(array is None for array in arrays) or rowval0.dtype != dtype:
             return None
-        return arrays[2], arrays[3]
+        return rowval0, colptr0
 
     def put(self, rowval: np.ndarray, colptr: np.ndarray, n_rows: int, rowval0: np.ndarray,
             colptr0: np.ndarray) -> None:

@@ -138,15 +138,23 @@ def scalar_value(value: Any, *, what: str = "scalar") -> StorageScalar:
         raise DafTypeError(f"unsupported {what}: {value} does not fit in Int64 or UInt64")
     if isinstance(value, float):
         return np.float64(value)
-    if isinstance(value, np.generic) and value.dtype.kind not in "OUSVMmc":
+    if isinstance(value, np.bool_ | np.integer | np.floating):  # (not strings, bytes, dates, complex or objects)
         storage_dtype(value.dtype, what=f"{what} type")
         return value
     raise DafTypeError(f"unsupported {what} type: {type(value).__name__}")
 
 
 def scalar_dtype(value: StorageScalar) -> np.dtype:
-    """The storage dtype of a (validated) scalar value."""
-    return STRING_DTYPE if isinstance(value, str) else np.dtype(value.dtype)
+    """The storage dtype of a scalar value (of a Python ``bool``/``int``/``float``: the one :func:`scalar_value`
+    stores it as).
+
+    Example:
+        >>> scalar_dtype(3), scalar_dtype(np.float32(1.5)), scalar_dtype("x")
+        (dtype('int64'), dtype('float32'), dtype('O'))
+    """
+    if isinstance(value, str):
+        return STRING_DTYPE
+    return np.dtype(value.dtype) if isinstance(value, np.generic) else np.asarray(scalar_value(value)).dtype
 
 
 def as_string_array(values: Iterable[Any] | np.ndarray, *, what: str) -> np.ndarray:

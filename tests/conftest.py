@@ -67,8 +67,6 @@ class MemoryBackend(DafBackend):
 
 class H5dfBackend(DafBackend):
     name = "h5df"
-    persistent = True
-    maps_files = True
 
     def path(self, directory: Path) -> str:
         return _new_path(directory, ".h5df")
@@ -120,8 +118,6 @@ class H5dfGroupBackend(H5dfBackend):
 
 class FilesBackend(DafBackend):
     name = "files"
-    persistent = True
-    maps_files = True
 
     def path(self, directory: Path) -> str:
         return _new_path(directory, ".daf")
@@ -155,8 +151,6 @@ class ZarrBackend(DafBackend):
     """A ZarrDaf directory (``x.daf.zarr``)."""
 
     name = "zarr"
-    persistent = True
-    maps_files = True
     daf_type: Any = pydaf.ZarrDaf
     suffix = ".daf.zarr"
 
@@ -180,7 +174,6 @@ class ZarrZipBackend(ZarrBackend):
     """A ZarrDaf ZIP archive (``x.daf.zarr.zip``): append-only."""
 
     name = "zarr_zip"
-    rewrites = False
     suffix = ".daf.zarr.zip"
     json_suffix = "zarr.json"  # the entries that snapshots compare parsed
 
@@ -250,7 +243,6 @@ class ChainBackend(DafBackend):
     def __init__(self, top: DafBackend) -> None:
         self.top = top
         self.name = "chain" if isinstance(top, MemoryBackend) else f"chain_over_{top.name}"
-        self.persistent, self.maps_files, self.rewrites = top.persistent, top.maps_files, top.rewrites
 
     def new(self, directory: Path, name: str) -> pydaf.DafWriter:
         return pydaf.chain_writer([pydaf.MemoryDaf(name="base!"), self.top.new(directory, "top!")], name=name)

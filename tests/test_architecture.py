@@ -40,15 +40,15 @@ def _is_type_checking(node: ast.If) -> bool:
         isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
-def _imports(module: str) -> list[Import]:
-    """The pydaf modules a module imports when it runs (``TYPE_CHECKING`` blocks excluded), each resolved to the
-    deepest pydaf module it names (``from .x import y`` is ``x.y`` when that is a module)."""
+def _imports(module: str, *, type_checking: bool = False) -> list[Import]:
+    """The pydaf modules a module imports when it runs (``TYPE_CHECKING`` blocks excluded unless ``type_checking``),
+    each resolved to the deepest pydaf module it names (``from .x import y`` is ``x.y`` when that is a module)."""
     tree = ast.parse(MODULES[module].read_text(), filename=str(MODULES[module]))
     package = module if _is_package(module) else module.rpartition(".")[0]
     found: list[Import] = []
 
     def visit(node: ast.AST, in_function: bool) -> None:
-        if isinstance(node, ast.If) and _is_type_checking(node):
+        if isinstance(node, ast.If) and _is_type_checking(node) and not type_checking:
             for child in node.orelse:
                 visit(child, in_function)
             return
@@ -154,3 +154,98 @@ def test_no_private_data_set_attributes_outside_core(module):
                  if isinstance(node, ast.Attribute) and node.attr in private
                  and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))]
     assert reach_ins == []
+
+
+# The layers, bottom up: a module may import modules of its own layer or of layers below it, never above. Measured
+# with every import: module level, function level and ``TYPE_CHECKING`` (a type is a dependency too).
+LAYERS = [
+    {"errors", "storage_types", "julia_text", "hints", "keys"},
+    {"_os"},  # maps, pages, file identity
+    {"kernels"},  # array kernels; below sparse, which wraps them: they take any CSC's arrays (``CscArrays``)
+    {"sparse"},
+    {"abc"},  # the storage contract: its relayout default uses the kernels and the sparse type
+    {"core"},
+    {"formats"},
+    {"open"},
+    {"queries"},
+    {"composition"},
+    {"manifest", "check", "demo", "example_data", "testing"},
+    {"interop"},
+    {"julia"},
+    {"cli", "__main__"},
+]
+
+# The upward edges allowed, each for a reason:
+ALLOWED_UPWARD = {
+    # The reader's query methods (``get_query``, ``get_np_query``, ``get_frame``...), a facade over the query engine
+    # as anndata's data model calls its IO (``from ..io import write_h5ad`` inside methods); imported in the methods.
+    ("pydaf.core.readers", "pydaf.queries"),
+}
+
+
+def _layer(module: str) -> int:
+    top = module.split(".")[1] if module != "pydaf" else ""
+    for level, names in enumerate(LAYERS):
+        if top in names:
+            return level
+    raise AssertionError(f"{module} is in no layer: add its top-level name to LAYERS")
+
+
+def _upward_edges(modules: dict[str, list[Import]]) -> list[str]:
+    found = []
+    for module, imports in modules.items():
+        if module == "pydaf":  # the package's facade, above every layer
+            continue
+        for edge in imports:
+            target = edge.target
+            if target == "pydaf" or _layer(target) <= _layer(module):
+                continue
+            if any(module.startswith(source) and target.startswith(destination)
+                   for source, destination in ALLOWED_UPWARD):
+                continue
+            found.append(f"{module}:{edge.line} imports {target}")
+    return found
+
+
+def test_every_module_is_in_a_layer():
+    for module in MODULES:
+        if module != "pydaf":
+            _layer(module)
+
+
+def test_no_upward_imports():
+    assert _upward_edges({module: _imports(module, type_checking=True) for module in MODULES}) == []
+
+
+def test_the_layer_check_finds_a_planted_upward_edge():
+    planted = {"pydaf._os.maps": [Import("pydaf.core.readers", 7, True)],
+               "pydaf.core.readers": [Import("pydaf.queries.query", 9, True), Import("pydaf.composition.views", 3,
+                                                                                     False)]}
+    assert _upward_edges(planted) == ["pydaf._os.maps:7 imports pydaf.core.readers",
+                                      "pydaf.core.readers:3 imports pydaf.composition.views"]
+
+
+def test_the_kernels_may_not_name_the_sparse_type():
+    # (Once an allowed edge: the reductions now take any CSC's arrays, so sparse -> kernels is the only direction.)
+    planted = {"pydaf.kernels.reductions": [Import("pydaf.sparse", 46, False)]}
+    assert _upward_edges(planted) == ["pydaf.kernels.reductions:46 imports pydaf.sparse"]
+
+
+def _top_level_edges() -> dict[str, set[str]]:
+    edges: dict[str, set[str]] = {}
+    for module in MODULES:
+        if module == "pydaf":
+            continue
+        top = ".".join(module.split(".")[:2])
+        edges.setdefault(top, set())
+        for edge in _imports(module, type_checking=True):
+            target = ".".join(edge.target.split(".")[:2])
+            allowed = any(module.startswith(source) and edge.target.startswith(destination)
+                          for source, destination in ALLOWED_UPWARD)
+            if target != top and target != "pydaf" and not allowed:
+                edges[top].add(target)
+    return {top: {target for target in targets if target in edges} for top, targets in edges.items()}
+
+
+def test_no_package_level_cycles_but_the_allowed_edges():
+    assert _cycles(_top_level_edges()) == []

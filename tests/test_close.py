@@ -216,7 +216,7 @@ def test_closing_inside_a_builder_keeps_the_old_value(tmp_path, suffix):
 
 def test_closing_keeps_a_file_the_caller_holds_from_open_h5_file(tmp_path):
     """Two h5py files of one HDF5 file compare equal: each one a caller holds keeps the file open after close."""
-    from pydaf.formats.h5df import open_h5_file
+    from pydaf.formats.h5df.open_files import open_h5_file
 
     path = str(tmp_path / "x.h5dfs")
     _filled(f"{path}#/one").close()

@@ -18,7 +18,7 @@ from .soak import soak
 
 SECONDS = soak(60, 6)
 
-_CHILD = textwrap.dedent('''
+_CHILD = textwrap.dedent("""
     import json, sys, threading, time
     import numpy as np
     import pydaf
@@ -94,7 +94,7 @@ _CHILD = textwrap.dedent('''
     for thread in threads:
         thread.join()
     print(json.dumps({"errors": errors[:5], **counts}))
-''')
+""")
 
 
 @pytest.mark.parametrize("backend", ["memory", "h5df", "files"])

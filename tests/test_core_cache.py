@@ -11,15 +11,15 @@ import scipy.sparse as sp
 
 import pydaf
 from pydaf.core.cache import (
+    AxisCacheKey,
     AxisForm,
-    AxisKey,
     DataCache,
     DataForm,
-    MatrixKey,
-    NamesKey,
-    QueryKey,
-    ScalarKey,
-    VectorKey,
+    MatrixCacheKey,
+    NamesCacheKey,
+    QueryCacheKey,
+    ScalarCacheKey,
+    VectorCacheKey,
 )
 
 
@@ -61,7 +61,7 @@ def test_a_vector_named_like_an_axis_keeps_the_cached_relayout():
     # because invalidation compared tuple slices by position.
     daf = _cells_genes()
     relayout = daf.get_stored_matrix("cell", "gene", "UMIs")
-    relayout_key = MatrixKey("cell", "gene", "UMIs", DataForm.RELAYOUT)
+    relayout_key = MatrixCacheKey("cell", "gene", "UMIs", DataForm.RELAYOUT)
     assert daf.cache.entry(relayout_key) is not None
     daf.set_vector("gene", "cell", ["A", "B"])
     daf.set_vector("cell", "gene", ["X", "Y", "X"])
@@ -77,41 +77,41 @@ def test_writes_drop_exactly_what_they_make_stale():
     daf.get_vector("cell", "age")
     daf.set_matrix("gene", "cell", "UMIs", np.ones((2, 3)), overwrite=True, relayout=False)
     remaining = {key for key, _ in daf.cache.entries()}
-    assert not any(isinstance(key, MatrixKey) for key in remaining)
-    assert AxisKey("gene", AxisForm.DICT) in remaining
+    assert not any(isinstance(key, MatrixCacheKey) for key in remaining)
+    assert AxisCacheKey("gene", AxisForm.DICT) in remaining
     daf.delete_axis("gene")
     remaining = {key for key, _ in daf.cache.entries()}
-    assert AxisKey("gene", AxisForm.DICT) not in remaining
+    assert AxisCacheKey("gene", AxisForm.DICT) not in remaining
 
 
 @pytest.mark.parametrize(("key", "change", "touched"), [
-    (VectorKey("gene", "cell"), MatrixKey("gene", "cell", "UMIs"), False),
-    (MatrixKey("gene", "cell", "UMIs"), VectorKey("gene", "cell"), False),
-    (MatrixKey("gene", "cell", "UMIs", DataForm.SCIPY), MatrixKey("cell", "gene", "UMIs"), True),
-    (MatrixKey("gene", "cell", "UMIs"), MatrixKey("gene", "cell", "other"), False),
-    (MatrixKey("gene", "cell", "UMIs"), AxisKey("cell"), True),
-    (MatrixKey("gene", "cell", "UMIs"), AxisKey("UMIs"), False),
-    (VectorKey("cell", "age", DataForm.DENSE), VectorKey("cell", "age"), True),
-    (VectorKey("cell", "age"), VectorKey("age", "cell"), False),
-    (VectorKey("cell", "age"), AxisKey("cell"), True),
-    (AxisKey("cell", AxisForm.INDEX), AxisKey("cell"), True),
-    (AxisKey("cell"), VectorKey("cell", "age"), False),
-    (QueryKey("@ cell : age"), VectorKey("cell", "age"), False),
-    (ScalarKey("organism"), ScalarKey("organism"), True),
+    (VectorCacheKey("gene", "cell"), MatrixCacheKey("gene", "cell", "UMIs"), False),
+    (MatrixCacheKey("gene", "cell", "UMIs"), VectorCacheKey("gene", "cell"), False),
+    (MatrixCacheKey("gene", "cell", "UMIs", DataForm.SCIPY), MatrixCacheKey("cell", "gene", "UMIs"), True),
+    (MatrixCacheKey("gene", "cell", "UMIs"), MatrixCacheKey("gene", "cell", "other"), False),
+    (MatrixCacheKey("gene", "cell", "UMIs"), AxisCacheKey("cell"), True),
+    (MatrixCacheKey("gene", "cell", "UMIs"), AxisCacheKey("UMIs"), False),
+    (VectorCacheKey("cell", "age", DataForm.DENSE), VectorCacheKey("cell", "age"), True),
+    (VectorCacheKey("cell", "age"), VectorCacheKey("age", "cell"), False),
+    (VectorCacheKey("cell", "age"), AxisCacheKey("cell"), True),
+    (AxisCacheKey("cell", AxisForm.INDEX), AxisCacheKey("cell"), True),
+    (AxisCacheKey("cell"), VectorCacheKey("cell", "age"), False),
+    (QueryCacheKey("@ cell : age"), VectorCacheKey("cell", "age"), False),
+    (ScalarCacheKey("organism"), ScalarCacheKey("organism"), True),
 ])
 def test_touches(key, change, touched):
     assert key.touches(change) is touched
 
 
 def test_key_texts_are_julias():
-    assert AxisKey("cell").text() == "axis_vector[axis: cell]"
-    assert AxisKey("cell", AxisForm.DICT).text() == "axis_dict[axis: cell]"
-    assert VectorKey("cell", "age").text() == "vector[axis: cell name: age]"
-    assert MatrixKey("cell", "gene", "UMIs").text() == "matrix[rows_axis: cell columns_axis: gene name: UMIs]"
-    assert QueryKey("@ cell").text() == "query[@ cell]"
-    assert ScalarKey("organism").text() == "scalar[organism]"
-    assert NamesKey("scalars").text() == "names[scalars]"
-    assert NamesKey("vectors", ("cell",)).text() == "vectors[axis: cell]"
+    assert AxisCacheKey("cell").text() == "axis_vector[axis: cell]"
+    assert AxisCacheKey("cell", AxisForm.DICT).text() == "axis_dict[axis: cell]"
+    assert VectorCacheKey("cell", "age").text() == "vector[axis: cell name: age]"
+    assert MatrixCacheKey("cell", "gene", "UMIs").text() == "matrix[rows_axis: cell columns_axis: gene name: UMIs]"
+    assert QueryCacheKey("@ cell").text() == "query[@ cell]"
+    assert ScalarCacheKey("organism").text() == "scalar[organism]"
+    assert NamesCacheKey("scalars").text() == "names[scalars]"
+    assert NamesCacheKey("vectors", ("cell",)).text() == "vectors[axis: cell]"
 
 
 def test_cached_computation_follows_the_versions_of_what_it_read():
@@ -120,9 +120,9 @@ def test_cached_computation_follows_the_versions_of_what_it_read():
 
     def compute():
         calls.append(1)
-        return int(daf.get_vector("cell", "age").sum()), [VectorKey("cell", "age")]
+        return int(daf.get_vector("cell", "age").sum()), [VectorCacheKey("cell", "age")]
 
-    key = QueryKey("total age")
+    key = QueryCacheKey("total age")
     assert daf.cached_computation(key, compute) == 6
     daf.set_scalar("unrelated", 1)  # a write, but not of what it read: reused
     assert daf.cached_computation(key, compute) == 6 and len(calls) == 1
@@ -135,8 +135,8 @@ def test_cached_computation_follows_the_versions_of_what_it_read():
 
 def test_computations_reading_scalars_are_redone_after_any_write():
     daf = _cells_genes().set_scalar("organism", "human")
-    key = QueryKey("organism")
-    compute = lambda: (daf.get_scalar("organism"), [ScalarKey("organism")])  # noqa: E731
+    key = QueryCacheKey("organism")
+    compute = lambda: (daf.get_scalar("organism"), [ScalarCacheKey("organism")])  # noqa: E731
     assert daf.cached_computation(key, compute) == "human"
     daf.set_scalar("organism", "mouse", overwrite=True)
     assert daf.cached_computation(key, compute) == "mouse"
@@ -147,7 +147,7 @@ def test_empty_cache_by_group():
     daf.axis_dict("cell")
     daf.get_query("@ cell : age")
     daf.empty_cache(clear=pydaf.CacheGroup.QueryData)
-    assert [type(key) for key, _ in daf.cache.entries()] == [AxisKey]
+    assert [type(key) for key, _ in daf.cache.entries()] == [AxisCacheKey]
     daf.empty_cache(keep=pydaf.CacheGroup.QueryData)
     assert len(daf.cache) == 0
 
@@ -156,7 +156,7 @@ def test_read_only_wrappers_share_the_cache():
     daf = _cells_genes()
     view = daf.read_only()
     view.axis_dict("cell")
-    assert view.cache is daf.cache and daf.cache.entry(AxisKey("cell", AxisForm.DICT)) is not None
+    assert view.cache is daf.cache and daf.cache.entry(AxisCacheKey("cell", AxisForm.DICT)) is not None
 
 
 def test_data_cache_first_stored_value_wins_across_threads():
@@ -166,7 +166,7 @@ def test_data_cache_first_stored_value_wins_across_threads():
 
     def compute_and_store(index):
         barrier.wait()
-        results.append(cache.get_or_compute(AxisKey("cell"), lambda: (object(), pydaf.CacheGroup.MemoryData)))
+        results.append(cache.get_or_compute(AxisCacheKey("cell"), lambda: (object(), pydaf.CacheGroup.MemoryData)))
 
     threads = [threading.Thread(target=compute_and_store, args=(index,)) for index in range(4)]
     for thread in threads:

@@ -12,7 +12,7 @@ import pytest
 import pydaf
 from pydaf.formats import registry
 
-PLUGIN = '''
+PLUGIN = """
 from pydaf.formats.registry import FormatEntry
 from pydaf.formats.memory import MemoryDaf
 
@@ -24,7 +24,7 @@ def open_plugin(path, mode="r", *, name=None):
 
 FORMAT = FormatEntry("PluginDaf", "a path ending with .plugin-daf", guess_can_open=guess, open=open_plugin)
 NOT_A_FORMAT = 7
-'''
+"""
 
 
 @pytest.fixture

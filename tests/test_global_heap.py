@@ -1,5 +1,6 @@
-"""The three walks of HDF5 global heap collections (``pydaf/formats/global_heap.py``: Python per collection, numpy in
-lockstep, numba) agree on every collection, sound or corrupt: each finds the first collection HDF5 could not walk."""
+"""The three walks of HDF5 global heap collections (``pydaf/formats/h5df/global_heap.py``: Python per collection,
+numpy in lockstep, numba) agree on every collection, sound or corrupt: each finds the first collection HDF5 could not
+walk."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pydaf import kernels
-from pydaf.formats.global_heap import lockstep_problem, walk_problem
+from pydaf.formats.h5df.global_heap import lockstep_problem, walk_problem
 
 _SIZES = st.one_of(st.integers(0, 40), st.integers(0, 1 << 20), st.integers(0, (1 << 64) - 1))
 

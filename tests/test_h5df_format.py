@@ -1,4 +1,4 @@
-"""Byte-level tests of H5df files (FORMATS.md §2, §6, §7).
+"""Byte-level tests of H5df files (docs/spec/FORMATS.md §2, §6, §7).
 
 Everything is written through pydaf's public API, the writer is dropped (closing the file), and the file is then
 reopened with plain h5py — including its low-level API — to check the on-disk contract that Julia's DataAxesFormats.jl

@@ -1,4 +1,4 @@
-"""The H5df undo journal (pydaf/formats/undo_journal.py): a writer killed inside HDF5's flush leaves a file that a
+"""The H5df undo journal (pydaf/formats/h5df/undo_journal.py): a writer killed inside HDF5's flush leaves a file that a
 writable open rolls back to its last commit, exactly; a read-only open never writes and says what to do; hostile or
 damaged journals are refused; files left open at exit or across a fork close cleanly.
 
@@ -22,7 +22,7 @@ import pytest
 
 import pydaf
 from pydaf.check import check_daf
-from pydaf.formats.undo_journal import MAGIC, JournaledFile, journal_path, recover
+from pydaf.formats.h5df.undo_journal import MAGIC, JournaledFile, journal_path, recover
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 MATRICES = [f"m{index}" for index in range(12)]  # more links than HDF5 keeps in a group's header: a dense group
@@ -61,7 +61,7 @@ def state(daf: pydaf.DafReader) -> dict[str, float | str]:
 KILLED_INSIDE_A_FLUSH = """
     import os, signal, sys
     import numpy as np, pydaf
-    from pydaf.formats import undo_journal
+    from pydaf.formats.h5df import undo_journal
 
     path, operation, kill_at = sys.argv[1], sys.argv[2], int(sys.argv[3])
     daf = pydaf.H5df(path, "r+")

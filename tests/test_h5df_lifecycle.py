@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import pydaf
-from pydaf.formats.mapping import live_maps
+from pydaf._os.maps import live_maps
 
 
 def test_garbage_and_non_hdf5_files_raise_format_errors(tmp_path):
@@ -108,7 +108,7 @@ def test_maps_are_reused_after_empty_cache_until_a_write(tmp_path):
 
 
 def test_maps_of_a_file_another_writer_changed_are_not_reused(tmp_path):
-    from pydaf.formats.mapping import MapRetainer, map_region
+    from pydaf._os.maps import MapRetainer, map_region
 
     path = tmp_path / "changed.bin"
     path.write_bytes(bytes(1 << 20))
@@ -123,7 +123,7 @@ def test_maps_of_a_file_another_writer_changed_are_not_reused(tmp_path):
 
 
 def test_retained_maps_of_a_deleted_matrix_are_dropped_not_copied(tmp_path):
-    from pydaf.formats.mapping import detach_region
+    from pydaf._os.maps import detach_region
 
     path = tmp_path / "deleted.h5df"
     values = np.arange(10_000.0).reshape(200, 50)
@@ -170,7 +170,7 @@ def _write_in_another_process(path) -> str:
 
 
 def test_retained_maps_stay_within_their_budget(tmp_path):
-    from pydaf.formats.mapping import MapRetainer, map_region
+    from pydaf._os.maps import MapRetainer, map_region
 
     path = tmp_path / "budget.bin"
     path.write_bytes(bytes(range(256)) * 4096 * 3)  # 3 MB: three 1 MB regions

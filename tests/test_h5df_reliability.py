@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import pydaf
-from pydaf.formats.global_heap import REFERENCE
+from pydaf.formats.h5df.global_heap import REFERENCE
 from tests import h5df_stress
 from tests.test_h5df_crash import STRESS, child_env
 
@@ -234,7 +234,6 @@ def test_a_corrupt_string_heap_is_an_error_not_a_hang(tmp_path, count):
     assert output.startswith(f"error {path} the axis: cell"), output
     with pytest.raises(pydaf.DafFormatError, match=expected):
         pydaf.H5df(path, "r").axis_vector("cell")
-
 
 
 def _rotate(value: int, bits: int) -> int:

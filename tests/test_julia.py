@@ -460,7 +460,7 @@ def assert_same_result(ours: Any, theirs: Any, what: str = "result") -> None:
 
 
 # Test-only Julia: evaluating the recorded Julia expressions (builder queries, get_frame calls, doctest calls).
-JULIA_TEST_HELPERS = r'''
+JULIA_TEST_HELPERS = r"""
 function recorded_expression(expression::AbstractString)::Any
     return Core.eval(@__MODULE__, Meta.parse(expression))
 end
@@ -517,7 +517,7 @@ function doctest_value_form(code::AbstractString)::Tuple
     end
     return error("unexpected doctest value: $(typeof(value))")
 end
-'''
+"""
 
 _helpers_loaded: list[Any] = []
 

@@ -297,7 +297,7 @@ def test_verify_has_a_distinct_exit_code_for_each_outcome():
     for word, code in _EXIT_CODES.items():
         assert re.search(rf"^#\s+{code}\s+{word}\s+\S", source, re.M), word
     # Each message names its outcome (and, but for OK and USAGE, its code).
-    assert 'println("OK: ' in source and 'USAGE: julia --project=julia julia/verify.jl' in source
+    assert 'println("OK: ' in source and "USAGE: julia --project=julia julia/verify.jl" in source
     for word in ("MISMATCH", "UNREADABLE", "FAILED"):
         assert re.search(rf'"{word}: [^"]*\(exit code \$\(EXIT_{word}\)\)', source), word
     # No bare numbers leave a function; every exception is caught (Julia itself exits with 1 on one).

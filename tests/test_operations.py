@@ -717,7 +717,7 @@ def test_square_matrix_reduced_per_row_is_not_its_transpose():
 
 def test_numpy_results_never_read_the_names(tmp_path):
     import pydaf
-    from pydaf.core.cache import AxisKey
+    from pydaf.core.cache import AxisCacheKey
     from pydaf.queries.results import query_result
 
     path = str(tmp_path / "names.h5df")
@@ -726,7 +726,7 @@ def test_numpy_results_never_read_the_names(tmp_path):
     daf = pydaf.H5df(path, "r")
 
     def axes_read() -> set[str]:
-        return {key.axis for key, _ in daf.cache.entries() if isinstance(key, AxisKey)}
+        return {key.axis for key, _ in daf.cache.entries() if isinstance(key, AxisCacheKey)}
 
     assert daf.get_np_query("@ cell @ gene :: UMIs", cache=False).tolist() == [[1, 2], [3, 4], [5, 6]]
     assert daf.get_np_query("@ cell @ gene :: UMIs >| Sum", cache=False).tolist() == [3, 7, 11]

@@ -14,7 +14,7 @@ import scipy.sparse as sp
 
 import pydaf
 from pydaf.core.brief import brief_scalar
-from pydaf.core.cache import QueryKey
+from pydaf.core.cache import QueryCacheKey
 from pydaf.errors import DafQueryError
 from pydaf.julia_text import julia_float_text
 from pydaf.queries import (
@@ -160,16 +160,16 @@ def test_cached_results_follow_changes(daf, backend):
     first = daf.get_query("@ cell : age >> Sum")
     assert first == 100
     daf.set_vector("gene", "is_marker", [True, False, True])  # unrelated: the cached result stays valid
-    entries = [key for key, _ in daf.cache.entries() if isinstance(key, QueryKey)]
-    assert QueryKey("@ cell : age >> Sum") in entries
+    entries = [key for key, _ in daf.cache.entries() if isinstance(key, QueryCacheKey)]
+    assert QueryCacheKey("@ cell : age >> Sum") in entries
     daf.set_vector("cell", "age", np.array([1, 2, 3, 4], dtype=np.int32), overwrite=True)
     assert daf.get_query("@ cell : age >> Sum") == 10
     daf.set_scalar("organism", "mouse", overwrite=True)
     assert daf.get_query(". organism") == "mouse"
     daf.empty_cache(clear=pydaf.CacheGroup.QueryData)
-    assert not [key for key, _ in daf.cache.entries() if isinstance(key, QueryKey)]
+    assert not [key for key, _ in daf.cache.entries() if isinstance(key, QueryCacheKey)]
     daf["@ cell : age >> Sum"]
-    assert not [key for key, _ in daf.cache.entries() if isinstance(key, QueryKey)]  # daf[q] does not cache
+    assert not [key for key, _ in daf.cache.entries() if isinstance(key, QueryCacheKey)]  # daf[q] does not cache
 
 
 def test_builders_mix_with_strings(daf):

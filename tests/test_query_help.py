@@ -177,7 +177,7 @@ def test_a_value_with_an_operator_inside_hints_at_escaping_when_the_query_fails(
     assert message.startswith("missing vector: N90\nfor the axis: cell\nin the daf data: cells!\n")
     assert 'hint: to use "N89/N90" as one value, write: N89\\/N90' in message
     message = _error(cells, "@ cell [ donor = a%b ]")
-    assert message.startswith("unknown eltwise operation: b\n") and 'write: a\\%b' in message
+    assert message.startswith("unknown eltwise operation: b\n") and "write: a\\%b" in message
     # Compact queries (no space after the comparison) are not second-guessed.
     assert "hint:" not in _error(cells, "@cell[donor=N89]:agee")
 

@@ -25,8 +25,8 @@ import zarr
 
 import pydaf
 from pydaf import SparseMatrixCSC, SparseVector
-from pydaf.formats import zipstore
-from pydaf.formats.zarr import consolidated_order, decode_strings, encode_strings, split_zarr_path
+from pydaf.formats.zarr.format import consolidated_order, decode_strings, encode_strings, split_zarr_path
+from pydaf.formats.zip import store as zipstore
 from pydaf.testing.conformance import NUMBER_DTYPES, is_file_map, sample_values
 
 from .julia_examples import FIXTURES
@@ -142,7 +142,7 @@ def test_zip_entries_hold_the_directory_bytes(tmp_path, variant):
 
 
 def check_framing(path: str, infos: list[zipfile.ZipInfo]) -> None:
-    """FORMATS.md §3.11, field by field."""
+    """docs/spec/FORMATS.md §3.11, field by field."""
     with open(path, "rb") as handle:
         data = handle.read()
     for info in infos:
@@ -211,7 +211,7 @@ def test_zipfile_checks_the_archive_after_every_write(tmp_path):
 
 def open_with_zarr(path: str) -> zarr.Group:
     """The data set's root group, as zarr-python opens it by default (a directory: through its consolidated
-    metadata, which pydaf writes grouped by parent as zarr-python's reader needs, FORMATS.md §7.11)."""
+    metadata, which pydaf writes grouped by parent as zarr-python's reader needs, docs/spec/FORMATS.md §7.11)."""
     archive, _, group = path.partition("#/")
     if archive.endswith(".zip"):
         return zarr.open_group(zarr.storage.ZipStore(archive, mode="r"), path=group, mode="r")
@@ -232,7 +232,8 @@ def test_zarr_python_reads_what_pydaf_writes(tmp_path, variant):
         daf.set_matrix("cell", "gene", f"m_{name}", matrix)
         expected[f"scalars/s_{name}"] = vector[1:2]
         expected[f"vectors/cell/v_{name}"] = vector
-        expected[f"matrices/cell/gene/m_{name}"] = matrix.T  # zarr-python sees the transpose (FORMATS.md §5.3)
+        # zarr-python sees the transpose (docs/spec/FORMATS.md §5.3)
+        expected[f"matrices/cell/gene/m_{name}"] = matrix.T
         expected[f"matrices/gene/cell/m_{name}"] = matrix
     daf.set_scalar("text", "naïve ✓").set_scalar("empty", "").set_vector("gene", "zeros", 0)
     daf.set_vector("cell", "type", ["T", "", "NK", "ünï"]).set_matrix("cell", "gene", "words", "w")
@@ -756,12 +757,13 @@ def run_child(code: str, *arguments: str, timeout: float = 60) -> subprocess.Com
 def test_one_writing_process_at_a_time(tmp_path, variant, monkeypatch):
     path = variant_path(tmp_path, variant)
     writer = pydaf.ZarrDaf(path, "w+").add_axis("cell", ["A"])
-    code = ("import sys, pydaf\nfrom pydaf.formats import zipstore, zarr\nzipstore.LOCK_WAIT_SECONDS = 0.2\n"
+    code = ("import sys, pydaf\nfrom pydaf._os import locks\nlocks.LOCK_WAIT_SECONDS = 0.2\n"
             "try:\n    pydaf.ZarrDaf(sys.argv[1], 'r+')\nexcept pydaf.DafLockedError as error:\n    print('locked', "
             "error)\nprint(pydaf.ZarrDaf(sys.argv[1], 'r').axis_vector('cell').tolist())")
     result = run_child(code, path)
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("locked can't write the") and "['A']" in result.stdout
+    assert f"while another process has it open (pid: {os.getpid()})" in result.stdout  # (the holder: this process)
     writer.format.format_close()
     del writer
     gc.collect()

@@ -1,6 +1,6 @@
 """zarr-python opens pydaf's Zarr stores with its defaults (issue 23): the root's consolidated metadata lists its keys
 by depth, then by path, so each group's children are consecutive, as zarr-python 3's ``_flat_to_nested`` needs.
-Julia writes them in hash order, which zarr-python can't read (FORMATS.md §7.11); Julia reads any order."""
+Julia writes them in hash order, which zarr-python can't read (docs/spec/FORMATS.md §7.11); Julia reads any order."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from zarr.errors import GroupNotFoundError
 
 import pydaf
 from pydaf import SparseVector
-from pydaf.formats.zarr import consolidated_order
+from pydaf.formats.zarr.format import consolidated_order
 
 from .julia_examples import FIXTURES
 
@@ -136,9 +136,9 @@ def test_zarr_python_opens_a_pydaf_archive_through_its_zip_store(tmp_path, varia
 
 @needs_fixture
 def test_julia_order_is_not_read_by_zarr_python_defaults(tmp_path):
-    """What zarr-python 3 does with Julia's own store (FORMATS.md §7.11): its defaults fail, without the consolidated
-    metadata it reads it; a writable pydaf open (no write) rewrites the root in pydaf's order, and then the defaults
-    read Julia's values, which pydaf read the same before and after."""
+    """What zarr-python 3 does with Julia's own store (docs/spec/FORMATS.md §7.11): its defaults fail, without the
+    consolidated metadata it reads it; a writable pydaf open (no write) rewrites the root in pydaf's order, and then
+    the defaults read Julia's values, which pydaf read the same before and after."""
     path = tmp_path / "julia.daf.zarr"
     shutil.copytree(FIXTURE, path)
     julia_keys = consolidated_keys(path)

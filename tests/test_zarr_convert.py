@@ -12,7 +12,7 @@ import pytest
 import zarr
 
 import pydaf
-from pydaf.formats.zarr_convert import files_to_zarr, zarr_to_files
+from pydaf.formats.zarr.convert import files_to_zarr, zarr_to_files
 
 from .test_zarr import open_with_zarr
 from .test_zipdaf import assert_same_data, content

@@ -90,7 +90,7 @@ def test_release_pages_drops_only_file_maps_and_keeps_values(tmp_path):
     import psutil
 
     import pydaf
-    from pydaf.formats.mapping import release_pages
+    from pydaf._os.maps import release_pages
 
     path = str(tmp_path / "release.h5df")
     values = np.arange(8 << 20, dtype=np.float64)  # 64 MB

@@ -19,7 +19,7 @@ import pytest
 import scipy.sparse as sp
 
 import pydaf
-from pydaf.formats.zipdaf import split_zip_path
+from pydaf.formats.zip.zipdaf import split_zip_path
 from pydaf.testing.conformance import is_file_map
 
 from .julia_examples import FIXTURES
@@ -337,7 +337,6 @@ def test_a_read_only_open_of_another_process_sees_committed_properties(tmp_path)
                             env={**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)}, timeout=60)
     assert result.returncode == 0 and result.stdout.strip() == "[1, 2]", result.stderr
     writer.format.format_close()
-
 
 
 @pytest.mark.parametrize("variant", VARIANTS)

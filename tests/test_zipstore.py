@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 import pydaf
-from pydaf.formats import zipstore
-from pydaf.formats.zipstore import acquire_zip_store
+from pydaf.formats.zip import store as zipstore
+from pydaf.formats.zip.store import acquire_zip_store
 
 
 def is_json(name: str) -> bool:

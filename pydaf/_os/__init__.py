@@ -1,2 +1,3 @@
 """Operating-system plumbing, below everything that stores data: :mod:`.maps` (file maps, their pages, file
-identity, state shared per file). It imports nothing from the data set layers."""
+identity, state shared per file) and :mod:`.locks` (locks between processes, the registry of open files, fork
+safety). It imports nothing from the data set layers."""

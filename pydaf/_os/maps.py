@@ -286,6 +286,8 @@ def live_maps(path: str) -> int:
         0
     """
     key = file_key(path)
+    if key is None:
+        return 0
     with _maps_lock:
         return sum(1 for entry in _maps.get(key, []) if entry.array() is not None and not entry.detached)
 
@@ -408,9 +410,9 @@ def map_file(fd: int, path: str, offset: int, nbytes: int, *, writable: bool,
                              f"end of the file, at {status.st_size} bytes)")
     key = (status.st_dev, status.st_ino)
     version = (status.st_mtime_ns, status.st_size)
-    retained = retainer is not None and not writable
-    if retained:
-        reused = _reuse(retainer, key, version, offset, nbytes)
+    retained = None if writable else retainer  # (the retainer of a read-only map)
+    if retained is not None:
+        reused = _reuse(retained, key, version, offset, nbytes)
         if reused is not None:
             return reused
     region = mmap.mmap(fd, offset + nbytes - start, access=mmap.ACCESS_WRITE if writable else mmap.ACCESS_READ,
@@ -427,10 +429,10 @@ def map_file(fd: int, path: str, offset: int, nbytes: int, *, writable: bool,
         entries.append(entry)
         _maps[key] = entries
         _maps_by_address[address] = entry
-        if retained:
+        if retained is not None:
             # Maps of the file as another writer left it are never reused: they go at once, not by the budget.
             dropped = [old for stale in entries if stale.version != version and stale.retainer is not None
-                       and stale.retainer() is retainer and (old := retainer._forget(stale)) is not None]
-            dropped += retainer._use(entry, whole)
+                       and stale.retainer() is retained and (old := retained._forget(stale)) is not None]
+            dropped += retained._use(entry, whole)
     del dropped  # (outside the lock: see detach_region)
     return whole[offset - start:]

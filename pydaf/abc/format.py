@@ -28,7 +28,7 @@ from __future__ import annotations
 import enum
 from abc import ABC, abstractmethod
 from collections.abc import Hashable
-from typing import Any, ClassVar, TypeAlias
+from typing import Any, ClassVar, NamedTuple, TypeAlias
 
 import numpy as np
 
@@ -41,6 +41,26 @@ StoredVector: TypeAlias = np.ndarray | SparseVector
 StoredMatrix: TypeAlias = np.ndarray | SparseMatrixCSC
 
 MODES = ("r", "r+", "w+", "w")
+
+
+class Capabilities(NamedTuple):
+    """What a data set's storage can do (declared by its :class:`FormatReader`, read as
+    :attr:`pydaf.DafReader.capabilities`).
+
+    Attributes:
+        supports_rewrites: stored properties can be deleted and overwritten (``False`` for append-only storage, a
+            ZIP archive, which refuses both with :class:`~pydaf.DafAppendOnlyError`).
+        maps_files: stored numbers come back as read-only memory maps of files (zero-copy).
+        persistent: the data outlives the data set object (it is stored in files).
+
+    Example:
+        >>> Capabilities(supports_rewrites=False, maps_files=True, persistent=True).supports_rewrites
+        False
+    """
+
+    supports_rewrites: bool
+    maps_files: bool
+    persistent: bool
 
 
 class CacheGroup(enum.Enum):
@@ -65,6 +85,21 @@ class FormatReader(ABC):
 
     #: Whether the storage may be written.
     is_writable: bool = False
+
+    #: Whether stored properties can be deleted and overwritten (``False``: append-only storage; the writer layer
+    #: refuses deletes and overwrites with :class:`~pydaf.DafAppendOnlyError` before calling the format).
+    supports_rewrites: bool = True
+
+    #: Whether stored numbers come back as read-only memory maps of files (zero-copy).
+    maps_files: bool = False
+
+    #: Whether the data outlives this object (it is stored in files that can be opened again).
+    persistent: bool = False
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """The three declarations above, together."""
+        return Capabilities(self.supports_rewrites, self.maps_files, self.persistent)
 
     def format_default_name(self) -> str:
         """The name of the data set when none was given (and there is no ``name`` scalar)."""
@@ -412,6 +447,6 @@ def parse_mode(mode: str) -> tuple[bool, bool, bool]:
     return mode != "r", mode in ("w+", "w"), mode == "w"
 
 
-def weakest_cache_group(*groups: CacheGroup | None) -> CacheGroup | None:
+def weakest_cache_group(*groups: CacheGroup | None) -> CacheGroup:
     """The cache group of data built from several parts: mapped only if every part is."""
     return CacheGroup.MappedData if all(group == CacheGroup.MappedData for group in groups) else CacheGroup.MemoryData

@@ -19,12 +19,13 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ..core.cache import AxisKey, MatrixKey, VectorKey
+from ..abc.format import CacheGroup, FormatReader, FormatWriter, StoredMatrix, StoredVector
+from ..core.cache import AxisCacheKey, MatrixCacheKey, VectorCacheKey
 from ..core.names import unique_name
-from ..core.readers import DafReader, DafReadOnly
+from ..core.readers import DafReader, DafReadOnly, DafReadOnlyWrapper
 from ..core.writers import DafWriter
 from ..errors import DafValueError
-from ..formats.base import CacheGroup, FormatReader, FormatWriter, StoredMatrix, StoredVector
+from ..formats.paths import split_complete_path
 from ..sparse import SparseMatrixCSC, SparseVector
 from ..storage_types import StorageScalar
 
@@ -38,6 +39,20 @@ class ReadOnlyChainFormat(FormatReader):
         self.members = _flatten(members)
         self.name = name
         _require_same_axes(self.members, name)
+
+    # The capabilities of a chain are those of its last member: the one written to, and the one whose arrays a read
+    # returns first.
+    @property  # (computed: FormatReader declares it as a plain class attribute, hence the ignore)
+    def supports_rewrites(self) -> bool:  # type: ignore[override]
+        return self.members[-1].format.supports_rewrites
+
+    @property  # (computed: FormatReader declares it as a plain class attribute, hence the ignore)
+    def maps_files(self) -> bool:  # type: ignore[override]
+        return self.members[-1].format.maps_files
+
+    @property  # (computed: FormatReader declares it as a plain class attribute, hence the ignore)
+    def persistent(self) -> bool:  # type: ignore[override]
+        return self.members[-1].format.persistent
 
     def _owner(self, test: Callable[[DafReader], bool]) -> DafReader:
         return next(member for member in reversed(self.members) if test(member))
@@ -198,7 +213,8 @@ class WriteChainFormat(ReadOnlyChainFormat, FormatWriter):
         earlier = next((member for member in reversed(self.members[:-1]) if found(member)), None)
         if earlier is not None:
             raise DafValueError(f"failed to delete the {what}\nfrom the daf data: {self.last.name}\nof the chain: "
-                                f"{self.name}\nbecause it exists in the earlier: {earlier.name}")
+                                f"{self.name}\nbecause it exists in the earlier: {earlier.name}",
+                                daf_name=self.last.name, daf_preposition=None)
 
     def format_set_scalar(self, name: str, value: StorageScalar) -> None:
         with self._writing():
@@ -215,16 +231,16 @@ class WriteChainFormat(ReadOnlyChainFormat, FormatWriter):
             self.last.delete_scalar(name, must_exist=False)
 
     def format_add_axis(self, axis: str, entries: np.ndarray) -> None:
-        with self._writing(AxisKey(axis)):
+        with self._writing(AxisCacheKey(axis)):
             self.last.add_axis(axis, entries)
 
     def format_delete_axis(self, axis: str) -> None:
         self._refuse_delete(f"axis: {axis}", lambda member: member.has_axis(axis))
-        with self._writing(AxisKey(axis)):
+        with self._writing(AxisCacheKey(axis)):
             self.last.delete_axis(axis)
 
     def format_set_vector(self, axis: str, name: str, vector: StoredVector | StorageScalar) -> None:
-        with self._writing(VectorKey(axis, name)):
+        with self._writing(VectorCacheKey(axis, name)):
             self._ensure_axes(axis)
             self.last.set_vector(axis, name, vector, overwrite=True)
 
@@ -233,7 +249,7 @@ class WriteChainFormat(ReadOnlyChainFormat, FormatWriter):
             return
         self._refuse_delete(f"vector: {name}\nof the axis: {axis}", lambda member: self._has_vector(member, axis, name))
         if self._has_vector(self.last, axis, name):
-            with self._writing(VectorKey(axis, name)):
+            with self._writing(VectorCacheKey(axis, name)):
                 self.last.delete_vector(axis, name)
 
     # The ``empty_*`` builders of the chain are the last member's own builders, held open until the chain's buffers
@@ -257,7 +273,7 @@ class WriteChainFormat(ReadOnlyChainFormat, FormatWriter):
             self._absorb(counter, before)
 
     def format_get_empty_dense_vector(self, axis: str, name: str, dtype: np.dtype) -> np.ndarray:
-        return self._open_builder(("vector", axis, name), VectorKey(axis, name),
+        return self._open_builder(("vector", axis, name), VectorCacheKey(axis, name),
                                   lambda: self.last.empty_dense_vector(axis, name, dtype, overwrite=True), (axis,))
 
     def format_filled_empty_dense_vector(self, axis: str, name: str, filled: np.ndarray) -> None:
@@ -266,7 +282,7 @@ class WriteChainFormat(ReadOnlyChainFormat, FormatWriter):
     def format_get_empty_sparse_vector(self, axis: str, name: str, dtype: np.dtype, nnz: int,
                                        indtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
         return self._open_builder(
-            ("vector", axis, name), VectorKey(axis, name),
+            ("vector", axis, name), VectorCacheKey(axis, name),
             lambda: self.last.empty_sparse_vector(axis, name, dtype, nnz, indtype, overwrite=True), (axis,))
 
     def format_filled_empty_sparse_vector(self, axis: str, name: str, filled: SparseVector) -> None:
@@ -274,7 +290,7 @@ class WriteChainFormat(ReadOnlyChainFormat, FormatWriter):
 
     def format_set_matrix(self, rows_axis: str, columns_axis: str, name: str,
                           matrix: StoredMatrix | StorageScalar) -> None:
-        with self._writing(MatrixKey(rows_axis, columns_axis, name).either_layout()):
+        with self._writing(MatrixCacheKey(rows_axis, columns_axis, name).either_layout()):
             self._ensure_axes(rows_axis, columns_axis)
             self.last.set_matrix(rows_axis, columns_axis, name, matrix, overwrite=True, relayout=False)
 
@@ -284,13 +300,13 @@ class WriteChainFormat(ReadOnlyChainFormat, FormatWriter):
         self._refuse_delete(f"matrix: {name}\nfor the rows axis: {rows_axis}\nand the columns axis: {columns_axis}",
                             lambda member: self._has_matrix(member, rows_axis, columns_axis, name))
         if self._has_matrix(self.last, rows_axis, columns_axis, name):
-            with self._writing(MatrixKey(rows_axis, columns_axis, name).either_layout()):
+            with self._writing(MatrixCacheKey(rows_axis, columns_axis, name).either_layout()):
                 self.last.delete_matrix(rows_axis, columns_axis, name, relayout=False)
 
     def format_get_empty_dense_matrix(self, rows_axis: str, columns_axis: str, name: str,
                                       dtype: np.dtype) -> np.ndarray:
         return self._open_builder(
-            ("matrix", rows_axis, columns_axis, name), MatrixKey(rows_axis, columns_axis, name).either_layout(),
+            ("matrix", rows_axis, columns_axis, name), MatrixCacheKey(rows_axis, columns_axis, name).either_layout(),
             lambda: self.last.empty_dense_matrix(rows_axis, columns_axis, name, dtype, overwrite=True),
             (rows_axis, columns_axis))
 
@@ -301,7 +317,7 @@ class WriteChainFormat(ReadOnlyChainFormat, FormatWriter):
     def format_get_empty_sparse_matrix(self, rows_axis: str, columns_axis: str, name: str, dtype: np.dtype,
                                        nnz: int, indtype: np.dtype) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         return self._open_builder(
-            ("matrix", rows_axis, columns_axis, name), MatrixKey(rows_axis, columns_axis, name).either_layout(),
+            ("matrix", rows_axis, columns_axis, name), MatrixCacheKey(rows_axis, columns_axis, name).either_layout(),
             lambda: self.last.empty_sparse_matrix(rows_axis, columns_axis, name, dtype, nnz, indtype, overwrite=True),
             (rows_axis, columns_axis))
 
@@ -319,7 +335,7 @@ class WriteChainFormat(ReadOnlyChainFormat, FormatWriter):
 
 def base_daf_path(path: str, base: str) -> str:
     """The absolute path of the base recorded (relative to the directory of ``path``, or absolute) by a repository."""
-    directory = os.path.dirname(path.split("#", 1)[0])
+    directory = os.path.dirname(split_complete_path(path)[0])
     return os.path.abspath(os.path.join(directory, base))
 
 
@@ -328,7 +344,7 @@ def _flatten(members: Sequence[DafReader]) -> list[DafReader]:
     ``flatten_dafs``)."""
     flat: list[DafReader] = []
     for member in members:
-        while isinstance(member, DafReadOnly) and member.base is not None:
+        while isinstance(member, DafReadOnlyWrapper):
             member = member.base
         if isinstance(member.format, ReadOnlyChainFormat):
             flat.extend(member.format.members)
@@ -350,22 +366,22 @@ def _require_same_axes(members: list[DafReader], name: str) -> None:
                 raise DafValueError(
                     f"different number of entries: {entries.shape[0]}\nfor the axis: {axis}\nin the daf data: "
                     f"{member.name}\nfrom the number of entries: {first_entries.shape[0]}\nfor the axis: {axis}\n"
-                    f"in the daf data: {first_name}\nin the chain: {name}")
+                    f"in the daf data: {first_name}\nin the chain: {name}", daf_name=member.name, daf_preposition=None)
             differ = np.flatnonzero(entries != first_entries)
             if differ.shape[0]:
                 index = int(differ[0])
                 raise DafValueError(
                     f"different entry#{index + 1}: {entries[index]}\nfor the axis: {axis}\nin the daf data: "
                     f"{member.name}\nfrom the entry#{index + 1}: {first_entries[index]}\nfor the axis: {axis}\n"
-                    f"in the daf data: {first_name}\nin the chain: {name}")
+                    f"in the daf data: {first_name}\nin the chain: {name}", daf_name=member.name, daf_preposition=None)
 
 
 def _member_version_counter(member: DafReader, key: Hashable) -> int:
-    if isinstance(key, AxisKey):
+    if isinstance(key, AxisCacheKey):
         return member.axis_version_counter(key.axis)
-    if isinstance(key, VectorKey):
+    if isinstance(key, VectorCacheKey):
         return member.vector_version_counter(key.axis, key.name)
-    if isinstance(key, MatrixKey):
+    if isinstance(key, MatrixCacheKey):
         return member.matrix_version_counter(key.rows_axis, key.columns_axis, key.name)
     raise TypeError(f"not a version counter key: {key!r}")
 
@@ -380,24 +396,7 @@ class ReadOnlyChain(DafReadOnly):
     write_hint = "a chain made by chain_reader is read-only: pydaf.chain_writer writes to its last data set"
 
     def __init__(self, members: Sequence[DafReader], *, name: str) -> None:
-        DafReader.__init__(self, ReadOnlyChainFormat(members, name), name=name, unique=False)
-
-    @property
-    def base(self) -> None:
-        """A chain wraps no single data set."""
-        return None
-
-    def _type_text(self) -> str:
-        return self.format.type_name
-
-    def __repr__(self) -> str:
-        return f"{self._type_text()} {self.name}"
-
-    def _description_header(self, indent: str, lines: list[str], deep: bool) -> None:
-        self.format.format_description_header(indent, lines, deep)
-
-    def _description_footer(self, indent: str, lines: list[str], *, cache: bool, deep: bool, tensors: bool) -> None:
-        self.format.format_description_footer(indent, lines, cache=cache, deep=deep, tensors=tensors)
+        super().__init__(ReadOnlyChainFormat(members, name), name=name, unique=False)
 
 
 def chain_reader(members: Sequence[DafReader], *, name: str | None = None) -> DafReader:
@@ -436,7 +435,7 @@ def chain_writer(members: Sequence[DafReader], *, name: str | None = None) -> Da
     if len(members) == 1 and name is None:
         if not isinstance(members[0], DafWriter):
             raise DafValueError(f"read-only final data: {members[0].name}\nin write chain")
-        return members[0]  # type: ignore[return-value]
+        return members[0]
     if not isinstance(members[-1], DafWriter):
         raise DafValueError(f"read-only final data: {members[-1].name}\nin write chain{_name_suffix(name)}")
     name = unique_name(name) if name is not None else ";".join(member.name for member in members)

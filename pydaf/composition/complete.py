@@ -1,24 +1,10 @@
 """Persistent chains (Julia's ``CompleteDaf`` and ``complete_chain!``): a data set on disk records the data set it
-extends, so the whole chain can be reopened from its last (leaf) member.
+extends (the scalars ``base_daf_repository`` and ``base_daf_view``, in Julia's layout), so the whole chain can be
+reopened from its last (leaf) member. pydaf also records ``base_daf_fingerprint`` (Julia ignores it): the identity of
+the base's axes, so :func:`complete_daf` refuses (:class:`~pydaf.DafChainError`) a base replaced by another data
+set.
 
-The records are two scalars of the extending data set: ``base_daf_repository``, the path of its base (relative to
-the directory holding the extending data set, or absolute), and optionally ``base_daf_view``, the JSON of the
-:func:`~pydaf.viewer` parameters applied to the base, in Julia's layout::
-
-    {"axes": [{"cell": "="}, ...], "data": [{"version": null}, {"(\\"cell\\", \\"age\\")": ": age"}, ...]}
-
-(one single-key object per pair, in order; a tuple key written as Julia prints a tuple).
-
-pydaf adds a third scalar, ``base_daf_fingerprint``, that Julia ignores: the identity of the base, as the JSON of the
-recorded ``base_daf_repository`` and, per axis of the base, its number of entries and the SHA-256 of its entries
-(their UTF-8 text joined by NUL, then their lengths)::
-
-    {"base_daf_repository": "cells.h5df", "axes": {"cell": {"entries": 856, "sha256": "9f2c..."}, ...}}
-
-:func:`complete_daf` refuses (:class:`~pydaf.DafChainError`) a base that lost one of these axes or whose entries
-differ: it was replaced by another data set. Axes, vectors, matrices and scalars added to the base later, moving or
-copying the folder of the chain, and rewriting the base with the same axes (a repack, a conversion) keep it.
-"""
+Design: docs/design/views.md."""
 
 from __future__ import annotations
 
@@ -33,6 +19,7 @@ from ..core.brief import brief_scalar
 from ..core.readers import DafReader
 from ..core.writers import DafWriter
 from ..errors import DafChainError, DafFormatError, DafModeError, DafValueError
+from ..formats.paths import split_complete_path
 from ..open import open_daf
 from ..queries.base import QueryOperation
 from .chains import base_daf_path, chain_reader, chain_writer
@@ -81,7 +68,7 @@ def parse_view_json(text: Any, daf: DafReader) -> dict[str, list[tuple[Any, Any]
     """The :func:`~pydaf.viewer` parameters recorded in a ``base_daf_view`` scalar (Julia's
     ``parse_view_parameters``); anything else than that layout is a :class:`~pydaf.DafFormatError`."""
     def invalid(why: str) -> DafFormatError:
-        return DafFormatError(f"invalid {BASE_DAF_VIEW}: {text!r}\n({why})\nin the daf data: {daf.name}")
+        return DafFormatError(f"invalid {BASE_DAF_VIEW}: {text!r}\n({why})", daf_name=daf.name)
 
     if not isinstance(text, str):
         raise invalid("expected a JSON string")
@@ -104,9 +91,9 @@ def parse_view_json(text: Any, daf: DafReader) -> dict[str, list[tuple[Any, Any]
 
 def _relative_path(base_path: str, new_path: str) -> str:
     """The base's path relative to the directory of the new data set (keeping an HDF5 group's ``#/group``)."""
-    base_file, separator, group = base_path.partition("#")
-    directory = os.path.dirname(new_path.partition("#")[0])
-    return os.path.relpath(base_file, directory) + separator + group
+    base_file, group = split_complete_path(base_path)
+    directory = os.path.dirname(split_complete_path(new_path)[0])
+    return os.path.relpath(base_file, directory) + group
 
 
 def _entries_digest(entries: np.ndarray) -> str:
@@ -156,8 +143,7 @@ def _check_base(daf: DafReader, daf_path: str, repository: str, base_path: str, 
         return
 
     def invalid(why: str) -> DafFormatError:
-        return DafFormatError(f"invalid {BASE_DAF_FINGERPRINT}: {brief_scalar(text)}\n({why})\n"
-                              f"in the daf data: {daf.name}")
+        return DafFormatError(f"invalid {BASE_DAF_FINGERPRINT}: {brief_scalar(text)}\n({why})", daf_name=daf.name)
 
     if not isinstance(text, str):
         raise invalid("expected a JSON string")
@@ -190,7 +176,8 @@ def _check_base(daf: DafReader, daf_path: str, repository: str, base_path: str, 
             + "so it is not the data set the chain was built on (it was replaced, or lost or changed axes)\n"
             f"to open the chain anyway: complete_daf(..., accept_changed_base=True)\n"
             f"to build the chain on this base for good: complete_chain(base_daf=open_daf({base_path!r}), "
-            f"new_daf=open_daf({daf_path!r}, \"r+\")) (with the axes and data of its {BASE_DAF_VIEW}, if any)")
+            f"new_daf=open_daf({daf_path!r}, \"r+\")) (with the axes and data of its {BASE_DAF_VIEW}, if any)",
+            daf_name=daf.name, daf_preposition=None)
 
 
 def complete_chain(*, base_daf: DafReader, new_daf: DafWriter, name: str | None = None, axes: ViewPairs | None = None,
@@ -286,15 +273,15 @@ def _collect(path: str, mode: str, name: str, index: int, visited: set[str], *, 
         complete_path = daf.complete_path() or os.path.abspath(path)
         if complete_path in visited:
             raise DafFormatError(f"cyclic {BASE_DAF_REPOSITORY}\nreaching again the daf data: {daf.name}\n"
-                                 f"at: {complete_path}")
+                                 f"at: {complete_path}", daf_name=daf.name, daf_preposition=None)
         visited.add(complete_path)
         members.append(daf)
         base = daf.get_scalar(BASE_DAF_REPOSITORY, default=None)
         if base is None:
             break
         if not isinstance(base, str) or not base:
-            raise DafFormatError(f"invalid {BASE_DAF_REPOSITORY}: {brief_scalar(base)}\n(expected a path)\n"
-                                 f"in the daf data: {daf.name}")
+            raise DafFormatError(f"invalid {BASE_DAF_REPOSITORY}: {brief_scalar(base)}\n(expected a path)",
+                                 daf_name=daf.name)
         path = base_daf_path(complete_path, base)
         recorded_view = daf.get_scalar(BASE_DAF_VIEW, default=None)
         if recorded_view is not None:

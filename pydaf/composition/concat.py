@@ -3,7 +3,7 @@
 The vectors and matrices of a concatenated axis are concatenated; the other axes must be the same in every source and
 are copied once; scalars and the data of other axes are dropped, kept from the last source, or collected into a new
 ``dataset`` axis, as ``merge`` says. Julia's rules throughout: its prefixing heuristic, its element type promotion, its
-sparse-or-dense choice and its messages (``docs/design.md`` lists where pydaf is stricter).
+sparse-or-dense choice and its messages (``docs/design/concat.md`` lists where pydaf is stricter).
 
 Everything is checked before anything is written (a refused call changes nothing). Then each concatenated matrix is
 written straight into the destination's ``empty_dense_matrix`` / ``empty_sparse_matrix`` buffers (mapped into the
@@ -23,9 +23,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
+from .._os.maps import release_pages
 from ..core.readers import DafReader
-from ..errors import DafExistsError, DafMissingError, DafShapeError, DafTypeError, DafValueError
-from ..formats.mapping import release_pages
+from ..errors import DafMissingError, DafShapeError, DafTypeError, DafValueError, existing_property
 from ..kernels.relayout import transpose_csc_into
 from ..keys import PropertyKey, pairs_as_dict
 from ..queries.query import julia_string
@@ -150,16 +150,17 @@ class _Request:
             raise DafValueError("no axis to concatenate")
         sources = list(sources)
         if not sources:
-            raise DafValueError(f"no sources to concatenate into the daf data: {destination.name}")
+            raise DafValueError(f"no sources to concatenate into the daf data: {destination.name}",
+                                daf_name=destination.name, daf_preposition=None)
         for source in sources:
             if not isinstance(source, DafReader):
                 raise DafTypeError(f"not a daf data set: {source!r}\n(a source concatenated into the daf data: "
-                                   f"{destination.name})")
+                                   f"{destination.name})", daf_name=destination.name, daf_preposition=None)
         names = [source.name for source in sources] if names is None else list(names)
         _require_names(names, "names of the concatenated data sets")
         if len(names) != len(sources):
             raise DafValueError(f"the number of names: {len(names)}\nis different from the number of sources: "
-                                f"{len(sources)}\nconcatenated into the daf data: {destination.name}")
+                                f"{len(sources)}", daf_name=destination.name, daf_preposition="concatenated into")
         if dataset_axis is not None:
             if not isinstance(dataset_axis, str):
                 raise DafTypeError(f"invalid dataset_axis: {dataset_axis!r} (expected a name or None)")
@@ -245,7 +246,8 @@ class _Part:
 class _Step(Protocol):
     """One write of the concatenation; ``nbytes`` is how much it writes (for the progress bar)."""
 
-    nbytes: int
+    @property
+    def nbytes(self) -> int: ...
 
     def write(self, destination: DafWriter, overwrite: bool, bar: tqdm) -> None: ...
 
@@ -261,8 +263,9 @@ class _Planner:
         self.steps: list[_Step] = []
         self.other_axes: dict[str, np.ndarray] = {}
 
-    def _into(self) -> str:
-        return f"concatenated into the daf data: {self.destination.name}"
+    def _into(self) -> dict[str, Any]:
+        """The fields of the trailer ``concatenated into the daf data: <destination>``."""
+        return {"daf_name": self.destination.name, "daf_preposition": "concatenated into"}
 
     def plan(self) -> list[_Step]:
         request = self.request
@@ -280,7 +283,7 @@ class _Planner:
 
     def _require_no_axis(self, daf: DafReader, axis: str) -> None:
         if daf.has_axis(axis):
-            raise DafExistsError(f"existing axis: {axis}\nin the daf data: {daf.name}")
+            raise existing_property("axis", axis, daf_name=daf.name)
 
     def _check_axes(self) -> None:
         request = self.request
@@ -288,7 +291,8 @@ class _Planner:
             self._require_no_axis(self.destination, axis)
             for source in self.sources:
                 if not source.has_axis(axis):
-                    raise DafMissingError(f"missing axis: {axis}\nfor: concatenate!\nof the daf data: {source.name}")
+                    raise DafMissingError(f"missing axis: {axis}\nfor: concatenate!", daf_name=source.name,
+                                          daf_preposition="of", what=("axis", axis))
         for rows_axis in request.axes:
             for columns_axis in request.axes:
                 for source in self.sources:
@@ -297,8 +301,8 @@ class _Planner:
                         name = names[0]
                         raise DafValueError(
                             f"can't concatenate the matrix: {name}\nfor the concatenated rows axis: {rows_axis}\n"
-                            f"and the concatenated columns axis: {columns_axis}\nin the daf data: {source.name}\n"
-                            f"{self._into()}")
+                            f"and the concatenated columns axis: {columns_axis}\nin the daf data: {source.name}",
+                            **self._into())
         if request.dataset_axis is not None:
             for daf in (self.destination, *self.sources):
                 self._require_no_axis(daf, request.dataset_axis)
@@ -314,7 +318,7 @@ class _Planner:
                     found[axis] = (source.name, entries)
                 elif not np.array_equal(entries, previous[1]):
                     raise DafValueError(f"different entries for the axis: {axis}\nbetween the daf data: {previous[0]}\n"
-                                        f"and the daf data: {source.name}\n{self._into()}")
+                                        f"and the daf data: {source.name}", **self._into())
         for axis in found:
             self._require_no_axis(self.destination, axis)
         return {axis: found[axis][1] for axis in sorted(found)}
@@ -331,7 +335,7 @@ class _Planner:
             _prefixed(source.axis_vector(axis), name) if request.prefixes[index] else source.axis_vector(axis)
             for source, name in zip(self.sources, request.names, strict=True)])
         if len(set(entries.tolist())) != entries.shape[0]:
-            raise DafShapeError(f"non-unique entries for new axis: {axis}\nin the daf data: {self.destination.name}")
+            raise DafShapeError(f"non-unique entries for new axis: {axis}", daf_name=self.destination.name)
         self.steps.append(_AddAxis(axis, entries))
         vector_names: set[str] = set()
         for source in self.sources:
@@ -341,8 +345,7 @@ class _Planner:
                 datasets = np.repeat(np.array(request.names, dtype=object), sizes)
                 self.steps.append(_SetVector(axis, request.dataset_axis, datasets))
             elif not request.overwrite:  # Julia: the sources' vector of that name replaces it, only with overwrite
-                raise DafExistsError(f"existing vector: {request.dataset_axis}\nfor the axis: {axis}\nin the daf data: "
-                                     f"{self.destination.name}")
+                raise existing_property("vector", axis, request.dataset_axis, daf_name=self.destination.name)
         for name in sorted(vector_names):
             self._concatenate_vector(axis, name, sizes, self._is_prefixed(index, name))
         for other_axis in other_axes:
@@ -364,20 +367,20 @@ class _Planner:
         for part, source in zip(parts, self.sources, strict=True):
             if part.stored is None and empty is None:
                 raise DafMissingError(f"no empty value for the {what}\nwhich is missing from the daf data: "
-                                      f"{source.name}\n{self._into()}")
+                                      f"{source.name}", **self._into())
 
     def _concatenate_vector(self, axis: str, name: str, sizes: list[int], prefix: bool) -> None:
-        parts = [_Part(source.get_stored_vector(axis, name, default=None), size)
-                 for source, size in zip(self.sources, sizes, strict=True)]
+        vectors = [source.get_stored_vector(axis, name, default=None) for source in self.sources]
+        parts = [_Part(vector, size) for vector, size in zip(vectors, sizes, strict=True)]
         empty = self._empty_value((axis, name))
         what = f"vector: {name}\nof the axis: {axis}"
         self._require_empty(parts, empty, what)
         dtype = _merged_dtype(empty, _dtypes(parts))
         if dtype == STRING_DTYPE:
             values = np.concatenate([np.empty(0, dtype=object)] + [
-                np.full(part.n_columns, julia_string(empty), dtype=object) if part.stored is None
-                else _prefixed(_as_strings(part.stored), source_name) if prefix else _as_strings(part.stored)
-                for part, source_name in zip(parts, self.request.names, strict=True)])
+                np.full(size, julia_string(empty), dtype=object) if vector is None
+                else _prefixed(_as_strings(vector), source_name) if prefix else _as_strings(vector)
+                for vector, size, source_name in zip(vectors, sizes, self.request.names, strict=True)])
             self.steps.append(_SetVector(axis, name, values))
             return
         sparse = self._is_sparse(parts, empty, dtype, what, n_rows=1, with_colptr=False)
@@ -432,10 +435,10 @@ class _Planner:
             largest = _largest_unsigned(part.stored)
             if largest is not None and largest > limit:
                 raise DafValueError(f"the value: {largest}\nof the {what}\nin the daf data: {source.name}\n"
-                                    f"does not fit in the concatenated element type: Int64\n{self._into()}")
+                                    "does not fit in the concatenated element type: Int64", **self._into())
         if isinstance(empty, np.uint64) and empty > limit:
             raise DafValueError(f"the empty value: {empty}\nof the {what}\ndoes not fit in the concatenated element "
-                                f"type: Int64\n{self._into()}")
+                                "type: Int64", **self._into())
 
     # Merging the properties of other axes.
 
@@ -481,14 +484,15 @@ class _Planner:
     def _require_dataset_axis(self, what: str) -> str:
         if self.request.dataset_axis is None:
             raise DafValueError(f"can't collect axis for the {what}\nof the daf data sets concatenated into the daf "
-                                f"data: {self.destination.name}\nbecause no data set axis was created")
+                                f"data: {self.destination.name}\nbecause no data set axis was created",
+                                daf_name=self.destination.name, daf_preposition=None)
         return self.request.dataset_axis
 
     def _merge_scalar(self, name: str, action: MergeAction) -> None:
         values = [source.get_scalar(name, default=None) for source in self.sources]
         if action == MergeAction.LastValue:
             if not self.request.overwrite and self.destination.has_scalar(name):
-                raise DafExistsError(f"existing scalar: {name}\nin the daf data: {self.destination.name}")
+                raise existing_property("scalar", name, daf_name=self.destination.name)
             self.steps.append(_SetScalar(name, next(value for value in reversed(values) if value is not None)))
             return
         dataset_axis = self._require_dataset_axis(f"scalar: {name}")
@@ -496,14 +500,14 @@ class _Planner:
         for value, source in zip(values, self.sources, strict=True):
             if value is None and empty is None:
                 raise DafMissingError(f"no empty value for the scalar: {name}\nwhich is missing from the daf data: "
-                                      f"{source.name}\n{self._into()}")
-        values = [scalar_value(empty if value is None else value) for value in values]
-        dtype = _merged_dtype(empty, [scalar_dtype(value) for value in values])
+                                      f"{source.name}", **self._into())
+        scalars = [scalar_value(empty if value is None else value) for value in values]
+        dtype = _merged_dtype(empty, [scalar_dtype(scalar) for scalar in scalars])
         if dtype == STRING_DTYPE:
-            collected = np.array([julia_string(value) for value in values], dtype=object)
+            collected = np.array([julia_string(scalar) for scalar in scalars], dtype=object)
         else:
-            self._check_fits([_Part(np.asarray(value), 1) for value in values], None, dtype, f"scalar: {name}")
-            collected = np.array([dtype.type(value) for value in values], dtype=dtype)
+            self._check_fits([_Part(np.asarray(scalar), 1) for scalar in scalars], None, dtype, f"scalar: {name}")
+            collected = np.array([dtype.type(scalar) for scalar in scalars], dtype=dtype)
         self.steps.append(_SetVector(dataset_axis, name, collected))
 
     def _merge_vector(self, axis: str, name: str, action: MergeAction) -> None:
@@ -525,11 +529,11 @@ class _Planner:
             raise DafValueError(f"can't collect axis for the matrix: {name}\nof the rows axis: {rows_axis}\nand the "
                                 f"columns axis: {columns_axis}\nof the daf data sets concatenated into the daf data: "
                                 f"{self.destination.name}\nbecause that would create a 3D tensor, which is not "
-                                "supported")
+                                "supported", daf_name=self.destination.name, daf_preposition=None)
         source = next(source for source in reversed(self.sources)
                       if source.has_matrix(rows_axis, columns_axis, name, relayout=False))
         stored = source.get_stored_matrix(rows_axis, columns_axis, name, relayout=False)
-        if stored.dtype == STRING_DTYPE:
+        if isinstance(stored, np.ndarray) and stored.dtype == STRING_DTYPE:  # (strings are stored dense)
             self.steps.append(_SetMatrix(rows_axis, columns_axis, name, stored))
             return
         part = _Part(stored, stored.shape[1], nnz=stored.nnz if isinstance(stored, SparseMatrixCSC) else 0)
@@ -564,7 +568,9 @@ def _string_columns(parts: list[_Part], empty: StorageScalar | None, n_rows: int
         if part.stored is None:
             columns.append(np.full((n_rows, part.n_columns), julia_string(empty), dtype=object))
             continue
-        values = part.stored.to_dense() if isinstance(part.stored, SparseMatrixCSC) else part.stored
+        stored = part.stored
+        assert not isinstance(stored, SparseVector)  # (a matrix part)
+        values = stored.to_dense() if isinstance(stored, SparseMatrixCSC) else stored
         values = values.T if part.transposed else values
         if values.dtype != STRING_DTYPE:
             values = np.array([julia_string(value) for value in values.reshape(-1)], dtype=object).reshape(
@@ -797,6 +803,7 @@ def _sparse_vector_part(part: _Part, nzind: np.ndarray, nzval: np.ndarray, offse
         np.add(stored.nzind, offset, out=nzind, dtype=nzind.dtype, casting="unsafe")
         nzval[...] = stored.nzval
     else:
+        assert isinstance(stored, np.ndarray)  # (a vector part)
         positions = np.flatnonzero(stored)
         np.add(positions, offset + 1, out=nzind, casting="unsafe")
         nzval[...] = stored[positions]
@@ -863,7 +870,7 @@ def _dense_matrix_part(part: _Part, out: np.ndarray, empty: StorageScalar | None
             target[...] = empty
         elif isinstance(stored, SparseMatrixCSC):
             first, last = int(stored.colptr[start]) - 1, int(stored.colptr[stop]) - 1
-            counts = np.diff(stored.colptr[start:stop + 1].astype(np.int64))
+            counts: np.ndarray = np.diff(stored.colptr[start:stop + 1].astype(np.int64))
             target[...] = 0
             target[stored.rowval[first:last].astype(np.intp) - 1, np.repeat(np.arange(stop - start), counts)] = \
                 stored.nzval[first:last]
@@ -874,7 +881,7 @@ def _dense_matrix_part(part: _Part, out: np.ndarray, empty: StorageScalar | None
             _release(block)
         _release(target)
         progress(n_rows * (stop - start))
-    if part.transposed:
+    if part.transposed and isinstance(stored, np.ndarray):  # (a sparse one was scattered above)
         _release(stored)
 
 
@@ -885,7 +892,7 @@ def _scatter_transposed(stored: SparseMatrixCSC, out: np.ndarray, step: int, pro
         out[:, start:start + step] = 0
     for first_row, last_row in _entry_blocks(stored.colptr, _BLOCK_BYTES // 16):
         first, last = int(stored.colptr[first_row]) - 1, int(stored.colptr[last_row]) - 1
-        counts = np.diff(stored.colptr[first_row:last_row + 1].astype(np.int64))
+        counts: np.ndarray = np.diff(stored.colptr[first_row:last_row + 1].astype(np.int64))
         out[np.repeat(np.arange(first_row, last_row), counts), stored.rowval[first:last].astype(np.intp) - 1] = \
             stored.nzval[first:last]
         _release(stored.rowval[first:last], stored.nzval[first:last])
@@ -922,7 +929,7 @@ def _sparse_matrix_part(part: _Part, colptr: np.ndarray, rowval: np.ndarray, nzv
             _release(rowval[entries], nzval[entries])
             progress(entries.stop - entries.start)
     elif isinstance(stored, SparseMatrixCSC) and part.transposed:
-        transpose_csc_into(stored, colptr, rowval, nzval)
+        transpose_csc_into(stored.shape, stored.colptr, stored.rowval, stored.nzval, colptr, rowval, nzval)
         np.add(colptr, position, out=colptr, casting="unsafe")
         _release(colptr, rowval, nzval, stored.colptr, stored.rowval, stored.nzval)
         progress(part.nnz)
@@ -989,4 +996,3 @@ def _execute(destination: DafWriter, steps: list[_Step], *, overwrite: bool, pro
             for name in created_scalars:
                 destination.delete_scalar(name, must_exist=False)
             raise
-

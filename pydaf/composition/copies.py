@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .._os.maps import release_pages
 from ..core.storage import property_text
 from ..core.undef import Undef, UndefType
 from ..core.values import exact_cast, exact_scalar
 from ..errors import DafMissingError, DafValueError
-from ..formats.mapping import release_pages
 from ..julia_text import julia_string
 from ..keys import pairs_as_dict
 from ..sparse import SparseMatrixCSC, SparseVector, colptr_from_counts
@@ -83,7 +83,7 @@ def _convert_scalar(value: StorageScalar, dtype: np.dtype, name: str, daf_name: 
             value = int(value) if dtype.kind in "iu" else float(value)
         except (KeyError, ValueError) as error:
             raise DafValueError(f"can't parse the value: {value}\nof the scalar: {name}\nas the type: "
-                                f"{julia_name(dtype)}\nin the daf data: {daf_name}") from error
+                                f"{julia_name(dtype)}", daf_name=daf_name) from error
     return exact_scalar(value, dtype, what=f"scalar: {name}", daf_name=daf_name)
 
 
@@ -274,7 +274,7 @@ def copy_matrix(*, destination: DafWriter, source: DafReader, rows_axis: str, co
                 eltype: EltypeLike | None = None, default: Any = Undef, empty: StorageScalar | None = None,
                 bestify: bool = False, min_sparse_saving_fraction: float = MIN_SPARSE_SAVING_FRACTION,
                 relayout: bool = True, overwrite: bool = False, insist: bool = True,
-                _relations: tuple[str, str] | None = None) -> None:
+                _relations: tuple[str, ...] | None = None) -> None:
     """Copy a matrix (into ``rows_reaxis``/``columns_reaxis`` and as ``rename`` if given, converted to ``eltype`` if
     given). With ``relayout`` (the default) both layouts end up in the destination: the source's other layout is
     copied if it is stored, else the destination relays out. Axes may be subsets or supersets as for
@@ -409,7 +409,7 @@ def write_matrix(destination: DafWriter, rows_axis: str, columns_axis: str, name
     if relayout and not overwrite and destination.has_matrix(columns_axis, rows_axis, name, relayout=False):
         # As set_matrix: refuse before writing anything.
         raise DafValueError(f"existing matrix: {name}\nfor the rows axis: {columns_axis}\nand the columns axis: "
-                            f"{rows_axis}\nin the daf data: {destination.name}")
+                            f"{rows_axis}", daf_name=destination.name, what=("matrix", columns_axis, rows_axis, name))
     if isinstance(value, SparseMatrixCSC):
         with destination.empty_sparse_matrix(rows_axis, columns_axis, name, dtype, value.nnz, value.colptr.dtype,
                                              overwrite=overwrite) as (colptr, rowval, nzval):

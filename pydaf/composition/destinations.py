@@ -1,24 +1,10 @@
-"""Where conversions write: a new data set built next to its destination and moved into place only when complete.
+"""Where conversions write: a new data set built next to its destination (a hidden sibling directory, file, group, or a
+copy of an append-only archive) and moved into place only when complete, so a failure leaves the destination as it
+was. An existing destination is replaced only when asked, and only if it is a Daf data set; a new destination's
+format is the one its name says (:func:`resolve_format`), or the one given; a source and destination sharing their
+storage are refused.
 
-A conversion (``h5ad_as_daf`` to a path, ``pydaf convert``) never writes into its destination directly. It builds the
-new data set in a temporary sibling: a hidden directory beside a FilesDaf or ZarrDaf directory, a hidden file beside an
-``.h5df``, ``.daf.zip`` or ``.daf.zarr.zip`` file, a hidden group beside an ``x.h5dfs#/group``, and for a new group of
-an append-only archive (``x.dafs.zip#/group``, ``x.dafs.zarr.zip#/group``) a hidden copy of the archive (holding its
-writer lock meanwhile). Only once everything was written is it moved into place (renames, and for a group HDF5 link
-moves): a failure (a damaged input, a full disk, an interrupt) leaves the destination exactly as it was and removes
-the temporary. An existing destination (a file, a non-empty directory, an HDF5 group) is replaced only when asked
-(``overwrite=True``, ``--overwrite``; else a :class:`~pydaf.DafExistsError`), and only if it is a Daf data set: a
-directory, file or group holding anything else is refused before anything is written, and so is a data set in a group
-of an append-only archive (which can't be replaced).
-
-The format of a new destination is the one its name says (:func:`resolve_format`): ``x.h5df``, ``x.h5dfs#/group``,
-``x.daf.zarr``, ``x.daf.zip``, ... as the registered formats recognise them, ``x.h5ad`` for AnnData, and ``x.daf`` for a
-FilesDaf directory; an existing destination's format is the one its content says. A new name that says no format
-(``out.h5``, ``out.zarr``) is refused, listing the suffixes, unless the format is given (``format="files"``,
-``--format files``).
-
-A conversion whose source and destination are the same storage (the same path, the same file through a link or a
-symlink, the same group, or one inside the other) is refused, since replacing the destination would destroy the source.
+Design: docs/design/conversions.md.
 
 Example:
     >>> import os, tempfile, pydaf
@@ -42,11 +28,21 @@ import h5py
 
 from ..core.readers import DafReader
 from ..core.writers import DafWriter
-from ..errors import DafError, DafExistsError, DafFormatError, DafModeError, DafValueError
+from ..errors import (
+    DafAppendOnlyError,
+    DafError,
+    DafExistsError,
+    DafFormatError,
+    DafModeError,
+    DafNotDafError,
+    DafValueError,
+)
 from ..formats.h5df import FORMAT as H5DF_FORMAT
-from ..formats.h5df import H5df, open_h5_file, split_h5df_path
+from ..formats.h5df.format import H5df, split_h5df_path
+from ..formats.h5df.open_files import open_h5_file
+from ..formats.paths import split_container_path
 from ..formats.registry import FormatEntry, guess_format, registered_formats
-from ..formats.zipstore import DafAppendOnlyError, acquire_zip_store
+from ..formats.zip.store import acquire_zip_store
 from ..open import foreign_file_kind
 
 __all__ = [
@@ -113,12 +109,20 @@ def storage_of(path: str | os.PathLike) -> Storage:
     if is_h5ad(text) or text.endswith(_ARCHIVE_SUFFIXES):
         return Storage(os.path.realpath(text), "/", False)
     if any(f"{suffix}#/" in text for suffix in _GROUPS_SUFFIXES):
-        archive, _, group = text.partition("#/")
+        archive, group = _split_archive_group(text)
         return Storage(os.path.realpath(archive), "/" + group.strip("/"), False)
     if text.endswith(".h5df") or ".h5dfs#/" in text:
         file, group = split_h5df_path(text)
         return Storage(os.path.realpath(file), "/" + group.strip("/") if group != "/" else "/", False)
     return Storage(os.path.realpath(text), "/", True)
+
+
+def _split_archive_group(text: str) -> tuple[str, str]:
+    """``(archive, group)`` of a group of a multi-daf archive (``x.dafs.zip#/group``), by the one path grammar."""
+    plural = next(suffix for suffix in _GROUPS_SUFFIXES if f"{suffix}#/" in text)
+    archive, group = split_container_path(text, singular=(), plural=plural, format="archive", strict=False)
+    assert group is not None
+    return archive, group
 
 
 def _inside(path: str, folder: str) -> bool:
@@ -302,7 +306,7 @@ def _hidden_sibling(path: str, purpose: str, suffix: str = "") -> str:
 
 
 def _refuse(destination: str, what: str) -> None:
-    raise DafFormatError(f"not a daf data set: {destination}\n(it is {what}; a conversion only replaces a Daf data "
+    raise DafNotDafError(f"not a daf data set: {destination}\n(it is {what}; a conversion only replaces a Daf data "
                          "set, to keep anything else safe: remove it or choose another destination)")
 
 
@@ -445,7 +449,7 @@ def require_replaceable(path: str | os.PathLike, entry: FormatEntry | None = Non
         >>> require_replaceable(path)  # doctest: +ELLIPSIS
         Traceback (most recent call last):
         ...
-        pydaf.errors.DafFormatError: not a daf data set: ...notes.daf.zip
+        pydaf.errors.DafNotDafError: not a daf data set: ...notes.daf.zip
         (it is not a ZipDaf data set: not a ZIP archive (or a corrupt one): ...
     """
     text = os.fspath(path)
@@ -498,7 +502,7 @@ def _build_archive_group(path: str, entry: FormatEntry, fill: Callable[[DafWrite
                          name: str | None) -> DafWriter:
     """A new data set in a group of an append-only archive: written into a copy of the archive (taken while holding
     its writer lock, so no other process appends meanwhile), which then replaces it."""
-    archive, _, group = path.partition("#/")
+    archive, group = _split_archive_group(path)
     absolute = os.path.abspath(archive)
     suffix = next(suffix for suffix in _GROUPS_SUFFIXES if absolute.endswith(suffix))
     os.makedirs(os.path.dirname(absolute), exist_ok=True)
@@ -509,9 +513,8 @@ def _build_archive_group(path: str, entry: FormatEntry, fill: Callable[[DafWrite
             shutil.copyfile(absolute, temporary)
             try:
                 _close(entry.open(f"{temporary}#/{group}", "r"))
-            except DafFormatError as error:
-                if "not a daf data set" not in str(error):
-                    raise
+            except DafNotDafError:
+                pass  # (no data set in that group yet: nothing to replace)
             else:
                 raise DafAppendOnlyError(f"can't replace the data set: {path}\n(it is in an append-only archive; "
                                          "convert into a new group or a new archive)")
@@ -547,13 +550,13 @@ def _build_file(path: str, fill: Callable[[DafWriter], object], name: str | None
     os.makedirs(os.path.dirname(absolute), exist_ok=True)
     temporary = _hidden_sibling(absolute, "tmp", ".h5df")
     try:
-        _fill_temporary(H5df(temporary, "w", name=name or path), fill)  # type: ignore[arg-type]
+        _fill_temporary(H5df(temporary, "w", name=name or path), fill)
         os.replace(temporary, absolute)
     except BaseException:
         if os.path.exists(temporary):
             os.remove(temporary)
         raise
-    return H5df(path, "r+", name=name)  # type: ignore[return-value]
+    return H5df(path, "r+", name=name)
 
 
 def _require_daf_group(file_path: str, group: str) -> h5py.File | None:
@@ -578,7 +581,7 @@ def _build_group(file_path: str, group: str, fill: Callable[[DafWriter], object]
     parent, _, base = group.rstrip("/").rpartition("/")
     temporary = f"{parent}/.{base}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     try:
-        _fill_temporary(H5df(f"{file_path}#{temporary}", "w", name=name or f"{file_path}#{group}"),  # type: ignore[arg-type]
+        _fill_temporary(H5df(f"{file_path}#{temporary}", "w", name=name or f"{file_path}#{group}"),
                         fill)
         if group in file:
             old = f"{parent}/.{base}.old-{os.getpid()}-{uuid.uuid4().hex[:8]}"
@@ -591,7 +594,7 @@ def _build_group(file_path: str, group: str, fill: Callable[[DafWriter], object]
         if temporary in file:
             _remove_group(file_path, temporary)
         raise
-    return H5df(f"{file_path}#{group}", "r+", name=name)  # type: ignore[return-value]
+    return H5df(f"{file_path}#{group}", "r+", name=name)
 
 
 def _remove_group(file_path: str, group: str) -> None:

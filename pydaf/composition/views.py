@@ -1,22 +1,9 @@
-"""Views (Julia's ``Views``): a lazy, read-only data set whose axes and properties are queries on another one.
+"""Views (Julia's ``Views``): a lazy, read-only data set whose axes and properties are queries on another one. Nothing
+is computed when the view is made: each property is resolved and computed on first access, then cached in the view
+until what it was computed from changes in the base. A plain lookup over whole base axes is the base's own (mapped)
+array, over a contiguous range a slice of it.
 
-A view exposes axes (all of the base's, renamed ones, or subsets given by an axis query such as ``@ cell [ age > 1 ]``)
-and scalars, vectors, matrices and tensors (kept, hidden, renamed, or computed by queries). Nothing is computed when
-the view is made: each property is resolved (its query found and checked) and computed on first access, then cached
-in the view, until what it was computed from changes in the base.
-
-Rules (Julia's): pairs are applied in order and the last one that names a property wins; ``"*"`` in a key stands for
-every base axis, scalar, vector or matrix (and only ``"="`` or ``None`` may go with it); ``"="`` keeps the base
-property of the same name; ``None`` hides; any other value is a query. A vector query that does not start with an
-axis (``: age``, ``: type : color``) is appended to the view axis' query; one that does (``@ gene @ __axis__ :: UMIs
->- Sum``) is used as is, ``__axis__`` standing for the view axis' query (``__rows_axis__`` and ``__columns_axis__``
-for matrices). Tensor keys ``(main_axis, rows_axis, columns_axis, name)`` expose or hide the matrices
-``<entry>_<name>`` of the entries of the main axis, and win over matrix keys.
-
-Zero-copy: a property that is a plain lookup (``"="`` or ``: name`` / ``:: name``) of base data over the whole base
-axes is the base's own stored (mapped) array; over a contiguous range of a base axis it is a slice of it (for a
-matrix, a range of its columns), still mapped; only other subsets are copied.
-"""
+Design: docs/design/views.md (with Julia's rules for the pairs)."""
 
 from __future__ import annotations
 
@@ -29,11 +16,20 @@ from typing import Any, ClassVar, TypeAlias
 
 import numpy as np
 
-from ..core.cache import AxisForm, AxisKey, DataForm, MatrixKey, QueryKey, ScalarKey, VectorKey
+from ..abc.format import CacheGroup, FormatReader, StoredMatrix, StoredVector
+from ..core.cache import (
+    AxisCacheKey,
+    AxisForm,
+    CacheKey,
+    DataForm,
+    MatrixCacheKey,
+    QueryCacheKey,
+    ScalarCacheKey,
+    VectorCacheKey,
+)
 from ..core.names import unique_name
-from ..core.readers import DafReader, DafReadOnly
+from ..core.readers import DafReader, DafReadOnly, DafReadOnlyWrapper
 from ..errors import DafQueryError, DafValueError
-from ..formats.base import CacheGroup, FormatReader, StoredMatrix, StoredVector
 from ..keys import ALL_AXES, ALL_MATRICES, ALL_SCALARS, ALL_VECTORS
 from ..queries.evaluator import (
     has_query,
@@ -96,7 +92,7 @@ def view_pairs(pairs: ViewPairs | None, *, data: bool, name: str, daf_name: str)
     for item in items:
         if not (isinstance(item, tuple | list) and len(item) == 2):
             raise DafValueError(f"invalid View{'Datum' if data else 'Axis'}: {item!r}\n(expected a (key, query) "
-                                f"pair)\nfor the view: {name}\nof the daf data: {daf_name}")
+                                f"pair)", for_=f"view: {name}", daf_name=daf_name, daf_preposition="of")
         key, query = item
         if isinstance(key, list):
             key = tuple(key)
@@ -104,8 +100,8 @@ def view_pairs(pairs: ViewPairs | None, *, data: bool, name: str, daf_name: str)
                                              and all(isinstance(part, str) for part in key))
         if not valid_key or not (query is None or isinstance(query, str | QueryOperation)):
             raise DafValueError(f"invalid View{'Datum' if data else 'Axis'}: {item!r}\n(expected a key of "
-                                f"{'names' if data else 'an axis name'} and a query, '=' or None)\n"
-                                f"for the view: {name}\nof the daf data: {daf_name}")
+                                f"{'names' if data else 'an axis name'} and a query, '=' or None)",
+                                for_=f"view: {name}", daf_name=daf_name, daf_preposition="of")
         result.append((key, query))
     return result
 
@@ -127,7 +123,7 @@ class _Tracked:
     """The base properties a view property was computed from, their versions when last seen, and the view's version
     counter of the property (bumped whenever they change, so it only grows)."""
 
-    dependencies: tuple[Hashable, ...]
+    dependencies: tuple[CacheKey, ...]
     versions: tuple[int, ...]
     generation: int = 0
 
@@ -148,7 +144,7 @@ def _patched(query: QuerySequence, replacements: dict[str, QuerySequence]) -> Qu
     return QuerySequence(*operations)
 
 
-def _prepared(query: ViewQuery, name: str, operand: type[QueryOperation]) -> QuerySequence | None:
+def _prepared(query: ViewQuery, name: str, operand: Callable[[str], QueryOperation]) -> QuerySequence | None:
     """A view query as a query sequence: ``None`` stays ``None``, ``"="`` is the lookup of ``name`` itself (built, not
     parsed, so any name works), a single name is a lookup of that name, anything else is parsed."""
     if query is None:
@@ -165,11 +161,16 @@ def _is_plain(query: QuerySequence, operand: type[QueryOperation]) -> bool:
     return len(query.operations) == 1 and type(query.operations[0]) is operand
 
 
+def _lookup_name(operation: QueryOperation) -> str:
+    """The property a lookup (``. name``, ``: name`` or ``:: name``) reads."""
+    assert isinstance(operation, LookupScalar | LookupVector | LookupMatrix) and operation.property_name is not None
+    return operation.property_name
+
+
 def _whole_axis_name(query: QuerySequence) -> str | None:
     """The axis of a query that is just ``@ axis``, else ``None``."""
-    if _is_plain(query, Axis):
-        return query.operations[0].axis_name
-    return None
+    operation = query.operations[0] if len(query.operations) == 1 else None
+    return operation.axis_name if type(operation) is Axis else None
 
 
 def _first_wins(pairs: Iterable[tuple[str, ViewQuery]], exists: Callable[[str, ViewQuery], bool]) -> frozenset[str]:
@@ -260,8 +261,9 @@ class ViewFormat(FormatReader):
 
     # Messages.
 
-    def _trailer(self) -> str:
-        return f"for the view: {self.name}\nof the daf data: {self.base.name}"
+    def _trailer(self) -> dict[str, Any]:
+        """The fields of Julia's trailer of a view's errors: ``for the view: <name>\nof the daf data: <base>``."""
+        return {"for_": f"view: {self.name}", "daf_name": self.base.name, "daf_preposition": "of"}
 
     # Identity and description.
 
@@ -301,20 +303,20 @@ class ViewFormat(FormatReader):
                 tracked.generation += 1
             return tracked.generation
 
-    def _base_versions(self, dependencies: tuple[Hashable, ...]) -> tuple[int, ...]:
+    def _base_versions(self, dependencies: tuple[CacheKey, ...]) -> tuple[int, ...]:
         versions = []
         for key in dependencies:
-            if isinstance(key, AxisKey):
+            if isinstance(key, AxisCacheKey):
                 versions.append(self.base.axis_version_counter(key.axis))
-            elif isinstance(key, VectorKey):
+            elif isinstance(key, VectorCacheKey):
                 versions.append(self.base.vector_version_counter(key.axis, key.name))
-            elif isinstance(key, MatrixKey):
+            elif isinstance(key, MatrixCacheKey):
                 versions.append(self.base.matrix_version_counter(key.rows_axis, key.columns_axis, key.name))
             else:  # scalars and name sets have no version counter
                 versions.append(self.base.write_count())
         return tuple(versions)
 
-    def _track(self, key: Hashable, dependencies: Iterable[Hashable]) -> None:
+    def _track(self, key: Hashable, dependencies: Iterable[CacheKey]) -> None:
         """Record what a view property was computed from (added to what it was computed from before, so a property
         computed in turn from different inputs, e.g. the two layouts of a matrix, settles instead of flapping). A
         change seen by two threads at once may bump the counter twice: counters only need to grow on each change."""
@@ -334,12 +336,12 @@ class ViewFormat(FormatReader):
                 tracked.dependencies, tracked.versions = merged, versions if merged == ordered else ()
                 tracked.generation += 1
 
-    def _dependencies(self, key: Hashable) -> tuple[Hashable, ...]:
+    def _dependencies(self, key: Hashable) -> tuple[CacheKey, ...]:
         with self._lock:
             tracked = self._tracked.get(key)
             return () if tracked is None else tracked.dependencies
 
-    def _cached(self, key: QueryKey, stamp_key: Hashable, compute: Callable[[], Any]) -> Any:
+    def _cached(self, key: QueryCacheKey, stamp_key: Hashable, compute: Callable[[], Any]) -> Any:
         """A computed view property, cached in the view (as ``QueryData``) until what it was computed from changes.
         Computing and stamping happen under the base's read lock, so no base write falls in between."""
         view = self.view
@@ -369,14 +371,14 @@ class ViewFormat(FormatReader):
         if prepared is not None and not _is_plain(prepared, LookupScalar):
             dimensions = query_result_dimensions(prepared)
             if dimensions != 0:
-                raise DafQueryError(f"{_kind(dimensions)} query: {prepared}\nfor the scalar: {name}\n"
-                                    f"{self._trailer()}")
+                raise DafQueryError(f"{_kind(dimensions)} query: {prepared}\nfor the scalar: {name}",
+                                    **self._trailer())
         return prepared
 
     def _axis_query(self, query: ViewQuery, axis: str) -> QuerySequence | None:
         prepared = _prepared(query, axis, Axis)
         if prepared is not None and _whole_axis_name(prepared) is None and not is_axis_query(prepared):
-            raise DafQueryError(f"not an axis query: {prepared}\nfor the axis: {axis}\n{self._trailer()}")
+            raise DafQueryError(f"not an axis query: {prepared}\nfor the axis: {axis}", **self._trailer())
         return prepared
 
     def _vector_query(self, axis_query: QuerySequence, axis: str, query: ViewQuery,
@@ -392,7 +394,7 @@ class ViewFormat(FormatReader):
         dimensions = 1 if plain else query_result_dimensions(prepared)  # a vector of the axis, for a plain lookup
         if dimensions != 1:
             raise DafQueryError(f"{_kind(dimensions)} query: {prepared}\nfor the vector: {name}\nfor the axis: "
-                                f"{axis}\n{self._trailer()}")
+                                f"{axis}", **self._trailer())
         return prepared, plain
 
     def _matrix_query(self, rows_query: QuerySequence, rows_axis: str, columns_query: QuerySequence,
@@ -409,7 +411,7 @@ class ViewFormat(FormatReader):
             # Julia's message names the kind one dimension up here (a vector result says "matrix query"); the
             # recorded messages pin it, so it is kept.
             raise DafQueryError(f"{_kind(dimensions + 1)} query: {prepared}\nfor the matrix: {name}\nfor the rows "
-                                f"axis: {rows_axis}\nand the columns axis: {columns_axis}\n{self._trailer()}")
+                                f"axis: {rows_axis}\nand the columns axis: {columns_axis}", **self._trailer())
         return prepared, plain
 
     def _exists(self, query: QuerySequence | None, *, matrix: bool = False) -> bool:
@@ -420,8 +422,9 @@ class ViewFormat(FormatReader):
         axis = _whole_axis_name(query)
         if axis is not None:
             return self.base.has_axis(axis)
-        if _is_plain(query, LookupScalar) and query.operations[0].property_name is not None:
-            return self.base.has_scalar(query.operations[0].property_name)
+        operation = query.operations[0] if len(query.operations) == 1 else None
+        if type(operation) is LookupScalar and operation.property_name is not None:
+            return self.base.has_scalar(operation.property_name)
         return has_query(self.base, query) and not (matrix and query_requires_relayout(self.base, query))
 
     def _plain_exists(self, resolved: tuple[QuerySequence, bool] | None, *axes: str) -> bool:
@@ -432,7 +435,7 @@ class ViewFormat(FormatReader):
         query, plain = resolved
         if not plain:
             return self._exists(query, matrix=len(axes) == 2)
-        name = query.operations[-1].property_name
+        name = _lookup_name(query.operations[-1])
         base_axes = [self._exposed_axis(axis)[1] for axis in axes]
         if len(base_axes) == 1:
             return self.base.has_axis(base_axes[0]) and self.base.has_vector(base_axes[0], name)
@@ -479,7 +482,7 @@ class ViewFormat(FormatReader):
     def _main_axis_entries(self, main_axis: str, name: str, rows_axis: str, columns_axis: str) -> np.ndarray:
         if self.axis_query(main_axis) is None:
             raise DafValueError(f"hidden tensor main axis: {main_axis}\nfor the matrix: {name}\nfor the rows axis: "
-                                f"{rows_axis}\nfor the columns axis: {columns_axis}\n{self._trailer()}")
+                                f"{rows_axis}\nfor the columns axis: {columns_axis}", **self._trailer())
         return self._axis(main_axis).entries
 
     @staticmethod
@@ -593,7 +596,7 @@ class ViewFormat(FormatReader):
         both, as Julia's views do once the relayout was computed). A relayout made before a write to the base is
         dropped by the view's next read, so read (the axis entries: cached) before trusting one."""
         view = self.view
-        key = MatrixKey(rows_axis, columns_axis, name, DataForm.RELAYOUT)
+        key = MatrixCacheKey(rows_axis, columns_axis, name, DataForm.RELAYOUT)
         if view.cache.entry(key) is None:
             return False
         view.axis_vector(rows_axis)
@@ -608,12 +611,12 @@ class ViewFormat(FormatReader):
         query = self.scalar_query(name)
         assert query is not None, name
         if _is_plain(query, LookupScalar):
-            return self.base.get_scalar(query.operations[0].property_name)
+            return self.base.get_scalar(_lookup_name(query.operations[0]))
 
         def compute() -> StorageScalar:
             return query_result(self.base, query, cache=False).value
 
-        return self._cached(QueryKey(f"scalar[{name}] = {query}"), ScalarKey(name), compute)
+        return self._cached(QueryCacheKey(f"scalar[{name}] = {query}"), ScalarCacheKey(name), compute)
 
     # Axes.
 
@@ -625,8 +628,8 @@ class ViewFormat(FormatReader):
         query, base_axis = self._exposed_axis(axis)
         if len(query.operations) != 1:
             return None
-        if AxisKey(axis) not in self._tracked:
-            self._track(AxisKey(axis), [AxisKey(base_axis)])
+        if AxisCacheKey(axis) not in self._tracked:
+            self._track(AxisCacheKey(axis), [AxisCacheKey(base_axis)])
         return base_axis
 
     def _selection(self, axis: str) -> slice | np.ndarray | None:
@@ -643,10 +646,10 @@ class ViewFormat(FormatReader):
         def compute() -> _ViewAxis:
             result = query_result(self.base, query, cache=False)
             entries = read_only_array(np.asarray(result.value, dtype=object))
-            self._track(AxisKey(axis), result.dependencies)
+            self._track(AxisCacheKey(axis), result.dependencies)
             return _ViewAxis(entries, _contiguous(self._base_positions(base_axis, entries)))
 
-        return self._cached(QueryKey(f"axis[{axis}] = {query}"), AxisKey(axis), compute)
+        return self._cached(QueryCacheKey(f"axis[{axis}] = {query}"), AxisCacheKey(axis), compute)
 
     def _base_positions(self, base_axis: str, entries: np.ndarray) -> np.ndarray:
         """The positions of entries in a base axis, hashed in C (the base's cached ``pandas.Index`` of the axis, which
@@ -654,7 +657,7 @@ class ViewFormat(FormatReader):
         import pandas as pd
 
         index = self.base.cache.get_or_compute(
-            AxisKey(base_axis, AxisForm.INDEX),
+            AxisCacheKey(base_axis, AxisForm.INDEX),
             lambda: (pd.Index(self.base.axis_vector(base_axis), dtype=object), CacheGroup.MemoryData))
         return index.get_indexer(entries).astype(np.int64)
 
@@ -676,15 +679,15 @@ class ViewFormat(FormatReader):
         resolved = self.vector_query(axis, name)
         assert resolved is not None, (axis, name)
         query, plain = resolved
-        key = VectorKey(axis, name)
+        key = VectorCacheKey(axis, name)
 
         def compute() -> StoredVector:
             if plain:
                 selection = self._selection(axis)
                 base_axis = self._exposed_axis(axis)[1]
-                lookup = query.operations[-1].property_name
-                self._track(key, [AxisKey(base_axis), VectorKey(base_axis, lookup), *self._dependencies(
-                    AxisKey(axis))])
+                lookup = _lookup_name(query.operations[-1])
+                self._track(key, [AxisCacheKey(base_axis), VectorCacheKey(base_axis, lookup), *self._dependencies(
+                    AxisCacheKey(axis))])
                 return read_only_array(_select_vector(self.base.get_stored_vector(base_axis, lookup), selection))
             result = query_result(self.base, query, cache=False)
             self._require_entries(result.entries[0], self._axis(axis).entries,
@@ -692,12 +695,12 @@ class ViewFormat(FormatReader):
             self._track(key, result.dependencies)
             return result.value
 
-        return self._cached(QueryKey(f"{key.text()} = {query}"), key, compute), None
+        return self._cached(QueryCacheKey(f"{key.text()} = {query}"), key, compute), None
 
     def _require_entries(self, entries: np.ndarray, expected: np.ndarray, what: str, query: QuerySequence) -> None:
         if entries.shape != expected.shape or not np.array_equal(entries, expected):
             raise DafValueError(f"the entries of the result of the query: {query}\nare not the entries of the view "
-                                f"axis\nfor the {what}\n{self._trailer()}")
+                                f"axis\nfor the {what}", **self._trailer())
 
     # Matrices.
 
@@ -711,7 +714,7 @@ class ViewFormat(FormatReader):
         resolved = self.matrix_query(rows_axis, columns_axis, name)
         if resolved is None:
             # A realized relayout (see ``_realized_relayout``): the reader's, or computed again if it was dropped.
-            entry = self.view.cache.entry(MatrixKey(rows_axis, columns_axis, name, DataForm.RELAYOUT))
+            entry = self.view.cache.entry(MatrixCacheKey(rows_axis, columns_axis, name, DataForm.RELAYOUT))
             if entry is not None:
                 return entry.value, None
             other, _ = self.format_get_matrix(columns_axis, rows_axis, name)
@@ -719,18 +722,18 @@ class ViewFormat(FormatReader):
                 return other.transpose().read_only(), CacheGroup.MemoryData
             return read_only_array(np.asfortranarray(other.T)), CacheGroup.MemoryData
         query, plain = resolved
-        key = MatrixKey(rows_axis, columns_axis, name).either_layout()
+        key = MatrixCacheKey(rows_axis, columns_axis, name).either_layout()
 
         def compute() -> StoredMatrix:
             if plain:
                 rows, columns = self._selection(rows_axis), self._selection(columns_axis)
                 base_rows_axis = self._exposed_axis(rows_axis)[1]
                 base_columns_axis = self._exposed_axis(columns_axis)[1]
-                lookup = query.operations[-1].property_name
-                self._track(key, [AxisKey(base_rows_axis), AxisKey(base_columns_axis),
-                                  MatrixKey(base_rows_axis, base_columns_axis, lookup).either_layout(),
-                                  *self._dependencies(AxisKey(rows_axis)),
-                                  *self._dependencies(AxisKey(columns_axis))])
+                lookup = _lookup_name(query.operations[-1])
+                self._track(key, [AxisCacheKey(base_rows_axis), AxisCacheKey(base_columns_axis),
+                                  MatrixCacheKey(base_rows_axis, base_columns_axis, lookup).either_layout(),
+                                  *self._dependencies(AxisCacheKey(rows_axis)),
+                                  *self._dependencies(AxisCacheKey(columns_axis))])
                 stored = self.base.get_stored_matrix(base_rows_axis, base_columns_axis, lookup, relayout=False)
                 return read_only_array(_select_matrix(stored, rows, columns))
             result = query_result(self.base, query, cache=False)
@@ -740,8 +743,8 @@ class ViewFormat(FormatReader):
             self._track(key, result.dependencies)
             return result.value
 
-        text = f"{MatrixKey(rows_axis, columns_axis, name).text()} = {query}"
-        return self._cached(QueryKey(text), MatrixKey(rows_axis, columns_axis, name), compute), None
+        text = f"{MatrixCacheKey(rows_axis, columns_axis, name).text()} = {query}"
+        return self._cached(QueryCacheKey(text), MatrixCacheKey(rows_axis, columns_axis, name), compute), None
 
 
 def _type_text(daf: DafReader) -> str:
@@ -759,14 +762,9 @@ class DafView(DafReadOnly):
     def __init__(self, daf: DafReader, *, name: str, axes: list[tuple[Any, ViewQuery]],
                  data: list[tuple[Any, ViewQuery]], path: str | None = None) -> None:
         view_format = ViewFormat(daf, name, axes, data, path)
-        DafReader.__init__(self, view_format, name=name, unique=False)
+        super().__init__(view_format, name=name, unique=False)
         view_format._view = weakref.ref(self)
         self._daf = daf
-
-    @property
-    def base(self) -> None:
-        """A view is not a plain read-only wrapper (chains keep it as it is): its data set is :attr:`daf`."""
-        return None
 
     @property
     def daf(self) -> DafReader:
@@ -776,22 +774,13 @@ class DafView(DafReadOnly):
     def _type_text(self) -> str:
         return f"View {_type_text(self._daf)}"
 
-    def __repr__(self) -> str:
-        return f"{self._type_text()} {self.name}"
-
-    def _description_header(self, indent: str, lines: list[str], deep: bool) -> None:
-        self.format.format_description_header(indent, lines, deep)
-
-    def _description_footer(self, indent: str, lines: list[str], *, cache: bool, deep: bool, tensors: bool) -> None:
-        self.format.format_description_footer(indent, lines, cache=cache, deep=deep, tensors=tensors)
-
 
 def make_view(daf: DafReader, *, name: str | None, axes: ViewPairs | None, data: ViewPairs | None,
               path: str | None = None) -> DafReader:
     """:func:`viewer`, with the path a view reopened by :func:`~pydaf.complete_daf` reports as its own."""
     if axes is None and data is None:
         return daf.read_only(name=name)
-    while isinstance(daf, DafReadOnly) and daf.base is not None:
+    while isinstance(daf, DafReadOnlyWrapper):
         daf = daf.base
     name = unique_name(name if name is not None else f"{daf.name}.view")
     axes_pairs = view_pairs([VIEW_ALL_AXES] if axes is None else axes, data=False, name=name, daf_name=daf.name)
@@ -802,29 +791,29 @@ def make_view(daf: DafReader, *, name: str | None, axes: ViewPairs | None, data:
 
 
 def _check_wildcards(key: Any, query: ViewQuery, name: str, daf_name: str) -> None:
-    trailer = f"for the view: {name}\nof the daf data: {daf_name}"
+    trailer: dict[str, Any] = {"for_": f"view: {name}", "daf_name": daf_name, "daf_preposition": "of"}
     if isinstance(key, str):
         if key == "*" and query not in _WILDCARD_QUERIES:
             raise DafValueError(f"invalid wildcard scalar query: {query}\nquery for wildcard must be one of: \"=\", "
-                                f"nothing\n{trailer}")
+                                "nothing", **trailer)
     elif len(key) == 2:
         if "*" in key and query not in _WILDCARD_QUERIES:
             raise DafValueError(f"invalid wildcard vector query: {query}\nquery for wildcard must be one of: \"=\", "
-                                f"nothing\nfor the vector property: {key[1]}\nfor the vector axis: {key[0]}\n{trailer}")
+                                f"nothing\nfor the vector property: {key[1]}\nfor the vector axis: {key[0]}", **trailer)
     elif len(key) == 3:
         if "*" in key and query not in _WILDCARD_QUERIES:
             raise DafValueError(f"invalid wildcard matrix query: {query}\nquery for wildcard must be one of: \"=\", "
                                 f"nothing\nfor the matrix property: {key[2]}\nfor the rows axis: {key[0]}\n"
-                                f"for the columns axis: {key[1]}\n{trailer}")
+                                f"for the columns axis: {key[1]}", **trailer)
     else:
         main_axis, rows_axis, columns_axis, matrix_name = key
         where = f"for the matrix: {matrix_name}\nfor the main axis: {main_axis}\nand the rows axis: {rows_axis}\n" \
-                f"and the columns axis: {columns_axis}\n{trailer}"
+                f"and the columns axis: {columns_axis}"
         if "*" in key:
-            raise DafValueError(f"unsupported tensor wildcard\n{where}")
+            raise DafValueError(f"unsupported tensor wildcard\n{where}", **trailer)
         if query not in _WILDCARD_QUERIES:
             raise DafValueError(f"unsupported tensor query: {query}\nquery for tensor must be one of: \"=\", "
-                                f"nothing\n{where}")
+                                f"nothing\n{where}", **trailer)
 
 
 def viewer(daf: DafReader, *, name: str | None = None, axes: ViewPairs | None = None,

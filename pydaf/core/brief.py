@@ -7,6 +7,8 @@ Example:
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ..julia_text import julia_float_text
@@ -98,7 +100,7 @@ def brief_array(array: np.ndarray | SparseVector | SparseMatrixCSC) -> str:
             f"in {layout} ({kind}{suffix})")
 
 
-def brief(value: object) -> str:
+def brief(value: Any) -> str:
     """Julia's ``brief`` of any value: arrays as :func:`brief_array` (with ``ReadOnly`` for read-only ones, as
     Julia's ``SparseArrays.ReadOnly`` wrapper shows), scalars as :func:`brief_scalar`, data sets as their ``repr``.
 

@@ -1,20 +1,22 @@
-"""Typed cache keys, the per-data-set cache and the version counters (Julia's ``CacheKey``/``CacheGroup``,
+"""Typed cache keys, the per-data-set cache and the version counters (Julia's ``CacheType``/``CacheKey``/``CacheGroup``,
 ``formats.jl``).
 
-Every cached item is keyed by a frozen key object that names the property it derives from and the form it is kept in
-(:class:`AxisKey`, :class:`VectorKey`, :class:`MatrixKey`, :class:`QueryKey`). The same classes, in their default form,
-describe *changes* (what a writer modified) and *dependencies* (what a query read):
+These are Julia's *cache* vocabulary, named ``…CacheKey`` as in Julia (its ``AxisCacheKey``), and distinct from
+:mod:`pydaf.keys` (Julia's ``AxisKey``/``VectorKey``/…, which name properties in the composition APIs). Every cached
+item is keyed by a frozen key object that names the property it derives from and the form it is kept in
+(:class:`AxisCacheKey`, :class:`VectorCacheKey`, :class:`MatrixCacheKey`, :class:`QueryCacheKey`, …). The same
+classes, in their default form, describe *changes* (what a writer modified) and *dependencies* (what a query read):
 
 - ``key.text()`` is Julia's ``show`` of the key, as listed by ``description(cache=True)``;
 - ``key.touches(change)`` tells whether data cached under ``key`` is stale once ``change`` was written;
 - ``key.version(daf)`` / ``key.exists(daf)`` let a cached computation check that what it read is unchanged.
 
 Example:
-    >>> VectorKey("gene", "cell").touches(MatrixKey("gene", "cell", "UMIs"))
+    >>> VectorCacheKey("gene", "cell").touches(MatrixCacheKey("gene", "cell", "UMIs"))
     False
-    >>> MatrixKey("gene", "cell", "UMIs", DataForm.RELAYOUT).touches(MatrixKey("cell", "gene", "UMIs"))
+    >>> MatrixCacheKey("gene", "cell", "UMIs", DataForm.RELAYOUT).touches(MatrixCacheKey("cell", "gene", "UMIs"))
     True
-    >>> MatrixKey("gene", "cell", "UMIs").touches(AxisKey("cell"))
+    >>> MatrixCacheKey("gene", "cell", "UMIs").touches(AxisCacheKey("cell"))
     True
 """
 
@@ -26,22 +28,24 @@ from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
-from ..formats.base import CacheGroup
+from ..abc.format import CacheGroup
 
 if TYPE_CHECKING:
     from .readers import DafReader
 
 __all__ = [
+    "AxisCacheKey",
     "AxisForm",
-    "AxisKey",
     "CacheEntry",
+    "CacheKey",
+    "CacheType",
     "DataCache",
     "DataForm",
-    "MatrixKey",
-    "NamesKey",
-    "QueryKey",
-    "ScalarKey",
-    "VectorKey",
+    "MatrixCacheKey",
+    "NamesCacheKey",
+    "QueryCacheKey",
+    "ScalarCacheKey",
+    "VectorCacheKey",
     "VersionCounters",
     "is_current",
     "stamp_of",
@@ -72,8 +76,8 @@ class DataForm(enum.Enum):
     """The 0-based ``scipy.sparse.csc_matrix`` of a sparse matrix."""
 
 
-class PropertyKey(Protocol):
-    """What every key offers (see the module docstring)."""
+class CacheKeyProtocol(Protocol):
+    """What every cache key offers (see the module docstring)."""
 
     def text(self) -> str: ...
 
@@ -86,12 +90,17 @@ class PropertyKey(Protocol):
     def exists(self, daf: DafReader) -> bool: ...
 
 
-# Julia sorts cached items by (CacheType, key): CachedAxis < CachedData < CachedQuery < CachedNames.
-_AXIS_RANK, _DATA_RANK, _QUERY_RANK, _NAMES_RANK = range(4)
+class CacheType(enum.IntEnum):
+    """The kinds of cached items, in the order Julia lists them (it sorts cached items by ``(CacheType, key)``)."""
+
+    CachedAxis = 0
+    CachedData = 1
+    CachedQuery = 2
+    CachedNames = 3
 
 
 @dataclass(frozen=True)
-class ScalarKey:
+class ScalarCacheKey:
     """A scalar property. Scalars have no version counter: what depends on one is recomputed after any write."""
 
     name: str
@@ -103,7 +112,7 @@ class ScalarKey:
         return change == self
 
     def sort_key(self) -> tuple:
-        return (_DATA_RANK, (self.name,))
+        return (CacheType.CachedData, (self.name,))
 
     def version(self, daf: DafReader) -> Hashable | None:
         return None
@@ -113,7 +122,7 @@ class ScalarKey:
 
 
 @dataclass(frozen=True)
-class AxisKey:
+class AxisCacheKey:
     """An axis (as a change or a dependency: its entries), or one cached form of it."""
 
     axis: str
@@ -123,10 +132,10 @@ class AxisKey:
         return f"{self.form.value}[axis: {self.axis}]"
 
     def touches(self, change: Hashable) -> bool:
-        return isinstance(change, AxisKey) and change.axis == self.axis
+        return isinstance(change, AxisCacheKey) and change.axis == self.axis
 
     def sort_key(self) -> tuple:
-        return (_AXIS_RANK, (self.axis, self.form.value))
+        return (CacheType.CachedAxis, (self.axis, self.form.value))
 
     def version(self, daf: DafReader) -> Hashable | None:
         return daf.axis_version_counter(self.axis)
@@ -136,7 +145,7 @@ class AxisKey:
 
 
 @dataclass(frozen=True)
-class VectorKey:
+class VectorCacheKey:
     """A vector of an axis, or one cached form of it. Stale when the vector or its axis changes."""
 
     axis: str
@@ -148,12 +157,12 @@ class VectorKey:
         return f"{prefix}[axis: {self.axis} name: {self.name}]"
 
     def touches(self, change: Hashable) -> bool:
-        if isinstance(change, AxisKey):
+        if isinstance(change, AxisCacheKey):
             return change.axis == self.axis
-        return isinstance(change, VectorKey) and (change.axis, change.name) == (self.axis, self.name)
+        return isinstance(change, VectorCacheKey) and (change.axis, change.name) == (self.axis, self.name)
 
     def sort_key(self) -> tuple:
-        return (_DATA_RANK, (self.axis, self.name, self.form.value))
+        return (CacheType.CachedData, (self.axis, self.name, self.form.value))
 
     def version(self, daf: DafReader) -> Hashable | None:
         return (daf.axis_version_counter(self.axis), daf.vector_version_counter(self.axis, self.name))
@@ -163,7 +172,7 @@ class VectorKey:
 
 
 @dataclass(frozen=True)
-class MatrixKey:
+class MatrixCacheKey:
     """A matrix of a pair of axes, or one cached form of it (a relayout is cached under the axes it was asked for,
     as Julia does). Stale when the matrix changes in either layout, or either axis changes."""
 
@@ -177,18 +186,18 @@ class MatrixKey:
         return f"{prefix}[rows_axis: {self.rows_axis} columns_axis: {self.columns_axis} name: {self.name}]"
 
     def touches(self, change: Hashable) -> bool:
-        if isinstance(change, AxisKey):
+        if isinstance(change, AxisCacheKey):
             return change.axis in (self.rows_axis, self.columns_axis)
-        return isinstance(change, MatrixKey) and change.name == self.name and \
+        return isinstance(change, MatrixCacheKey) and change.name == self.name and \
             {change.rows_axis, change.columns_axis} == {self.rows_axis, self.columns_axis}
 
     def sort_key(self) -> tuple:
-        return (_DATA_RANK, (self.rows_axis, self.columns_axis, self.name, self.form.value))
+        return (CacheType.CachedData, (self.rows_axis, self.columns_axis, self.name, self.form.value))
 
-    def either_layout(self) -> MatrixKey:
+    def either_layout(self) -> MatrixCacheKey:
         """The key of the matrix whatever its layout (axes in sorted order, stored form): the version counter's key."""
         rows_axis, columns_axis = sorted((self.rows_axis, self.columns_axis))
-        return MatrixKey(rows_axis, columns_axis, self.name)
+        return MatrixCacheKey(rows_axis, columns_axis, self.name)
 
     def version(self, daf: DafReader) -> Hashable | None:
         return (daf.axis_version_counter(self.rows_axis), daf.axis_version_counter(self.columns_axis),
@@ -200,7 +209,7 @@ class MatrixKey:
 
 
 @dataclass(frozen=True)
-class NamesKey:
+class NamesCacheKey:
     """A set of property names (``scalars``, ``axes``, or the vectors of an axis, the matrices of a pair of axes).
     Name sets have no version counter: what depends on one is recomputed after any write."""
 
@@ -218,7 +227,7 @@ class NamesKey:
         return True
 
     def sort_key(self) -> tuple:
-        return (_NAMES_RANK, (self.what, *self.axes))
+        return (CacheType.CachedNames, (self.what, *self.axes))
 
     def version(self, daf: DafReader) -> Hashable | None:
         return None
@@ -228,7 +237,7 @@ class NamesKey:
 
 
 @dataclass(frozen=True)
-class QueryKey:
+class QueryCacheKey:
     """The result of a query, keyed by its canonical text. Never dropped by a write: a cached result is checked
     against the versions of what it read (:func:`is_current`) when it is next asked for."""
 
@@ -241,7 +250,7 @@ class QueryKey:
         return False
 
     def sort_key(self) -> tuple:
-        return (_QUERY_RANK, (self.query,))
+        return (CacheType.CachedQuery, (self.query,))
 
     def version(self, daf: DafReader) -> Hashable | None:
         return None
@@ -250,7 +259,7 @@ class QueryKey:
         return True
 
 
-CacheKey = AxisKey | VectorKey | MatrixKey | QueryKey | ScalarKey | NamesKey
+CacheKey = AxisCacheKey | VectorCacheKey | MatrixCacheKey | QueryCacheKey | ScalarCacheKey | NamesCacheKey
 
 
 @dataclass(frozen=True)
@@ -295,9 +304,9 @@ class DataCache:
 
     Example:
         >>> cache = DataCache()
-        >>> cache.get_or_compute(AxisKey("cell", AxisForm.DICT), lambda: ({"A": 0}, CacheGroup.MemoryData))
+        >>> cache.get_or_compute(AxisCacheKey("cell", AxisForm.DICT), lambda: ({"A": 0}, CacheGroup.MemoryData))
         {'A': 0}
-        >>> cache.invalidate(AxisKey("cell")), len(cache)
+        >>> cache.invalidate(AxisCacheKey("cell")), len(cache)
         (1, 0)
     """
 
@@ -361,12 +370,12 @@ class DataCache:
 
 class VersionCounters:
     """Per-property counters, bumped under the write lock each time a property changes (so a copy of the data, kept
-    with the counters it was made at, knows when it is stale). Keys are :class:`AxisKey`, :class:`VectorKey` and
-    :meth:`MatrixKey.either_layout`.
+    with the counters it was made at, knows when it is stale). Keys are :class:`AxisCacheKey`,
+    :class:`VectorCacheKey` and :meth:`MatrixCacheKey.either_layout`.
 
     Example:
         >>> counters = VersionCounters()
-        >>> counters.bump(VectorKey("cell", "age")); counters[VectorKey("cell", "age")]
+        >>> counters.bump(VectorCacheKey("cell", "age")); counters[VectorCacheKey("cell", "age")]
         1
     """
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from ..errors import DafNameError, for_daf
+from ..errors import DafNameError
 
 _counters: dict[str, int] = {}
 _counters_lock = threading.Lock()
@@ -63,10 +63,10 @@ def require_valid_name(name: Any, *, what: str, daf_name: str) -> None:
     if is_valid_name(name):
         return
     if not isinstance(name, str):
-        raise DafNameError(for_daf(f"invalid {what} name: {name!r}\n(expected a string)", daf_name))
-    raise DafNameError(for_daf(
+        raise DafNameError(f"invalid {what} name: {name!r}\n(expected a string)", daf_name=daf_name)
+    raise DafNameError(
         f"invalid {what} name: {name!r}\n(names must be non-empty, must not start with '.', and must not contain "
-        "'/', '\\', NUL or a newline)", daf_name))
+        "'/', '\\', NUL or a newline)", daf_name=daf_name)
 
 
 def is_valid_name(name: Any) -> bool:
@@ -98,8 +98,8 @@ def require_lookup_name(name: Any, *, what: str, daf_name: str) -> None:
             and name != "." and name != "..":
         return
     if not isinstance(name, str):
-        raise DafNameError(for_daf(f"invalid {what} name: {name!r}\n(expected a string)", daf_name))
+        raise DafNameError(f"invalid {what} name: {name!r}\n(expected a string)", daf_name=daf_name)
     if not name or name in (".", "..") or any(character in name for character in ("/", "\\", "\0")):
-        raise DafNameError(for_daf(
+        raise DafNameError(
             f"invalid {what} name: {name!r}\n(names must be non-empty strings other than '.' and '..', and must not "
-            "contain '/', '\\' or NUL)", daf_name))
+            "contain '/', '\\' or NUL)", daf_name=daf_name)

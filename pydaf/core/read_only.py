@@ -1,12 +1,13 @@
-"""Read-only wrappers (Julia's ``ReadOnly``): the same data set, with no write methods."""
+"""Read-only data sets (Julia's ``ReadOnly``): the abstract :class:`DafReadOnly` (no write methods) and the wrapper
+:class:`DafReadOnlyWrapper` (the same data set, with no write methods)."""
 
 from __future__ import annotations
 
 from functools import cache
 
-from .readers import DafReader, DafReadOnly, missing_attribute, write_methods
+from .readers import DafReader, DafReadOnly, DafReadOnlyWrapper, missing_attribute, write_methods
 
-__all__ = ["DafReadOnly", "missing_attribute", "read_only", "writer_methods"]
+__all__ = ["DafReadOnly", "DafReadOnlyWrapper", "missing_attribute", "read_only", "writer_methods"]
 
 
 def read_only(daf: DafReader, *, name: str | None = None) -> DafReader:

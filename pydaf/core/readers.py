@@ -1,4 +1,4 @@
-"""The public read API (Julia's ``Readers``), written once over any :class:`~pydaf.formats.base.FormatReader`.
+"""The public read API (Julia's ``Readers``), written once over any :class:`~pydaf.abc.format.FormatReader`.
 
 Every call takes the data set's read lock, validates its arguments, and caches what is costly to rebuild (relayouts,
 converted sparse matrices, axis dictionaries); mapped data is cached as :attr:`CacheGroup.MappedData`.
@@ -9,10 +9,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar, overload
 
 import numpy as np
 
+from .._os.maps import mapped_region
+from ..abc.format import CacheGroup, Capabilities, FormatReader, StoredMatrix, StoredVector
 from ..errors import (
     DafClosedError,
     DafError,
@@ -21,22 +23,21 @@ from ..errors import (
     DafReadOnlyError,
     DafShapeError,
     DafValueError,
+    missing_property,
 )
-from ..formats.base import CacheGroup, FormatReader, StoredMatrix, StoredVector
-from ..formats.mapping import mapped_region
 from ..hints import existing_names_hint
 from ..sparse import SparseMatrixCSC, SparseVector, read_only_array
 from ..storage_types import StorageScalar, scalar_dtype, scalar_value
 from .brief import brief_array, brief_scalar, percent
 from .cache import (
+    AxisCacheKey,
     AxisForm,
-    AxisKey,
     CacheKey,
     DataCache,
     DataForm,
-    MatrixKey,
-    QueryKey,
-    VectorKey,
+    MatrixCacheKey,
+    QueryCacheKey,
+    VectorCacheKey,
     VersionCounters,
     is_current,
     stamp_of,
@@ -71,10 +72,12 @@ class _ClosedState:
     def __init__(self, name: str, path: str | None) -> None:
         reopen = (f"reopen it to use it again: pydaf.open_daf({path!r})" if path is not None
                   else "a closed data set that is not stored can't be reopened")
-        self._message = f"the daf data: {name}\nwas closed\n({reopen})"
+        self._name, self._hint = name, f"({reopen})"
 
     def error(self) -> DafClosedError:
-        return DafClosedError(self._message)
+        # (Julia's message names the data set first: the problem names it, there is no trailer)
+        return DafClosedError(f"the daf data: {self._name}\nwas closed", daf_name=self._name, daf_preposition=None,
+                              hint=self._hint)
 
     def __getattr__(self, attribute: str) -> Any:
         raise self.error()
@@ -118,6 +121,21 @@ class DafReader:
         """The storage backend (for advanced use; its ``format_*`` methods assume the lock is held)."""
         return self._format
 
+    @property
+    def capabilities(self) -> Capabilities:
+        """What the storage of this data set can do, as its format declares it: whether it accepts deletes and
+        overwrites (``supports_rewrites``; ``False`` for append-only storage, a ZIP archive), returns stored numbers
+        as memory maps of files (``maps_files``), and outlives this object (``persistent``).
+
+        Example:
+            >>> import pydaf
+            >>> pydaf.MemoryDaf().capabilities
+            Capabilities(supports_rewrites=True, maps_files=False, persistent=False)
+            >>> pydaf.MemoryDaf().capabilities.supports_rewrites
+            True
+        """
+        return self._format.capabilities
+
     def complete_path(self) -> str | None:
         """The absolute path of persistent storage (``file#/group`` for a group in an HDF5 file), or ``None``."""
         return self._format.format_complete_path()
@@ -149,7 +167,7 @@ class DafReader:
         Arrays already returned stay valid and read-only: a mapped array keeps its map of the file (never the lock
         of a FilesDaf, ZarrDaf or ZipDaf writer); an array mapped from an H5df file keeps this process's *shared*
         lock on that file until the array is dropped (so no other process can write the bytes under it), see
-        docs/design.md. A :class:`~pydaf.MemoryDaf` drops its data, as ``io.BytesIO.close`` does. Closing a
+        docs/design/core.md. A :class:`~pydaf.MemoryDaf` drops its data, as ``io.BytesIO.close`` does. Closing a
         read-only wrapper closes the data set it wraps; closing a view or a chain closes only that view or chain
         (the data sets it reads stay open; reading through them once those are closed raises the same error).
 
@@ -182,9 +200,6 @@ class DafReader:
 
     def __exit__(self, *_: object) -> None:
         self.close()
-
-    def _message(self, text: str, preposition: str = "in") -> str:
-        return f"{text}\n{preposition} the daf data: {self._name}"
 
     # Locks and cache (for code that composes several calls: copies, chains, views, interop, queries).
 
@@ -229,21 +244,21 @@ class DafReader:
         """
         return self._state.cache
 
-    def cached_computation(self, key: QueryKey, compute: Callable[[], tuple[Any, Iterable[Any]]], *,
+    def cached_computation(self, key: QueryCacheKey, compute: Callable[[], tuple[Any, Iterable[Any]]], *,
                            store: bool = True) -> Any:
         """A value computed from the data set (a query result): the cached one if it is still current (nothing it
         read changed since, :func:`~pydaf.core.cache.is_current`), else ``compute()``, which returns the value and
-        the keys of what it read (:class:`~pydaf.core.cache.VectorKey`, …). With ``store`` the new value is cached
+        the keys of what it read (:class:`~pydaf.core.cache.VectorCacheKey`, …). With ``store`` the new value is cached
         (as ``QueryData``). Runs under the read lock.
 
         Example:
             >>> import pydaf
-            >>> from pydaf.core.cache import QueryKey, VectorKey
+            >>> from pydaf.core.cache import QueryCacheKey, VectorCacheKey
             >>> daf = pydaf.MemoryDaf().add_axis("cell", ["A"]).set_vector("cell", "age", [3])
-            >>> total = lambda: (int(daf.get_vector("cell", "age").sum()), [VectorKey("cell", "age")])
-            >>> daf.cached_computation(QueryKey("total age"), total)
+            >>> total = lambda: (int(daf.get_vector("cell", "age").sum()), [VectorCacheKey("cell", "age")])
+            >>> daf.cached_computation(QueryCacheKey("total age"), total)
             3
-            >>> daf.set_vector("cell", "age", [4], overwrite=True).cached_computation(QueryKey("total age"), total)
+            >>> daf.set_vector("cell", "age", [4], overwrite=True).cached_computation(QueryCacheKey("total age"), total)
             4
         """
         with self._state.lock.read():
@@ -284,6 +299,11 @@ class DafReader:
         with self._state.lock.read():
             return set(self._reads.format_scalars_set())
 
+    @overload
+    def get_scalar(self, name: str) -> StorageScalar: ...
+    @overload
+    def get_scalar(self, name: str, *, default: StorageScalar | UndefType | None) -> StorageScalar | None: ...
+
     def get_scalar(self, name: str, *, default: StorageScalar | UndefType | None = Undef) -> StorageScalar | None:
         """The value of a scalar property: a ``str``, a Python ``bool``/``int``/``float`` as stored from Python, or a
         numpy scalar keeping the stored width. If missing, ``default`` is returned (``Undef``, the default, raises).
@@ -298,8 +318,8 @@ class DafReader:
         with self._state.lock.read():
             if not self._reads.format_has_scalar(name):
                 if default is Undef:
-                    raise DafMissingError(self._message(f"missing scalar: {name}") + "\n" + existing_names_hint(
-                        name, self._reads.format_scalars_set(), "scalars"))
+                    raise missing_property("scalar", name, daf_name=self._name,
+                                  hint=existing_names_hint(name, self._reads.format_scalars_set(), "scalars"))
                 return default
             value = self._reads.format_get_scalar(name)
             require_scalar(value, what=property_text("scalar", name), daf_name=self._name)
@@ -333,8 +353,9 @@ class DafReader:
     def _require_axis(self, axis: str, what_for: str) -> None:
         require_lookup_name(axis, what="axis", daf_name=self._name)
         if not self._reads.format_has_axis(axis, for_change=False):
-            raise DafMissingError(self._message(f"missing axis: {axis}\n{what_for}", "of") + "\n" + existing_names_hint(
-                axis, self._reads.format_axes_set(), "axes"))
+            raise DafMissingError(f"missing axis: {axis}\n{what_for}", daf_name=self._name, daf_preposition="of",
+                                  what=("axis", axis),
+                                  hint=existing_names_hint(axis, self._reads.format_axes_set(), "axes"))
 
     def axis_length(self, axis: str) -> int:
         """The number of entries of an axis.
@@ -365,7 +386,12 @@ class DafReader:
                                 daf_name=self._name)
             return read_only_array(entries), group
 
-        return self._cached(AxisKey(axis), compute)
+        return self._cached(AxisCacheKey(axis), compute)
+
+    @overload
+    def axis_vector(self, axis: str) -> np.ndarray: ...
+    @overload
+    def axis_vector(self, axis: str, *, default: UndefType | None) -> np.ndarray | None: ...
 
     def axis_vector(self, axis: str, *, default: UndefType | None = Undef) -> np.ndarray | None:
         """The entries of an axis, as a read-only ``object`` array of ``str`` (``None`` if missing and
@@ -377,7 +403,7 @@ class DafReader:
             ['A', 'B']
         """
         if default is not None and default is not Undef:
-            raise DafValueError(self._message(f"invalid default for axis_vector: {default!r} (expected None)"))
+            raise DafValueError(f"invalid default for axis_vector: {default!r} (expected None)", daf_name=self._name)
         with self._state.lock.read():
             if default is None:
                 require_lookup_name(axis, what="axis", daf_name=self._name)
@@ -405,12 +431,12 @@ class DafReader:
             entries = self._axis_entries(axis)
             positions = {entry: position for position, entry in enumerate(entries.tolist())}
             if len(positions) != entries.shape[0]:
-                raise DafFormatError(self._message(
+                raise DafFormatError(
                     f"invalid entries of the axis: {axis}\nfound: {entries.shape[0] - len(positions)} repeated "
-                    "entries\nexpected: unique entries"))
+                    "entries\nexpected: unique entries", daf_name=self._name)
             return positions, CacheGroup.MemoryData
 
-        return self._cached(AxisKey(axis, AxisForm.DICT), compute)
+        return self._cached(AxisCacheKey(axis, AxisForm.DICT), compute)
 
     def axis_indices(self, axis: str, entries: Iterable[str], *, allow_empty: bool = False,
                      allow_missing: bool = False) -> np.ndarray:
@@ -434,7 +460,7 @@ class DafReader:
                     if (allow_empty and entry == "") or allow_missing:
                         position = -1
                     else:
-                        raise DafMissingError(self._message(f"missing entry: {entry}\nfor the axis: {axis}"))
+                        raise DafMissingError(f"missing entry: {entry}\nfor the axis: {axis}", daf_name=self._name)
                 result[index] = position
             return result
 
@@ -456,17 +482,17 @@ class DafReader:
                 return entries
             positions = np.asarray(indices)
             if positions.size and positions.dtype.kind not in "iu":
-                raise DafValueError(self._message(f"invalid indices for the axis: {axis}\n(expected integers)"))
+                raise DafValueError(f"invalid indices for the axis: {axis}\n(expected integers)", daf_name=self._name)
             positions = positions.astype(np.int64, copy=False)
             negative = positions < 0
             if negative.any() and not allow_empty:
-                raise DafValueError(self._message(
+                raise DafValueError(
                     f"negative index: {int(positions[negative][0])}\nfor the axis: {axis}\n(pass allow_empty=True "
-                    "to get empty entries)"))
+                    "to get empty entries)", daf_name=self._name)
             if positions.size and positions.max() >= entries.shape[0]:
-                raise DafValueError(self._message(
+                raise DafValueError(
                     f"index: {int(positions.max())}\nis out of bounds for the axis: {axis}\nof length: "
-                    f"{entries.shape[0]}"))
+                    f"{entries.shape[0]}", daf_name=self._name)
             result = entries[np.where(negative, 0, positions)] if entries.shape[0] else np.full(
                 positions.shape, "", dtype=object)
             if negative.any():
@@ -507,12 +533,12 @@ class DafReader:
             return None
         values = plain_values(default)
         if values.ndim != 1:
-            raise DafShapeError(self._message(f"the default for the vector: {name}\nis not a vector"))
+            raise DafShapeError(f"the default for the vector: {name}\nis not a vector", daf_name=self._name)
         length = self._reads.format_axis_length(axis)
         if values.shape[0] != length:
-            raise DafShapeError(self._message(
+            raise DafShapeError(
                 f"the length: {values.shape[0]}\nof the default for the vector: {name}\nis different from the length: "
-                f"{length}\nof the axis: {axis}"))
+                f"{length}\nof the axis: {axis}", daf_name=self._name)
         self._check_names(axis, default, "entry names of the: default", index=True)
         return values
 
@@ -523,7 +549,12 @@ class DafReader:
             return
         entries = self._axis_entries(axis)
         if len(labels) != entries.shape[0] or not np.array_equal(np.asarray(labels, dtype=object), entries):
-            raise DafShapeError(self._message(f"{what}\nmismatch the entry names of the axis: {axis}"))
+            raise DafShapeError(f"{what}\nmismatch the entry names of the axis: {axis}", daf_name=self._name)
+
+    @overload
+    def get_stored_vector(self, axis: str, name: str) -> StoredVector: ...
+    @overload
+    def get_stored_vector(self, axis: str, name: str, *, default: Any) -> StoredVector | None: ...
 
     def get_stored_vector(self, axis: str, name: str, *, default: Any = Undef) -> StoredVector | None:
         """The vector exactly as stored, zero-copy: a dense read-only numpy array, or a
@@ -577,14 +608,14 @@ class DafReader:
         def compute() -> tuple[StoredVector, CacheGroup | None]:
             vector, group = self._reads.format_get_vector(axis, name)
             if group is not None:  # (data a backend keeps in memory was validated when it was stored)
-                self._validate_mapped(VectorKey(axis, name), vector, lambda: require_stored_vector(
+                self._validate_mapped(VectorCacheKey(axis, name), vector, lambda: require_stored_vector(
                     vector, self._reads.format_axis_length(axis), what=property_text("vector", axis, name),
                     daf_name=self._name))
             if isinstance(vector, SparseVector):
                 return vector.read_only(), group
             return read_only_array(vector), group
 
-        return self._cached(VectorKey(axis, name), compute)
+        return self._cached(VectorCacheKey(axis, name), compute)
 
     def _vector_elsewhere(self, axis: str, name: str) -> str:
         """For a missing vector's message: the other axes that have a vector of that name, and how to reach it in a
@@ -601,14 +632,19 @@ class DafReader:
     def _vector_default(self, axis: str, name: str, default: Any, values: np.ndarray | None) -> Any:
         if default is Undef:
             hint = existing_names_hint(name, self._reads.format_vectors_set(axis), f"vectors for the axis {axis}")
-            raise DafMissingError(self._message(f"missing vector: {name}\nfor the axis: {axis}") + "\n" + hint
-                                  + self._vector_elsewhere(axis, name))
+            raise missing_property("vector", axis, name, daf_name=self._name,
+                                   hint=hint + self._vector_elsewhere(axis, name))
         if default is None:
             return None
         if values is not None:
             return read_only_array(as_storable_array(values, what=f"default for the vector: {name}"))
         value = scalar_value(default, what=f"default for the vector: {name}")
         return read_only_array(np.full(self._reads.format_axis_length(axis), value, dtype=scalar_dtype(value)))
+
+    @overload
+    def get_vector(self, axis: str, name: str) -> np.ndarray: ...
+    @overload
+    def get_vector(self, axis: str, name: str, *, default: Any) -> np.ndarray | None: ...
 
     def get_vector(self, axis: str, name: str, *, default: Any = Undef) -> np.ndarray | None:
         """A vector as a dense, read-only numpy array (zero-copy where the store is mapped; a sparse vector is
@@ -627,7 +663,7 @@ class DafReader:
                 def compute() -> tuple[np.ndarray, CacheGroup]:
                     return read_only_array(stored.to_dense()), CacheGroup.MemoryData
 
-                return self._cached(VectorKey(axis, name, DataForm.DENSE), compute)
+                return self._cached(VectorCacheKey(axis, name, DataForm.DENSE), compute)
             return stored
 
     def get_pd_vector(self, axis: str, name: str, *, default: Any = Undef) -> pd.Series | None:
@@ -714,20 +750,28 @@ class DafReader:
         if default is None or default is Undef or isinstance(default, str | int | float | np.generic):
             return None
         shape = (self._reads.format_axis_length(rows_axis), self._reads.format_axis_length(columns_axis))
+        matrix: SparseMatrixCSC | np.ndarray
         if is_scipy_sparse(default):
             matrix = SparseMatrixCSC.from_scipy(default)
         else:
             matrix = np.asfortranarray(plain_values(default))
             if matrix.ndim != 2:
-                raise DafShapeError(self._message(f"the default for the matrix: {name}\nis not a matrix"))
+                raise DafShapeError(f"the default for the matrix: {name}\nis not a matrix", daf_name=self._name)
         for index, (axis, what) in enumerate(((rows_axis, "rows"), (columns_axis, "columns"))):
             if matrix.shape[index] != shape[index]:
-                raise DafShapeError(self._message(
+                raise DafShapeError(
                     f"the length: {matrix.shape[index]}\nof the {what} of the default for the matrix: {name}\n"
-                    f"is different from the length: {shape[index]}\nof the axis: {axis}"))
+                    f"is different from the length: {shape[index]}\nof the axis: {axis}", daf_name=self._name)
         self._check_names(rows_axis, default, "row names of the: default", index=True)
         self._check_names(columns_axis, default, "column names of the: default", index=False)
         return matrix
+
+    @overload
+    def get_stored_matrix(self, rows_axis: str, columns_axis: str, name: str, *,
+                          relayout: bool = True) -> StoredMatrix: ...
+    @overload
+    def get_stored_matrix(self, rows_axis: str, columns_axis: str, name: str, *, default: Any,
+                          relayout: bool = True) -> StoredMatrix | None: ...
 
     def get_stored_matrix(self, rows_axis: str, columns_axis: str, name: str, *, default: Any = Undef,
                           relayout: bool = True) -> StoredMatrix | None:
@@ -758,10 +802,10 @@ class DafReader:
                 names = set(self._reads.format_matrices_set(rows_axis, columns_axis))
                 if other:
                     names |= self._reads.format_matrices_set(columns_axis, rows_axis)
-                raise DafMissingError(self._message(
+                raise DafMissingError(
                     f"missing matrix: {name}\nfor the rows axis: {rows_axis}\nand the columns axis: {columns_axis}"
-                    f"{other}") + "\n" + existing_names_hint(
-                        name, names, f"matrices for the axes {rows_axis} and {columns_axis}"))
+                    f"{other}", daf_name=self._name, what=("matrix", rows_axis, columns_axis, name),
+                    hint=existing_names_hint(name, names, f"matrices for the axes {rows_axis} and {columns_axis}"))
             if default is None:
                 return None
             if default_matrix is not None:
@@ -780,14 +824,14 @@ class DafReader:
         def compute() -> tuple[StoredMatrix, CacheGroup | None]:
             return self._fetch_matrix(rows_axis, columns_axis, name)
 
-        return self._cached(MatrixKey(rows_axis, columns_axis, name), compute)
+        return self._cached(MatrixCacheKey(rows_axis, columns_axis, name), compute)
 
     def _fetch_matrix(self, rows_axis: str, columns_axis: str, name: str) -> tuple[StoredMatrix, CacheGroup | None]:
         """A stored matrix from the backend (not the cache), validated, read-only."""
         matrix, group = self._reads.format_get_matrix(rows_axis, columns_axis, name)
         if group is not None:  # (data a backend keeps in memory was validated when it was stored)
             shape = (self._reads.format_axis_length(rows_axis), self._reads.format_axis_length(columns_axis))
-            self._validate_mapped(MatrixKey(rows_axis, columns_axis, name), matrix, lambda: require_stored_matrix(
+            self._validate_mapped(MatrixCacheKey(rows_axis, columns_axis, name), matrix, lambda: require_stored_matrix(
                 matrix, shape, what=property_text("matrix", rows_axis, columns_axis, name), daf_name=self._name))
         if isinstance(matrix, SparseMatrixCSC):
             return matrix.read_only(), group
@@ -800,7 +844,14 @@ class DafReader:
                 return source.transpose().read_only(), CacheGroup.MemoryData
             return read_only_array(np.asfortranarray(source.T)), CacheGroup.MemoryData
 
-        return self._cached(MatrixKey(rows_axis, columns_axis, name, DataForm.RELAYOUT), compute)
+        return self._cached(MatrixCacheKey(rows_axis, columns_axis, name, DataForm.RELAYOUT), compute)
+
+    @overload
+    def get_matrix(self, rows_axis: str, columns_axis: str, name: str, *,
+                   relayout: bool = True) -> np.ndarray | sp.csc_matrix: ...
+    @overload
+    def get_matrix(self, rows_axis: str, columns_axis: str, name: str, *, default: Any,
+                   relayout: bool = True) -> np.ndarray | sp.csc_matrix | None: ...
 
     def get_matrix(self, rows_axis: str, columns_axis: str, name: str, *, default: Any = Undef,
                    relayout: bool = True) -> np.ndarray | sp.csc_matrix | None:
@@ -824,7 +875,7 @@ class DafReader:
                 return stored
             if default is not Undef and not self._has_matrix(rows_axis, columns_axis, name, relayout=relayout):
                 return stored.to_scipy()
-            return self._cached(MatrixKey(rows_axis, columns_axis, name, DataForm.SCIPY),
+            return self._cached(MatrixCacheKey(rows_axis, columns_axis, name, DataForm.SCIPY),
                                 lambda: (stored.to_scipy(), CacheGroup.MemoryData))
 
     def get_pd_matrix(self, rows_axis: str, columns_axis: str, name: str, *, default: Any = Undef,
@@ -968,7 +1019,7 @@ class DafReader:
             >>> pydaf.MemoryDaf().add_axis("cell", ["A"]).axis_version_counter("cell")
             0
         """
-        return self._version_counter(AxisKey(axis))
+        return self._version_counter(AxisCacheKey(axis))
 
     def vector_version_counter(self, axis: str, name: str) -> int:
         """A counter that changes whenever the vector is set (safe cache keys for copies of it).
@@ -979,7 +1030,7 @@ class DafReader:
             >>> daf.vector_version_counter("cell", "age")
             1
         """
-        return self._version_counter(VectorKey(axis, name))
+        return self._version_counter(VectorCacheKey(axis, name))
 
     def matrix_version_counter(self, rows_axis: str, columns_axis: str, name: str) -> int:
         """A counter that changes whenever the matrix is set, in either layout (the axes order is irrelevant).
@@ -990,9 +1041,9 @@ class DafReader:
             >>> daf.set_matrix("cell", "gene", "UMIs", np.array([[1]])).matrix_version_counter("gene", "cell", "UMIs")
             1
         """
-        return self._version_counter(MatrixKey(rows_axis, columns_axis, name).either_layout())
+        return self._version_counter(MatrixCacheKey(rows_axis, columns_axis, name).either_layout())
 
-    def _version_counter(self, key: AxisKey | VectorKey | MatrixKey) -> int:
+    def _version_counter(self, key: AxisCacheKey | VectorCacheKey | MatrixCacheKey) -> int:
         return self._state.versions[key] + self._format.format_version_counter(key)
 
     # Cache.
@@ -1005,7 +1056,7 @@ class DafReader:
             >>> pydaf.MemoryDaf().empty_cache(clear=pydaf.CacheGroup.MemoryData)
         """
         if clear is not None and keep is not None:
-            raise DafValueError(self._message("can't specify both clear and keep for empty_cache"))
+            raise DafValueError("can't specify both clear and keep for empty_cache", daf_name=self._name)
         self._state.cache.empty(clear=clear, keep=keep)
 
     # Description.
@@ -1140,19 +1191,37 @@ class DafReader:
         """
         if isinstance(self, DafReadOnly) and name is None:
             return self
-        return DafReadOnly(self, name=name)
+        return DafReadOnlyWrapper(self, name=name)
 
 
 class DafReadOnly(DafReader):
-    """A read-only view of a data set (Julia's ``ReadOnly``). It shares the wrapped data set's storage, lock, cache
-    and version counters, so it sees every change made through the writer.
+    """A data set with no write methods (Julia's abstract ``DafReadOnly``): what :meth:`~DafReader.read_only` returns,
+    whether a :class:`DafReadOnlyWrapper` of a data set, a view (:func:`~pydaf.viewer`) or a read-only chain
+    (:func:`~pydaf.chain_reader`). A write method raises a :class:`~pydaf.DafReadOnlyError` saying how to write
+    (:attr:`write_hint`, else through the wrapped data set, else by reopening the file for writing).
+
+    Example:
+        >>> import pydaf
+        >>> daf = pydaf.MemoryDaf(name="example!").add_axis("cell", ["A"])
+        >>> [isinstance(reader, pydaf.DafReadOnly) for reader in (daf, daf.read_only(), pydaf.viewer(daf))]
+        [False, True, True]
+    """
+
+    #: How to write to what this data set shows (``None``: see :func:`missing_attribute`).
+    write_hint: ClassVar[str | None] = None
+
+
+class DafReadOnlyWrapper(DafReadOnly):
+    """A read-only wrapper of a data set (Julia's ``DafReadOnlyWrapper``, shown as ``ReadOnly``): what
+    :meth:`~DafReader.read_only` and a mode ``r`` open return. It shares the wrapped data set's storage, lock, cache and
+    version counters, so it sees every change made through the writer.
 
     Example:
         >>> import pydaf
         >>> daf = pydaf.MemoryDaf(name="example!").add_axis("cell", ["A"])
         >>> view = daf.read_only()
-        >>> hasattr(view, "set_scalar"), view.axis_length("cell")
-        (False, 1)
+        >>> hasattr(view, "set_scalar"), view.axis_length("cell"), view.base is daf
+        (False, 1, True)
     """
 
     def __init__(self, daf: DafReader, *, name: str | None = None) -> None:
@@ -1161,16 +1230,14 @@ class DafReadOnly(DafReader):
         self._base = daf
         super().__init__(daf.format, name=name or f"{daf.name}.read_only", state=daf._state)
 
-    @property  # type: ignore[override]
+    @property
     def _state(self) -> Any:
-        """The wrapped data set's state, so closing that data set closes this wrapper too (subclasses that read
-        through their own storage, views and chains, have their own)."""
-        base = self.__dict__.get("_base")
-        return self.__dict__["_own_state"] if base is None else base._state
+        """The wrapped data set's state, so closing that data set closes this wrapper too."""
+        return self._base._state
 
     @_state.setter
     def _state(self, state: Any) -> None:
-        self.__dict__["_own_state"] = state
+        pass  # (DafReader.__init__ sets it: a wrapper's state is always the wrapped data set's)
 
     def close(self) -> None:
         """Close the wrapped data set (see :meth:`DafReader.close`): a read-only open (mode ``r``) returns this
@@ -1185,11 +1252,7 @@ class DafReadOnly(DafReader):
             >>> daf.closed
             True
         """
-        base = self.__dict__.get("_base")
-        if base is None:
-            DafReader.close(self)
-        else:
-            base.close()
+        self._base.close()
 
     @property
     def base(self) -> DafReader:
@@ -1233,10 +1296,10 @@ def _counted_brief(matrix: StoredMatrix) -> tuple[tuple[str, int], tuple[int, in
     ``tensors_description``)."""
     parts = brief_array(matrix).split(" ")
     size = int(np.prod(matrix.shape))
-    if "Sparse" in parts or "(Sparse" in parts:
+    if ("Sparse" in parts or "(Sparse" in parts) and isinstance(matrix, SparseMatrixCSC):
         at = (parts.index("Sparse") if "Sparse" in parts else parts.index("(Sparse")) + 1
         counted = matrix.nnz
-    elif "true)" in parts:
+    elif "true)" in parts and isinstance(matrix, np.ndarray):
         at = parts.index("true)") - 2
         counted = int(np.count_nonzero(matrix))
     else:
@@ -1282,17 +1345,18 @@ def missing_attribute(daf: DafReader, attribute: str) -> AttributeError:
     state = vars(daf)
     if attribute not in _WRITE_METHODS or "_name" not in state:
         return AttributeError(f"{type(daf).__name__!r} object has no attribute {attribute!r}", name=attribute, obj=daf)
-    return DafReadOnlyError(f"can't {attribute}: the daf data is read-only\n({_how_to_write(daf)})\n"
-                            f"in the daf data: {state['_name']}")
+    return DafReadOnlyError(f"can't {attribute}: the daf data is read-only\n({_how_to_write(daf)})",
+                            daf_name=state["_name"])
 
 
 def _how_to_write(daf: DafReader) -> str:
     hint = getattr(type(daf), "write_hint", None)  # views and read-only chains say how to write to what they show
     if hint is not None:
         return hint
-    base = vars(daf).get("_base")
-    if base is not None and base.format.is_writable and hasattr(base, "set_scalar"):
-        return "write through the data set it wraps: its .base"
+    if isinstance(daf, DafReadOnlyWrapper) and "_base" in vars(daf):
+        base = daf.base
+        if base.format.is_writable and hasattr(base, "set_scalar"):
+            return "write through the data set it wraps: its .base"
     path = daf.format.format_complete_path()
     where = f'"{path}"' if path is not None else "path"
     return f'open it for writing with mode "r+": pydaf.open_daf({where}, "r+")'

@@ -6,7 +6,8 @@ the wrong kind) may raise anything: ``OSError``/``KeyError``/``RuntimeError`` fr
 numpy, ``IndexError`` from its own indexing. :class:`CheckedReads` turns each into a
 :class:`~pydaf.DafFormatError` (``can't read the <property>``, with the original error), and completes a
 :class:`~pydaf.DafError` the backend raised without naming the data set (e.g. ``the data file: … has 12 bytes instead
-of 16``) with the property and the data set. Errors that already name a data set (a chain's member) pass unchanged.
+of 16``) with the property and the data set. Errors that already name a data set (``error.daf_name``: a chain's
+member) pass unchanged.
 
 Example:
     >>> import pydaf
@@ -25,13 +26,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import DafError, DafFormatError, for_daf
-from ..formats.base import CacheGroup, FormatReader, StoredMatrix, StoredVector
+from ..abc.format import CacheGroup, FormatReader, StoredMatrix, StoredVector
+from ..errors import DafError, DafFormatError
 from ..storage_types import StorageScalar
 
 __all__ = ["CheckedReads", "property_text"]
-
-_TRAILER = "the daf data: "
 
 
 def property_text(kind: str, *names: str) -> str:
@@ -73,11 +72,12 @@ class CheckedReads:
     def _failed(self, error: Exception, kind: str, *names: str) -> None:
         """Raise the DafError for ``error`` raised while reading a property (return: re-raise ``error`` as it is)."""
         if isinstance(error, DafError):
-            if _TRAILER in str(error):
+            if error.daf_name is not None:
                 return
-            raise type(error)(for_daf(f"{error}\nfor the {property_text(kind, *names)}", self.daf_name)) from error
-        raise DafFormatError(for_daf(f"can't read the {property_text(kind, *names)}\n({type(error).__name__}: "
-                                     f"{error})", self.daf_name)) from error
+            raise error.completed(daf_name=self.daf_name, what=(kind, *names),
+                                  for_=property_text(kind, *names)) from error
+        raise DafFormatError(f"can't read the {property_text(kind, *names)}\n({type(error).__name__}: {error})",
+                             daf_name=self.daf_name, what=(kind, *names)) from error
 
     # Scalars.
 

@@ -1,15 +1,9 @@
 """Checks of stored data: what a backend returns (Julia's ``readers.jl`` assertions, as errors) and what a caller gives
-to a writer or fills into a builder.
+to a writer or fills into a builder. Dense data needs only O(1) checks, so zero-copy reads stay free; sparse data is
+checked in full (its indices index memory), in one pass, once per stored array the reader caches. A problem names the
+data set, the property, what was found and what was expected.
 
-Dense data needs only O(1) checks (dimensions, shape against the axes, element type), so zero-copy reads stay free.
-Sparse data is checked in full, because its indices are used to index memory: ``colptr`` has ``n_columns + 1``
-entries, starts at 1, never decreases and ends at ``nnz + 1``; every ``rowval`` (``nzind``) is in ``1..n_rows``
-(``1..length``) and strictly increasing within its column. That is one O(n) pass: numpy for small inputs, the numba
-kernels of :mod:`pydaf.kernels.validation` (imported only then) for large ones. The reader runs it once per stored
-array it caches, so a mapped matrix pays it once, at its first access.
-
-A problem raises ``error`` (:class:`~pydaf.DafFormatError` for storage, :class:`~pydaf.DafValueError` for a caller's
-data) naming the data set, the property, what was found and what was expected.
+Design: docs/design/checks.md.
 
 Example:
     >>> import numpy as np
@@ -32,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from .. import kernels
-from ..errors import DafError, DafFormatError, for_daf
+from ..errors import DafError, DafFormatError
 from ..sparse import SparseMatrixCSC, SparseVector
 from ..storage_types import JULIA_NAMES, STRING_DTYPE, julia_name
 
@@ -41,7 +35,6 @@ __all__ = [
     "Problem",
     "require_entries",
     "require_scalar",
-    "require_sparse_strings",
     "require_stored_matrix",
     "require_stored_vector",
     "sparse_matrix_problem",
@@ -68,14 +61,10 @@ class Problem:
         """The error message for the property ``what`` (e.g. ``"vector: age\\nof the axis: cell"``)."""
         return f"invalid {self.component} of the {what}\nfound: {self.found}\nexpected: {self.expected}"
 
-    def message(self, what: str, daf_name: str) -> str:
-        """:meth:`text` with the data set's name."""
-        return for_daf(self.text(what), daf_name)
-
 
 def _raise(problem: Problem | None, what: str, daf_name: str, error: type[DafError]) -> None:
     if problem is not None:
-        raise error(problem.message(what, daf_name))
+        raise error(problem.text(what), daf_name=daf_name)
 
 
 def _type_name(dtype: np.dtype) -> str:
@@ -282,29 +271,3 @@ def require_scalar(value: Any, *, what: str, daf_name: str) -> None:
         return
     _raise(Problem("value", f"a {type(value).__name__}", "a string or a number of a Daf type"), what, daf_name,
            DafFormatError)
-
-
-def require_sparse_strings(shape: tuple[int, ...], indices: tuple[np.ndarray, ...], texts: np.ndarray) -> None:
-    """Raise :class:`~pydaf.DafFormatError` unless the 1-based indices of sparse strings (``(nzind,)`` of a vector of
-    ``shape == (length,)``, ``(colptr, rowval)`` of a matrix) are valid and hold one string each. Backends call this
-    before they densify sparse strings (the reader then adds the property and the data set to the message).
-
-    Example:
-        >>> require_sparse_strings((3,), (np.array([3, 1]),), np.array(["a", "b"], dtype=object))
-        Traceback (most recent call last):
-        ...
-        pydaf.errors.DafFormatError: invalid nzind of the sparse strings
-        found: nzind[1] = 1
-        expected: positions in 1..3, strictly increasing
-    """
-    if len(shape) == 1:
-        problem = sparse_vector_problem(shape[0], indices[0])
-        nnz = indices[0].shape[0] if problem is None else 0
-    else:
-        problem = sparse_matrix_problem((shape[0], shape[1]), indices[0], indices[1])
-        nnz = indices[1].shape[0] if problem is None else 0
-    if problem is None and (not isinstance(texts, np.ndarray) or texts.shape != (nnz,)):
-        problem = Problem("nztxt", f"{np.shape(texts)[0] if np.ndim(texts) else 0} strings",
-                          f"one per stored entry: {nnz}")
-    if problem is not None:
-        raise DafFormatError(problem.text("sparse strings"))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -90,8 +90,7 @@ def _pandas_column(value: Any, what: str, daf_name: str | None, column: tuple[in
         fix = ("fill the missing values first, e.g. with .fillna(\"\")" if is_string else
                "fill the missing values first, e.g. with .fillna(0), or convert to floats with NaN for them, with\n"
                ".astype(\"float64\")")
-        trailer = f"\nin the daf data: {daf_name}" if daf_name is not None else ""
-        raise DafValueError(f"missing value (pandas NA)\n{where}\nof the {what}\n({fix}){trailer}")
+        raise DafValueError(f"missing value (pandas NA)\n{where}\nof the {what}\n({fix})", daf_name=daf_name)
     if is_string:
         return value.to_numpy(dtype=object)
     return value.to_numpy(dtype=dtype.numpy_dtype)
@@ -150,7 +149,7 @@ def exact_cast(values: Any, dtype: EltypeLike, *, what: str | None = None, daf_n
     if out is None:
         if values.dtype == dtype:
             return values
-        order = "F" if values.flags.f_contiguous and not values.flags.c_contiguous else "C"
+        order: Literal["C", "F"] = "F" if values.flags.f_contiguous and not values.flags.c_contiguous else "C"
         out = np.empty(values.shape, dtype=dtype, order=order)
     checks = _inexact_check(values.dtype, out.dtype, exact_floats=exact_floats, integral=integral)
     flat = _flat_pair(values, out)
@@ -182,9 +181,11 @@ def exact_scalar(value: Any, dtype: EltypeLike, *, what: str | None = None, daf_
 
 def _flat_pair(values: np.ndarray, out: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     """Both arrays as 1-D views in the same element order (``None`` unless both are contiguous alike)."""
-    for order in ("C", "F"):
-        if values.flags[f"{order}_CONTIGUOUS"] and out.flags[f"{order}_CONTIGUOUS"] and values.shape == out.shape:
-            return values.reshape(-1, order=order), out.reshape(-1, order=order)
+    if values.shape == out.shape:
+        if values.flags.c_contiguous and out.flags.c_contiguous:
+            return values.reshape(-1, order="C"), out.reshape(-1, order="C")
+        if values.flags.f_contiguous and out.flags.f_contiguous:
+            return values.reshape(-1, order="F"), out.reshape(-1, order="F")
     return None
 
 
@@ -257,8 +258,7 @@ def _raise_inexact(values: np.ndarray, out: np.ndarray, check: Check, what: str 
         place = f"\nat the row: {position[0]}\nand the column: {position[1]}"
     else:
         place = f"\nat the position: {position[0]}"
-    trailer = f"\nin the daf data: {daf_name}" if daf_name is not None else ""
     raise DafInexactError(
         f"can't convert exactly the value: {julia_string(value)}{place}\nof the {what}\nto the element type: "
-        f"{julia_name(out.dtype)}\n({julia}; round, clip or fill the values first to change them){trailer}",
-        value=value, position=position)
+        f"{julia_name(out.dtype)}\n({julia}; round, clip or fill the values first to change them)",
+        value=value, position=position, daf_name=daf_name)

@@ -1,4 +1,4 @@
-"""The public write API (Julia's ``Writers``), written once over any :class:`~pydaf.formats.base.FormatWriter`.
+"""The public write API (Julia's ``Writers``), written once over any :class:`~pydaf.abc.format.FormatWriter`.
 
 Every call takes the write lock, validates names, axes, lengths and types *before* touching storage (so a refused
 call changes nothing), invalidates cached data, and bumps version counters. Writers return ``self`` for chaining.
@@ -12,17 +12,19 @@ from typing import Any
 
 import numpy as np
 
+from .._os.maps import populate_pages, release_pages
+from ..abc.format import FormatWriter
 from ..errors import (
+    DafAppendOnlyError,
     DafError,
-    DafExistsError,
     DafMissingError,
     DafNameError,
     DafShapeError,
     DafTypeError,
     DafValueError,
+    existing_property,
+    missing_property,
 )
-from ..formats.base import FormatWriter
-from ..formats.mapping import populate_pages, release_pages
 from ..sparse import SparseMatrixCSC, SparseVector
 from ..storage_types import (
     STRING_DTYPE,
@@ -35,7 +37,7 @@ from ..storage_types import (
     scalar_value,
     storage_dtype,
 )
-from .cache import AxisKey, MatrixKey, VectorKey
+from .cache import AxisCacheKey, MatrixCacheKey, VectorCacheKey
 from .names import RESERVED_VECTORS, require_lookup_name, require_valid_name
 from .readers import DafReader, write_methods
 from .storage import property_text
@@ -73,38 +75,49 @@ class DafWriter(DafReader):
 
     # Helpers.
 
-    def _invalidate(self, change: AxisKey | VectorKey | MatrixKey) -> None:
+    def _invalidate(self, change: AxisCacheKey | VectorCacheKey | MatrixCacheKey) -> None:
         """Drop every cached item made stale by a change (see :meth:`pydaf.core.cache.DataCache.invalidate`)."""
         self._state.cache.invalidate(change)
 
     def _bump_vector(self, axis: str, name: str) -> None:
-        self._state.versions.bump(VectorKey(axis, name))
+        self._state.versions.bump(VectorCacheKey(axis, name))
 
     def _bump_matrix(self, rows_axis: str, columns_axis: str, name: str) -> None:
-        self._state.versions.bump(MatrixKey(rows_axis, columns_axis, name).either_layout())
+        self._state.versions.bump(MatrixCacheKey(rows_axis, columns_axis, name).either_layout())
 
     def _require_not_reserved(self, axis: str, name: str) -> None:
         if name in RESERVED_VECTORS:
-            raise DafNameError(self._message(f"setting the reserved vector: {name}\nfor the axis: {axis}"))
+            raise DafNameError(f"setting the reserved vector: {name}\nfor the axis: {axis}", daf_name=self._name)
 
     def _require_vector_absent(self, axis: str, name: str, overwrite: bool) -> None:
         if not overwrite and self._reads.format_has_vector(axis, name):
-            raise DafExistsError(self._message(f"existing vector: {name}\nfor the axis: {axis}"))
+            raise existing_property("vector", axis, name, daf_name=self._name)
 
     def _require_matrix_absent(self, rows_axis: str, columns_axis: str, name: str, overwrite: bool) -> None:
         if not overwrite and self._reads.format_has_matrix(rows_axis, columns_axis, name):
-            raise DafExistsError(self._message(
-                f"existing matrix: {name}\nfor the rows axis: {rows_axis}\nand the columns axis: {columns_axis}"))
+            raise existing_property("matrix", rows_axis, columns_axis, name, daf_name=self._name)
+
+    def _require_rewrites(self, doing: str, kind: str, *names: str) -> None:
+        """Refuse to ``doing`` (``delete`` or ``overwrite``) a stored property of append-only storage (its format
+        declares ``supports_rewrites = False``), before anything changes: the one place that does."""
+        if not self._format.supports_rewrites:
+            raise DafAppendOnlyError(
+                f"{self._format.type_name} is append-only; can't {doing} the {property_text(kind, *names)}",
+                daf_name=self._name, what=(kind, *names),
+                hint="(the ZIP backend is append-only: a property once written stays; write a new data set, or use a "
+                     "format that accepts rewrites)")
 
     def _before_set_vector(self, axis: str, name: str) -> None:
-        self._invalidate(VectorKey(axis, name))
+        self._invalidate(VectorCacheKey(axis, name))
         if self._reads.format_has_vector(axis, name):
+            self._require_rewrites("overwrite", "vector", axis, name)
             self._format.format_delete_vector(axis, name, for_set=True)
         self._bump_vector(axis, name)
 
     def _before_set_matrix(self, rows_axis: str, columns_axis: str, name: str) -> None:
-        self._invalidate(MatrixKey(rows_axis, columns_axis, name))
+        self._invalidate(MatrixCacheKey(rows_axis, columns_axis, name))
         if self._reads.format_has_matrix(rows_axis, columns_axis, name):
+            self._require_rewrites("overwrite", "matrix", rows_axis, columns_axis, name)
             self._format.format_delete_matrix(rows_axis, columns_axis, name, for_set=True)
 
     @contextmanager
@@ -116,15 +129,15 @@ class DafWriter(DafReader):
         except DafError:
             raise
         except (ValueError, TypeError) as error:
-            raise DafValueError(self._message(f"can't store the {property_text(kind, *names)}\n"
-                                              f"({type(error).__name__}: {error})")) from error
+            raise DafValueError(f"can't store the {property_text(kind, *names)}\n"
+                                f"({type(error).__name__}: {error})", daf_name=self._name) from error
 
     def _check_length(self, axis: str, length: int, what: str) -> None:
         axis_length = self._reads.format_axis_length(axis)
         if length != axis_length:
-            raise DafShapeError(self._message(
+            raise DafShapeError(
                 f"the length: {length}\nof the {what}\nis different from the length: {axis_length}\nof the axis: "
-                f"{axis}"))
+                f"{axis}", daf_name=self._name)
 
     # Scalars.
 
@@ -142,7 +155,8 @@ class DafWriter(DafReader):
         with self._state.lock.write():
             if self._reads.format_has_scalar(name):
                 if not overwrite:
-                    raise DafExistsError(self._message(f"existing scalar: {name}"))
+                    raise existing_property("scalar", name, daf_name=self._name)
+                self._require_rewrites("overwrite", "scalar", name)
                 self._format.format_delete_scalar(name, for_set=True)
             with self._storing("scalar", name):
                 self._format.format_set_scalar(name, value)
@@ -160,8 +174,9 @@ class DafWriter(DafReader):
         with self._state.lock.write():
             if not self._reads.format_has_scalar(name):
                 if must_exist:
-                    raise DafMissingError(self._message(f"missing scalar: {name}"))
+                    raise missing_property("scalar", name, daf_name=self._name)
                 return self
+            self._require_rewrites("delete", "scalar", name)
             self._format.format_delete_scalar(name, for_set=False)
         return self
 
@@ -180,14 +195,15 @@ class DafWriter(DafReader):
         values = plain_values(entries if not isinstance(entries, str) else [entries],
                               what=f"entries of the axis: {axis}", daf_name=self._name)
         if values.ndim != 1:
-            raise DafShapeError(self._message(f"the entries of the new axis: {axis}\nare not a vector"))
+            raise DafShapeError(f"the entries of the new axis: {axis}\nare not a vector", daf_name=self._name)
         values = as_string_array(values, what=f"entries of the axis: {axis}")
         if len(set(values.tolist())) != values.shape[0]:
-            raise DafShapeError(self._message(f"non-unique entries for new axis: {axis}"))
+            raise DafShapeError(f"non-unique entries for new axis: {axis}", daf_name=self._name)
         with self._state.lock.write():
             if self._reads.format_has_axis(axis, for_change=True):
                 if not overwrite:
-                    raise DafExistsError(self._message(f"existing axis: {axis}"))
+                    raise existing_property("axis", axis, daf_name=self._name)
+                self._require_rewrites("overwrite", "axis", axis)
                 self._delete_axis(axis)
             with self._storing("axis", axis):
                 self._format.format_add_axis(axis, values)
@@ -205,15 +221,17 @@ class DafWriter(DafReader):
         with self._state.lock.write():
             if not self._reads.format_has_axis(axis, for_change=True):
                 if must_exist:
-                    raise DafMissingError(self._message(f"missing axis: {axis}\nfor: delete_axis", "of"))
+                    raise DafMissingError(f"missing axis: {axis}\nfor: delete_axis", daf_name=self._name,
+                                          daf_preposition="of", what=("axis", axis))
                 return self
+            self._require_rewrites("delete", "axis", axis)
             self._delete_axis(axis)
         return self
 
     def _delete_axis(self, axis: str) -> None:
-        self._invalidate(AxisKey(axis))
+        self._invalidate(AxisCacheKey(axis))
         self._format.format_delete_axis(axis)
-        self._state.versions.bump(AxisKey(axis))
+        self._state.versions.bump(AxisCacheKey(axis))
 
     def _prepare_fill(self, value: Any, eltype: EltypeLike | None, what: str) -> StorageScalar:
         """Validate (and convert exactly to ``eltype``) a scalar that fills a whole vector or matrix."""
@@ -221,8 +239,8 @@ class DafWriter(DafReader):
         if eltype is None:
             return value
         if isinstance(value, str):
-            raise DafTypeError(self._message(f"can't convert the string fill of the {what}\nto the element type: "
-                                             f"{eltype}"))
+            raise DafTypeError(f"can't convert the string fill of the {what}\nto the element type: "
+                               f"{eltype}", daf_name=self._name)
         return exact_scalar(value, require_number_dtype(eltype), what=f"fill of the {what}", daf_name=self._name)
 
     def _label_positions(self, axis: str, labels: Any, what: str) -> np.ndarray | None:
@@ -247,8 +265,8 @@ class DafWriter(DafReader):
         if not index.is_unique:
             problems.append(f"first duplicate: {index[index.duplicated()][0]}")
         if problems:
-            raise DafValueError(self._message(f"{what}\nmismatch the entry names of the axis: {axis}\n("
-                                              + "; ".join(problems) + ")"))
+            raise DafValueError(f"{what}\nmismatch the entry names of the axis: {axis}\n("
+                                + "; ".join(problems) + ")", daf_name=self._name)
         return index.get_indexer(entries)
 
     # Vectors.
@@ -261,8 +279,8 @@ class DafWriter(DafReader):
             vector: Any = value
         elif is_scipy_sparse(value):
             if 1 not in value.shape:
-                raise DafShapeError(self._message(f"the sparse matrix given for the vector: {name}\nis not 1 x N or "
-                                                  "N x 1"))
+                raise DafShapeError(f"the sparse matrix given for the vector: {name}\nis not 1 x N or "
+                                    "N x 1", daf_name=self._name)
             coo = value.tocoo(copy=True)
             coo.sum_duplicates()
             positions = coo.col if value.shape[0] == 1 else coo.row
@@ -271,8 +289,8 @@ class DafWriter(DafReader):
         else:
             values = plain_values(value, what=property_text("vector", axis, name), daf_name=self._name)
             if values.ndim != 1:
-                raise DafShapeError(self._message(f"the value given for the vector: {name}\nis not 1-dimensional "
-                                                  f"(shape: {values.shape})"))
+                raise DafShapeError(f"the value given for the vector: {name}\nis not 1-dimensional "
+                                    f"(shape: {values.shape})", daf_name=self._name)
             # A pandas Series labelled with the axis entries in another order is aligned by label, as anndata does.
             positions = self._label_positions(axis, getattr(value, "index", None), "entry names of the: vector")
             if positions is not None:
@@ -294,8 +312,8 @@ class DafWriter(DafReader):
         elif eltype is not None:
             dtype = storage_dtype(eltype, what=f"element type of the vector: {name}")
             if (dtype == STRING_DTYPE) != (vector.dtype == STRING_DTYPE):
-                raise DafTypeError(self._message(f"can't convert the vector: {name}\nof type: {vector.dtype}\n"
-                                                 f"to the element type: {eltype}"))
+                raise DafTypeError(f"can't convert the vector: {name}\nof type: {vector.dtype}\n"
+                                   f"to the element type: {eltype}", daf_name=self._name)
             vector = exact_cast(vector, dtype, what=what, daf_name=self._name,
                                 where=lambda at: self._entry_text("position", axis, at[0]))
         return vector
@@ -364,9 +382,10 @@ class DafWriter(DafReader):
             require_lookup_name(name, what="vector", daf_name=self._name)
             if not self._reads.format_has_vector(axis, name):
                 if must_exist:
-                    raise DafMissingError(self._message(f"missing vector: {name}\nfor the axis: {axis}"))
+                    raise missing_property("vector", axis, name, daf_name=self._name)
                 return self
-            self._invalidate(VectorKey(axis, name))
+            self._require_rewrites("delete", "vector", axis, name)
+            self._invalidate(VectorCacheKey(axis, name))
             self._format.format_delete_vector(axis, name, for_set=False)
         return self
 
@@ -383,7 +402,7 @@ class DafWriter(DafReader):
                 yield
             except BaseException:
                 kept_old = self._format.format_discard_empty()
-                self._invalidate(VectorKey(axis, name))
+                self._invalidate(VectorCacheKey(axis, name))
                 if not kept_old and self._reads.format_has_vector(axis, name):
                     self._format.format_delete_vector(axis, name, for_set=False)
                 raise
@@ -429,8 +448,8 @@ class DafWriter(DafReader):
         with self._building_vector(axis, name, overwrite):
             length = self._reads.format_axis_length(axis)
             if nnz > length:
-                raise DafShapeError(self._message(f"the nnz: {nnz}\nof the sparse vector: {name}\nis larger than "
-                                                  f"the length: {length}\nof the axis: {axis}"))
+                raise DafShapeError(f"the nnz: {nnz}\nof the sparse vector: {name}\nis larger than "
+                                    f"the length: {length}\nof the axis: {axis}", daf_name=self._name)
             index_dtype = require_index_dtype(indtype) if indtype is not None else indtype_for_size(length)
             nzind, nzval = self._format.format_get_empty_sparse_vector(axis, name, dtype, nnz, index_dtype)
             yield nzind, nzval
@@ -453,8 +472,8 @@ class DafWriter(DafReader):
             values = plain_values(value, what=property_text("matrix", rows_axis, columns_axis, name),
                                   daf_name=self._name)
             if values.ndim != 2:
-                raise DafShapeError(self._message(f"the value given for the matrix: {name}\nis not 2-dimensional "
-                                                  f"(shape: {values.shape})"))
+                raise DafShapeError(f"the value given for the matrix: {name}\nis not 2-dimensional "
+                                    f"(shape: {values.shape})", daf_name=self._name)
             # A DataFrame labelled with the axes' entries in other orders is aligned by label, as anndata does.
             rows = self._label_positions(rows_axis, getattr(value, "index", None), "row names of the: matrix")
             columns = self._label_positions(columns_axis, getattr(value, "columns", None),
@@ -485,8 +504,8 @@ class DafWriter(DafReader):
         elif eltype is not None:
             dtype = storage_dtype(eltype, what=f"element type of the matrix: {name}")
             if (dtype == STRING_DTYPE) != (matrix.dtype == STRING_DTYPE):
-                raise DafTypeError(self._message(f"can't convert the matrix: {name}\nof type: {matrix.dtype}\n"
-                                                 f"to the element type: {eltype}"))
+                raise DafTypeError(f"can't convert the matrix: {name}\nof type: {matrix.dtype}\n"
+                                   f"to the element type: {eltype}", daf_name=self._name)
             matrix = np.asfortranarray(exact_cast(matrix, dtype, what=what, daf_name=self._name,
                                                   where=lambda at: self._cell_text(rows_axis, columns_axis, *at)))
         return matrix
@@ -561,11 +580,10 @@ class DafWriter(DafReader):
             self._require_matrix_axes(rows_axis, columns_axis, f"the matrix: {name}")
             require_lookup_name(name, what="matrix", daf_name=self._name)
             if rows_axis == columns_axis:
-                raise DafValueError(self._message(f"can't relayout square matrix: {name}\nof the axis: {rows_axis}\n"
-                                                  "due to daf representation limitations"))
+                raise DafValueError(f"can't relayout square matrix: {name}\nof the axis: {rows_axis}\n"
+                                    "due to daf representation limitations", daf_name=self._name)
             if not self._reads.format_has_matrix(rows_axis, columns_axis, name):
-                raise DafMissingError(self._message(
-                    f"missing matrix: {name}\nfor the rows axis: {rows_axis}\nand the columns axis: {columns_axis}"))
+                raise missing_property("matrix", rows_axis, columns_axis, name, daf_name=self._name)
             self._require_matrix_absent(columns_axis, rows_axis, name, overwrite)
             stored = self._stored_matrix(rows_axis, columns_axis, name)  # validated before anything changes
             self._before_set_matrix(columns_axis, rows_axis, name)
@@ -591,11 +609,12 @@ class DafWriter(DafReader):
             if not self._has_matrix(rows_axis, columns_axis, name, relayout=relayout):
                 if must_exist:
                     other = "\n(and the other way around)" if relayout else ""
-                    raise DafMissingError(self._message(
+                    raise DafMissingError(
                         f"missing matrix: {name}\nfor the rows axis: {rows_axis}\nand the columns axis: "
-                        f"{columns_axis}{other}"))
+                        f"{columns_axis}{other}", daf_name=self._name)
                 return self
-            self._invalidate(MatrixKey(rows_axis, columns_axis, name))
+            self._require_rewrites("delete", "matrix", rows_axis, columns_axis, name)
+            self._invalidate(MatrixCacheKey(rows_axis, columns_axis, name))
             for rows, columns in ((rows_axis, columns_axis), (columns_axis, rows_axis))[:2 if relayout else 1]:
                 if self._reads.format_has_matrix(rows, columns, name):
                     self._format.format_delete_matrix(rows, columns, name, for_set=False)
@@ -613,7 +632,7 @@ class DafWriter(DafReader):
                 yield
             except BaseException:
                 kept_old = self._format.format_discard_empty()
-                self._invalidate(MatrixKey(rows_axis, columns_axis, name))
+                self._invalidate(MatrixCacheKey(rows_axis, columns_axis, name))
                 if not kept_old and self._reads.format_has_matrix(rows_axis, columns_axis, name):
                     self._format.format_delete_matrix(rows_axis, columns_axis, name, for_set=False)
                 raise
@@ -659,8 +678,8 @@ class DafWriter(DafReader):
         with self._building_matrix(rows_axis, columns_axis, name, overwrite):
             shape = (self._reads.format_axis_length(rows_axis), self._reads.format_axis_length(columns_axis))
             if nnz > shape[0] * shape[1]:
-                raise DafShapeError(self._message(f"the nnz: {nnz}\nof the sparse matrix: {name}\nis larger than its "
-                                                  f"size: {shape[0]} x {shape[1]}"))
+                raise DafShapeError(f"the nnz: {nnz}\nof the sparse matrix: {name}\nis larger than its "
+                                    f"size: {shape[0]} x {shape[1]}", daf_name=self._name)
             index_dtype = (require_index_dtype(indtype) if indtype is not None
                            else indtype_for_size(max(shape[0], shape[1], nnz)))
             colptr, rowval, nzval = self._format.format_get_empty_sparse_matrix(

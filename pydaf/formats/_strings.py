@@ -1,5 +1,5 @@
 """Julia's sparse form of string vectors and matrices, as the stored formats keep them: only the non-empty strings, with
-1-based indices (FORMATS.md §1.5), and the checks that the indices read back are valid."""
+1-based indices (docs/spec/FORMATS.md §1.5), and the checks that the indices read back are valid."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ def require_sparse_strings(shape: tuple[int, ...], indices: tuple[np.ndarray, ..
 
 
 def sparse_strings_are_smaller(values: np.ndarray, n_columns: int | None) -> bool:
-    """Julia's rule (FORMATS.md §1.5): store strings sparse iff that takes at most 0.75 of the dense size."""
+    """Julia's rule (docs/spec/FORMATS.md §1.5): store strings sparse iff that takes at most 0.75 of the dense size."""
     nonempty = [value for value in values.flat if value]
     nonempty_size = sum(len(value) for value in nonempty)
     index_size = indtype_for_size(values.size).itemsize
@@ -80,6 +80,7 @@ def dense_string_matrix(shape: tuple[int, int], colptr: np.ndarray, rowval: np.n
     """A column-major string matrix from its sparse (1-based CSC) form; invalid indices raise."""
     require_sparse_strings(shape, (colptr, rowval), texts)
     dense = np.full(shape, "", dtype=object, order="F")
-    columns = np.repeat(np.arange(shape[1]), np.diff(colptr.astype(np.int64)))
+    counts: np.ndarray = np.diff(colptr.astype(np.int64))
+    columns = np.repeat(np.arange(shape[1]), counts)
     dense.reshape(-1, order="F")[columns * shape[0] + rowval.astype(np.int64) - 1] = texts
     return dense

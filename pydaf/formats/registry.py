@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.readers import DafReader
 from ..core.writers import DafWriter
-from ..errors import DafFormatError, DafValueError
+from ..errors import DafUnknownFormatError, DafValueError
 
 if TYPE_CHECKING:
     from importlib.metadata import EntryPoint
@@ -173,7 +173,7 @@ def guess_format(path: str | os.PathLike) -> FormatEntry:
         >>> guess_format(os.path.join(folder, "notes.txt"))  # doctest: +ELLIPSIS
         Traceback (most recent call last):
         ...
-        pydaf.errors.DafFormatError: no known Daf format can open the path: .../notes.txt
+        pydaf.errors.DafUnknownFormatError: no known Daf format can open the path: .../notes.txt
         the known formats are:
         - H5df: ...
     """
@@ -186,7 +186,7 @@ def guess_format(path: str | os.PathLike) -> FormatEntry:
         return found
     entries = registered_formats()
     known = "".join(f"\n- {entry.name}: {entry.paths}" for entry in entries)
-    raise DafFormatError(f"no known Daf format can open the path: {text}\nthe known formats are:{known}")
+    raise DafUnknownFormatError(f"no known Daf format can open the path: {text}\nthe known formats are:{known}")
 
 
 def _first_opening(path: str, *, fallback: bool) -> FormatEntry | None:
@@ -197,6 +197,8 @@ class _OpensInMode(type):
     """The metaclass of :class:`PersistentDaf`: ``Format(path, mode, name=...)`` is ``Format.open(path, mode,
     name=...)``, so that constructing in mode ``r`` can return the read-only wrapper of the data set (which is not an
     instance of the class), while ``__new__`` and ``__init__`` stay ordinary."""
+
+    open: Callable[..., Any]  # (what every class made by this metaclass defines)
 
     def __call__(cls, *arguments: Any, **keywords: Any) -> Any:
         return cls.open(*arguments, **keywords)

@@ -25,9 +25,9 @@ from typing import Any
 
 import numpy as np
 
+from ..abc.format import CacheGroup, FormatReader, FormatWriter, StoredMatrix, StoredVector
 from ..core.readers import DafReader
 from ..core.writers import DafWriter
-from ..formats.base import CacheGroup, FormatReader, FormatWriter, StoredMatrix, StoredVector
 from ..sparse import SparseMatrixCSC, SparseVector, read_only_array
 from ..storage_types import STRING_DTYPE, StorageScalar, julia_name, scalar_dtype, storage_dtype
 from .errors import DafJuliaError
@@ -223,7 +223,9 @@ class JuliaReader(FormatReader):
         return set(self.julia("vector_names", axis))
 
     def format_get_vector(self, axis: str, name: str) -> tuple[StoredVector, CacheGroup | None]:
-        return stored_value(self.julia("stored_vector_form", axis, name), f"the vector: {name}")
+        vector, group = stored_value(self.julia("stored_vector_form", axis, name), f"the vector: {name}")
+        assert not isinstance(vector, SparseMatrixCSC)  # (a vector's form has one dimension)
+        return vector, group
 
     def format_has_matrix(self, rows_axis: str, columns_axis: str, name: str) -> bool:
         return _addressable(name) and bool(self.julia("has_matrix", rows_axis, columns_axis, name, relayout=False))
@@ -233,7 +235,10 @@ class JuliaReader(FormatReader):
 
     def format_get_matrix(self, rows_axis: str, columns_axis: str, name: str) -> tuple[StoredMatrix,
                                                                                        CacheGroup | None]:
-        return stored_value(self.julia("stored_matrix_form", rows_axis, columns_axis, name), f"the matrix: {name}")
+        matrix, group = stored_value(self.julia("stored_matrix_form", rows_axis, columns_axis, name),
+                                     f"the matrix: {name}")
+        assert not isinstance(matrix, SparseVector)  # (a matrix's form has two dimensions)
+        return matrix, group
 
 
 class JuliaWriter(JuliaReader, FormatWriter):

@@ -1,20 +1,9 @@
-"""How a pydaf data set is handed to Julia, as data (:func:`julia_plan`): which Julia constructor opens which path, or
-which buffers a Julia ``MemoryDaf`` wraps and which of them had to be copied. :func:`~pydaf.julia.to_julia` carries a
+"""How a pydaf data set is handed to Julia, as data (:func:`julia_plan`): which Julia constructor opens which path
+(a stored data set, read-only, from the same file), or which buffers a Julia ``MemoryDaf`` wraps and which of them
+had to be copied (strings, and numbers in a form Julia can't take as it is). :func:`~pydaf.julia.to_julia` carries a
 plan out; building one needs no Julia.
 
-- A stored data set (H5df, FilesDaf, ZarrDaf, ZipDaf: :data:`STORED_FORMATS`) is opened by Julia from the same path
-  (``complete_path()``), read-only: Julia maps the same file, nothing is copied. An H5df this process has open for
-  writing can't be (Julia would read it under a writer: a flush in progress, uncommitted states), so that
-  is refused with :class:`~pydaf.DafLockedError` (reopen it read-only, or hand it over ``in_memory``).
-- Anything else (a MemoryDaf, a chain, a view), or any data set with ``in_memory=True``, becomes a Julia
-  ``MemoryDaf`` whose vectors and matrices are Julia ``Array``\\ s over the very buffers pydaf returns (memory-mapped
-  ones included): dense numbers in column-major order, sparse data as its 1-based ``colptr``/``rowval``/``nzval``
-  (or ``nzind``/``nzval``), from which Julia builds its ``SparseMatrixCSC`` (``SparseVector``) as they are. Only
-  strings (axis entries, string properties) are copied, and numbers in a form Julia can't take as it is: a buffer
-  that is not contiguous column-major (or not aligned, or not native-endian), or sparse indices whose type differs
-  between ``colptr`` and ``rowval`` or can't count to the axis length (Julia's ``SparseMatrixCSC{Tv, Ti}`` needs one
-  index type ``Ti`` that holds both sizes).
-"""
+Design: docs/design/julia.md ("Handing a data set to Julia")."""
 
 from __future__ import annotations
 
@@ -111,8 +100,8 @@ def julia_plan(daf: DafReader, *, in_memory: bool = False) -> JuliaOpenPlan | Ju
         if constructor == "H5df" and _open_for_writing(daf):
             raise DafLockedError(
                 f"can't hand the H5df file: {path}\nto Julia while this process has it open for writing (Julia would "
-                f"read it as it is being written)\n(reopen it read-only, or use to_julia(..., in_memory=True))\n"
-                f"in the daf data: {daf.name}")
+                f"read it as it is being written)\n(reopen it read-only, or use to_julia(..., in_memory=True))",
+                daf_name=daf.name)
         return JuliaOpenPlan(constructor, path, daf.name)
     return _memory_plan(daf)
 
@@ -151,7 +140,7 @@ def array_plan(axes: tuple[str, ...], name: str, stored: np.ndarray | SparseVect
     """
     if isinstance(stored, SparseVector):
         indtype = _index_dtype(stored.nzind.dtype, stored.length)
-        buffers = (_buffer(stored.nzind, indtype), _buffer(stored.nzval))
+        buffers: tuple[JuliaBuffer, ...] = (_buffer(stored.nzind, indtype), _buffer(stored.nzval))
         return JuliaArrayPlan(axes, name, ArrayForm.SPARSE, julia_name(buffers[-1].array.dtype), stored.shape, buffers)
     if isinstance(stored, SparseMatrixCSC):
         indtype = _index_dtype(np.promote_types(stored.colptr.dtype, stored.rowval.dtype), *stored.shape,

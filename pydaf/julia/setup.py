@@ -1,26 +1,9 @@
-"""Finding Julia for the bridge, and starting it through ``juliacall`` without ever downloading anything.
+"""Finding Julia for the bridge, and starting it through ``juliacall`` without ever downloading anything:
+:func:`find_julia` looks only for a Julia that is already there (juliacall's and juliapkg's settings, juliapkg's
+project, ``PATH``), and :func:`start_julia` sets the environment so that neither juliacall nor juliapkg installs
+anything; the Julia project must hold DataAxesFormats and the PythonCall of the installed juliacall's version.
 
-``juliacall``, left alone, asks ``juliapkg`` for a Julia, and ``juliapkg`` downloads and installs one (and rewrites
-the Julia project) when it finds none that suits it. pydaf never lets that happen: :func:`find_julia` looks for a
-Julia that is already there, in this order, and raises :class:`DafJuliaUnavailableError` when there is none:
-
-1. juliacall's own setting: ``-X juliacall-exe=…`` or ``PYTHON_JULIACALL_EXE`` (a path, or a name on ``PATH``);
-2. juliapkg's setting: ``-X juliapkg-exe=…`` or ``PYTHON_JULIAPKG_EXE``;
-3. the Julia juliapkg already chose or installed for its project (``<project>/pyjuliapkg/meta.json``, or
-   ``<project>/pyjuliapkg/install/bin/julia``; the project as juliapkg finds it: ``PYTHON_JULIAPKG_PROJECT``, else
-   ``<virtual env>/julia_env``, else ``<depot>/environments/pyjuliapkg``);
-4. ``julia`` on ``PATH``.
-
-It must be Julia 1.12 or later (what DataAxesFormats 0.3.0 requires). The Julia project the bridge runs in is, in
-this order, ``-X juliacall-project=…`` or ``PYTHON_JULIACALL_PROJECT``, ``PYDAF_JULIA_PROJECT``, or the repository's
-``julia/`` kit; it must be instantiated (``julia --project=julia -e 'using Pkg; Pkg.instantiate()'``) and hold
-DataAxesFormats, NamedArrays and PythonCall, the PythonCall at exactly the installed juliacall's version (juliacall
-X.Y.Z runs only with PythonCall X.Y.Z: :func:`check_juliacall_pairing`). Before importing juliacall,
-:func:`start_julia` sets (:func:`juliacall_environment`) ``PYTHON_JULIACALL_EXE`` and ``PYTHON_JULIACALL_PROJECT``
-together (so juliacall bypasses juliapkg), and for older juliacall versions, which always ask juliapkg,
-``PYTHON_JULIAPKG_EXE``, ``PYTHON_JULIAPKG_PROJECT`` and ``PYTHON_JULIAPKG_OFFLINE=yes`` (so juliapkg uses that Julia
-and installs nothing). If juliacall was imported before pydaf asks, its Julia is used as it is.
-"""
+Design: docs/design/julia.md ("Finding Julia")."""
 
 from __future__ import annotations
 

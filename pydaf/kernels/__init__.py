@@ -1,17 +1,10 @@
-"""numba kernels that run directly on stored data (1-based Julia CSC, column-major dense), mapped or in memory.
+"""numba kernels that run directly on stored data (1-based Julia CSC, column-major dense), mapped or in memory. They
+compile lazily on first use and cache their machine code on disk; the package imports nothing (numba included) until
+one of its names is used, and sits below :mod:`pydaf.sparse` (a CSC matrix is anything with its arrays,
+:mod:`.csc_arrays`). The reductions can be called on the matrices of a data set directly, e.g. on the memory-mapped
+``get_stored_matrix`` of an H5df file.
 
-Kernels compile lazily on first use and cache their machine code on disk, so importing pydaf stays fast and a second
-process does not recompile. The package itself imports nothing until one of its names is used (so
-:mod:`pydaf.sparse` can use the relayout kernels while the reductions use :mod:`pydaf.sparse`).
-
-The numba kernels are module-level functions, one per concept: :mod:`._csc` (on the stored arrays of a 1-based CSC),
-:mod:`._dense` (column-major), :mod:`._significant`, :mod:`._transpose`, sharing the inlined helpers of
-:mod:`._shared`. Importing any of them imports numba, which only the drivers do, and only for large inputs:
-:mod:`.reductions` (a table of statistics), :mod:`.eltwise` (element-wise maps on all threads), :mod:`.relayout`;
-:mod:`.threads` runs kernels over index ranges on a shared pool of threads.
-
-The reductions (:mod:`pydaf.kernels.reductions`) can be called on the matrices of a data set directly, e.g. on the
-memory-mapped ``get_stored_matrix`` of an H5df file:
+Design: docs/design/kernels.md.
 
 Example:
     >>> import numpy as np

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
+from ..errors import DafValueError
 from .threads import PARALLEL_MIN_ENTRIES, even_bounds, run_ranges, threads_for
 
 __all__ = ["MAP_CHUNK", "divide_columns", "map_values", "significant_columns", "zero_based_indices"]
@@ -40,7 +41,7 @@ def map_values(values: np.ndarray, dtype: np.dtype, function: Callable[[np.ndarr
     """
     if values.ndim > 1 and not (values.flags.f_contiguous or values.flags.c_contiguous):
         values = np.asfortranarray(values)
-    order = "F" if values.ndim > 1 and values.flags.f_contiguous else "C"
+    order: Literal["C", "F"] = "F" if values.ndim > 1 and values.flags.f_contiguous else "C"
     out = np.empty(values.shape, dtype=dtype, order=order)
     flat_values = values.ravel(order="K")
     flat_out = out.ravel(order="K")
@@ -162,3 +163,23 @@ def zero_based_indices(one_based: np.ndarray, limit: int, dtype: np.dtype) -> np
     run_ranges(lambda first, last: in_range.append(kernel(first, last, one_based, limit, out)),
                even_bounds(size, threads_for(size)))
     return out if all(in_range) else None
+
+
+def zero_based_csc(shape: tuple[int, int], colptr: np.ndarray, rowval: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """New 0-based copies of the ``rowval`` and ``colptr`` of a 1-based CSC matrix, of one type scipy accepts
+    (``int32`` when the shape and the number of entries fit, as scipy chooses; one type for both, or scipy would convert
+    one again), each made in one pass that also checks its range (scipy itself does not check indices, and indexes
+    memory with them); a :class:`~pydaf.DafValueError` if any is out of range.
+
+    Example:
+        >>> zero_based_csc((2, 2), np.array([1, 2, 2]), np.array([2]))
+        (array([1], dtype=int32), array([0, 1, 1], dtype=int32))
+    """
+    nnz = rowval.shape[0]
+    dtype = np.dtype(np.int32 if max(shape[0], nnz + 1) <= np.iinfo(np.int32).max else np.int64)
+    rowval0 = zero_based_indices(rowval, shape[0], dtype)
+    colptr0 = zero_based_indices(colptr, nnz + 1, dtype)
+    if rowval0 is None or colptr0 is None or (colptr.shape[0] and (colptr0[0] != 0 or colptr0[-1] != nnz)):
+        raise DafValueError(f"invalid 1-based CSC indices of a {shape[0]} x {shape[1]} sparse matrix with {nnz} stored "
+                            f"entries: each of rowval must be in 1..{shape[0]}, colptr must go from 1 to {nnz + 1}")
+    return rowval0, colptr0

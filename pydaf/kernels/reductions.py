@@ -1,40 +1,18 @@
-"""Parallel reductions of matrices as Daf stores them: 1-based Julia CSC (:class:`~pydaf.sparse.SparseMatrixCSC`, any
-index and value types, possibly read-only and memory-mapped) and column-major dense numpy arrays.
+"""Parallel reductions of matrices as Daf stores them: 1-based Julia CSC (any :class:`~.csc_arrays.CscArrays`, such as
+a :class:`~pydaf.sparse.SparseMatrixCSC`, possibly read-only and memory-mapped) and column-major dense numpy arrays,
+on the stored arrays as they are (no 0-based copies, never densified), in four :class:`Direction` s (per column, per
+row, grouped rows, grouped columns), for the statistics of :data:`STATISTICS`. Inputs with fewer than
+:data:`REDUCE_NUMBA_MIN_ENTRIES` values use plain numpy; larger ones the numba kernels of :mod:`._csc` and
+:mod:`._dense`, on the threads of :mod:`.threads`.
 
-Every reduction works on the stored arrays as they are: the CSC index arrays are never shifted to 0-based copies and
-sparse matrices are never densified. The implicit zeros of a sparse matrix are values like any other (a column of 10
-rows with 2 stored entries has 8 zeros, which count for ``mean``, ``var``, ``max``, ``median``, ...).
-
-A reduction goes one of four :class:`Direction` s:
-
-``columns``
-    one value per column (eliminates the rows; Julia's ``>-``), in parallel over the columns;
-``rows``
-    one value per row (eliminates the columns; Julia's ``>|``); dense rows go in cache-sized blocks, and for CSC each
-    thread accumulates a chunk of columns into its own length-``n_rows`` buffer and the buffers are added up (no
-    transpose);
-``grouped rows``
-    rows grouped by a 0-based group index per row (``-1``: skipped), one value per (group, column);
-``grouped columns``
-    columns grouped likewise, one value per (row, group).
-
-The statistics are the records of :data:`STATISTICS` (each says how it reduces per target, a whole matrix and a
-vector): ``sum`` (integers accumulate in ``int64``/``uint64``, floats in ``float64``), ``mean``, ``var`` and ``std``
-(uncorrected, two passes in ``float64``), ``geomean`` (``exp(mean(log(x + eps))) - eps``), ``max``, ``min`` (in the
-input type), ``median`` and ``quantile`` (Julia's ``Statistics.quantile``, ``float64``, by selection).
-
-Inputs with fewer than :data:`REDUCE_NUMBA_MIN_ENTRIES` values (dense) or stored entries (sparse) use plain numpy, so
-small queries never wait for a compilation; larger ones use the numba kernels of :mod:`._csc` and :mod:`._dense`
-(imported, and so numba with them, only then; compiled on first use and cached on disk), on all the threads of
-:mod:`.threads` once the work is large enough.
-"""
+Design: docs/design/kernels.md."""
 
 from __future__ import annotations
 
 import enum
 import importlib
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import cache
@@ -43,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ..sparse import SparseMatrixCSC
+from .csc_arrays import CscArrays, PlainCsc, column_range, dense_column, entry_columns, from_scipy, select, transposed
 from .threads import even_bounds, run_ranges, threads_for
 
 __all__ = [
@@ -90,7 +68,8 @@ _TRANSFORM_BLOCK = 1 << 16
 # reduced one group per thread (into one shared buffer) instead.
 _PRIVATE_BUFFERS_LIMIT = 1 << 30
 
-Matrix = SparseMatrixCSC | np.ndarray
+#: A 1-based CSC matrix (only its arrays are used: the kernels sit below the sparse matrix type) or a dense one.
+Matrix = CscArrays | np.ndarray
 
 
 class Direction(enum.Enum):
@@ -162,7 +141,7 @@ def _reduce(matrix: Any, statistic: str, direction: Direction, groups: np.ndarra
             *, eps: float = 0.0, p: float | None = None) -> np.ndarray:
     matrix = _as_matrix(matrix)
     record = _statistic(statistic)
-    if not isinstance(matrix, SparseMatrixCSC) and not matrix.flags.f_contiguous:
+    if isinstance(matrix, np.ndarray) and not matrix.flags.f_contiguous:
         if matrix.flags.c_contiguous:
             # A row-major matrix is the column-major layout of its transpose: reduce that the other way.
             result = _reduce(matrix.T, statistic, direction.transposed, groups, n_groups, eps=eps, p=p)
@@ -180,6 +159,7 @@ def reduce_columns(matrix: Any, statistic: str, *, eps: float = 0.0, p: float | 
     ``int64``/``uint64``/``float64``, ``max``/``min`` keep the input type, the rest are ``float64``.
 
     Example:
+        >>> from pydaf.sparse import SparseMatrixCSC
         >>> m = SparseMatrixCSC((3, 2), np.array([1, 2, 4], np.uint32), np.array([2, 1, 3], np.uint32),
         ...                     np.array([4, 1, 5], np.uint16))
         >>> m.to_dense().tolist()
@@ -231,6 +211,7 @@ def reduce_all(matrix: Any, statistic: str, *, eps: float = 0.0, p: float | None
     """One value for the whole matrix (Julia's ``>>`` on a matrix), as a numpy scalar.
 
     Example:
+        >>> from pydaf.sparse import SparseMatrixCSC
         >>> m = SparseMatrixCSC((2, 2), np.array([1, 2, 2]), np.array([2]), np.array([3.0]))
         >>> float(reduce_all(m, "mean")), float(reduce_all(m, "var"))
         (0.75, 1.6875)
@@ -238,7 +219,7 @@ def reduce_all(matrix: Any, statistic: str, *, eps: float = 0.0, p: float | None
     matrix = _as_matrix(matrix)
     record = _statistic(statistic)
     options = Options(eps, p)
-    if not isinstance(matrix, SparseMatrixCSC):
+    if isinstance(matrix, np.ndarray):
         if matrix.size == 0 or 1 in matrix.shape:
             return record.of_vector(matrix.reshape(-1), options)
         # The order of the values does not matter here: a row-major matrix is reduced as its (column-major) transpose.
@@ -297,6 +278,7 @@ def row_sums(matrix: Any) -> np.ndarray:
     """The sum of each row (``int64``, ``uint64`` or ``float64``); for CSC, without transposing it.
 
     Example:
+        >>> from pydaf.sparse import SparseMatrixCSC
         >>> m = SparseMatrixCSC((2, 2), np.array([1, 2, 4]), np.array([1, 1, 2]), np.array([1.5, 2.0, 3.0]))
         >>> row_sums(m).tolist()
         [3.5, 3.0]
@@ -308,6 +290,7 @@ def column_means(matrix: Any) -> np.ndarray:
     """The mean of each column (``float64``; the implicit zeros of a sparse matrix count).
 
     Example:
+        >>> from pydaf.sparse import SparseMatrixCSC
         >>> m = SparseMatrixCSC((4, 1), np.array([1, 2]), np.array([3]), np.array([8], np.int32))
         >>> column_means(m).tolist()
         [2.0]
@@ -329,11 +312,13 @@ def row_means(matrix: Any) -> np.ndarray:
 
 
 def _as_matrix(matrix: Any) -> Matrix:
-    """A :class:`SparseMatrixCSC` or a 2-D numpy array (scipy sparse matrices are converted)."""
-    if isinstance(matrix, SparseMatrixCSC):
-        return matrix
-    if hasattr(matrix, "tocsc") and hasattr(matrix, "nnz"):
-        return SparseMatrixCSC.from_scipy(matrix)
+    """A 1-based CSC (such as a :class:`~pydaf.sparse.SparseMatrixCSC`: anything with its arrays) or a 2-D numpy array
+    (scipy sparse matrices are converted to 1-based CSC)."""
+    if not isinstance(matrix, np.ndarray):
+        if hasattr(matrix, "colptr"):  # a 1-based CSC: its arrays are all the reductions use
+            return matrix
+        if hasattr(matrix, "tocsc") and hasattr(matrix, "nnz"):
+            return PlainCsc(*from_scipy(matrix))
     array = np.asarray(matrix)
     if array.ndim != 2:
         raise ValueError(f"not a matrix: an array of shape {array.shape}")
@@ -358,6 +343,12 @@ def _kernel_values(values: np.ndarray) -> np.ndarray:
     """Values as a kernel takes them: numbers (Bool as ``uint8``) in a read-only view, so writable and read-only
     (mapped) inputs share one compiled specialization."""
     return _read_only_view(_numeric_view(values))
+
+
+def _kernel_csc(matrix: CscArrays) -> PlainCsc:
+    """A CSC matrix as kernels take it (:func:`_kernel_indices`, :func:`_kernel_values`)."""
+    return PlainCsc(matrix.shape, _kernel_indices(matrix.colptr), _kernel_indices(matrix.rowval),
+                    _kernel_values(matrix.nzval))
 
 
 def _kernel_indices(indices: np.ndarray) -> np.ndarray:
@@ -389,16 +380,16 @@ def _extreme_identity(dtype: np.dtype, is_max: bool) -> Any:
 
 
 def _is_small(matrix: Matrix) -> bool:
-    size = matrix.nnz if isinstance(matrix, SparseMatrixCSC) else matrix.size
+    size = matrix.size if isinstance(matrix, np.ndarray) else matrix.nnz
     return size < REDUCE_NUMBA_MIN_ENTRIES
 
 
 def _work(matrix: Matrix) -> int:
-    return matrix.nnz if isinstance(matrix, SparseMatrixCSC) else matrix.size
+    return matrix.size if isinstance(matrix, np.ndarray) else matrix.nnz
 
 
 def _matrix_values_dtype(matrix: Matrix) -> np.dtype:
-    return matrix.nzval.dtype if isinstance(matrix, SparseMatrixCSC) else matrix.dtype
+    return matrix.dtype if isinstance(matrix, np.ndarray) else matrix.nzval.dtype
 
 
 @cache
@@ -544,7 +535,7 @@ def _accumulate(matrix: Matrix, targets: _Targets, accumulation: Accumulation, *
                  row_mode, row_map, col_map)
     if _is_small(matrix):
         return _accumulate_small(work)
-    if isinstance(matrix, SparseMatrixCSC):
+    if not isinstance(matrix, np.ndarray):
         return _accumulate_csc(work)
     return _accumulate_dense(work), targets.totals
 
@@ -552,8 +543,8 @@ def _accumulate(matrix: Matrix, targets: _Targets, accumulation: Accumulation, *
 def _entries(matrix: Matrix) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The 0-based rows, columns and values of the stored entries of a small matrix (every entry of a dense one)."""
     n_rows, n_columns = matrix.shape
-    if isinstance(matrix, SparseMatrixCSC):
-        return matrix.rowval.astype(np.int64) - 1, matrix.entry_columns(), np.asarray(matrix.nzval)
+    if not isinstance(matrix, np.ndarray):
+        return matrix.rowval.astype(np.int64) - 1, entry_columns(matrix.colptr), np.asarray(matrix.nzval)
     rows = np.tile(np.arange(n_rows, dtype=np.int64), n_columns)
     columns = np.repeat(np.arange(n_columns, dtype=np.int64), n_rows)
     return rows, columns, np.asarray(matrix).ravel(order="F")
@@ -582,7 +573,7 @@ def _accumulate_small(work: _Pass) -> tuple[np.ndarray, np.ndarray]:
     out = np.full(targets.n_targets, work.initial(), dtype=work.out_dtype())
     ufunc, contribution = _SMALL[work.accumulation]
     ufunc.at(out, entry_targets, contribution(values, entry_targets, work))
-    if isinstance(work.matrix, SparseMatrixCSC):
+    if not isinstance(work.matrix, np.ndarray):
         return out, np.bincount(entry_targets, minlength=targets.n_targets).astype(np.int64)
     return out, targets.totals
 
@@ -621,7 +612,7 @@ class _CscChunks:
     @staticmethod
     def of(work: _Pass) -> _CscChunks:
         matrix, targets = work.matrix, work.targets
-        assert isinstance(matrix, SparseMatrixCSC)
+        assert not isinstance(matrix, np.ndarray)
         n_threads = threads_for(matrix.nnz)
         identity = np.arange(targets.n_columns, dtype=np.int64)
         if targets.direction in (Direction.COLUMNS, Direction.GROUPED_ROWS):
@@ -643,7 +634,7 @@ class _CscChunks:
 
 def _accumulate_csc(work: _Pass) -> tuple[np.ndarray, np.ndarray]:
     matrix, targets, accumulation = work.matrix, work.targets, work.accumulation
-    assert isinstance(matrix, SparseMatrixCSC)
+    assert not isinstance(matrix, np.ndarray)
     chunks = _CscChunks.of(work)
     out_dtype = work.out_dtype()
     out = np.full((chunks.n_buffers, targets.n_targets), work.initial(), dtype=out_dtype)
@@ -688,7 +679,7 @@ def _csc_chunk_logs(work: _Pass, chunks: _CscChunks, chunk: int, colptr: np.ndar
     """Accumulate ``log(value + eps)`` of one chunk: numpy computes the logarithms of a block of columns (SIMD, in
     cache), then the sums kernel adds them up."""
     csc = _csc_kernels()
-    assert isinstance(work.matrix, SparseMatrixCSC)
+    assert not isinstance(work.matrix, np.ndarray)
     nzval = np.asarray(work.matrix.nzval)
     log_type = work.log_type()
     eps = log_type.type(work.eps)
@@ -702,7 +693,7 @@ def _csc_chunk_logs(work: _Pass, chunks: _CscChunks, chunk: int, colptr: np.ndar
         wanted = np.arange(int(starts[0]), int(stops[-1]), _TRANSFORM_BLOCK)
         cuts = np.unique(np.concatenate([np.searchsorted(starts, wanted, side="right") - 1, [last - first]]))
         cuts = cuts[cuts > 0] if cuts[0] == 0 else cuts
-        blocks = zip([0, *cuts[:-1].tolist()], cuts.tolist(), strict=True)
+        blocks: Iterable[tuple[int, int]] = zip([0, *cuts[:-1].tolist()], cuts.tolist(), strict=True)
     else:
         blocks = ((index, index + 1) for index in range(last - first))
     for block_first, block_last in blocks:
@@ -775,7 +766,7 @@ def _blocks(row0: int, col0: int, height: int, width: int, by_rows: bool) -> Ite
 def _column_ranges(matrix: Matrix) -> list[int]:
     """Column ranges for the threads, balanced by stored entries."""
     n_threads = threads_for(_work(matrix))
-    if isinstance(matrix, SparseMatrixCSC):
+    if not isinstance(matrix, np.ndarray):
         return _chunk_bounds(matrix.colptr, n_threads).tolist()
     return even_bounds(matrix.shape[1], n_threads)
 
@@ -785,7 +776,7 @@ def _column_variances(matrix: Matrix) -> tuple[np.ndarray, np.ndarray]:
     n_columns = matrix.shape[1]
     means = np.empty(n_columns, dtype=np.float64)
     variances = np.empty(n_columns, dtype=np.float64)
-    if isinstance(matrix, SparseMatrixCSC):
+    if not isinstance(matrix, np.ndarray):
         csc, n_rows = _csc_kernels(), matrix.shape[0]
         colptr, values = _kernel_indices(matrix.colptr), _kernel_values(matrix.nzval)
         run_ranges(lambda first, last: csc.column_variances(first, last, colptr, values, n_rows, means, variances),
@@ -812,7 +803,7 @@ def _row_ranges(n_rows: int, block: int, work: int) -> list[int]:
 def _column_extremes(matrix: Matrix, is_max: bool) -> tuple[np.ndarray, np.ndarray]:
     """The largest (``is_max``) or smallest stored value of each column (the identity if none; NaN if it has one),
     and the number of stored values."""
-    values = _kernel_values(matrix.nzval if isinstance(matrix, SparseMatrixCSC) else matrix)
+    values = _kernel_values(matrix if isinstance(matrix, np.ndarray) else matrix.nzval)
     dtype = values.dtype
     if dtype == np.uint64:
         # Keys are signed 64-bit integers; UInt64 goes the general way.
@@ -827,7 +818,7 @@ def _column_extremes(matrix: Matrix, is_max: bool) -> tuple[np.ndarray, np.ndarr
     n_columns = matrix.shape[1]
     out_keys = np.full(n_columns, initial, dtype=np.int64)
     nans = np.zeros(n_columns, dtype=np.int64)
-    if isinstance(matrix, SparseMatrixCSC):
+    if not isinstance(matrix, np.ndarray):
         csc, colptr = _csc_kernels(), _kernel_indices(matrix.colptr)
         run_ranges(lambda first, last: csc.column_extremes(first, last, colptr, values, keys, is_float, bits - 1,
                                                            (1 << (bits - 1)) - 1, is_max, out_keys, nans),
@@ -874,7 +865,7 @@ def _variances(matrix: Matrix, targets: _Targets, options: Options) -> np.ndarra
     totals = targets.totals
     means = _means(matrix, targets, options)
     squares, stored = _accumulate(matrix, targets, Accumulation.SQUARES, centers=np.nan_to_num(means))
-    if isinstance(matrix, SparseMatrixCSC):
+    if not isinstance(matrix, np.ndarray):
         squares = squares + (totals - stored) * means * means
     return squares / totals
 
@@ -886,7 +877,7 @@ def _standard_deviations(matrix: Matrix, targets: _Targets, options: Options) ->
 def _geomeans(matrix: Matrix, targets: _Targets, options: Options) -> np.ndarray:
     totals = targets.totals
     logs, stored = _accumulate(matrix, targets, Accumulation.LOGS, eps=options.eps)
-    if isinstance(matrix, SparseMatrixCSC):
+    if not isinstance(matrix, np.ndarray):
         implicit = totals - stored
         logs = logs + np.where(implicit > 0, implicit * _log_of_zero(options.eps), 0.0)
     return np.exp(logs / totals) - options.eps
@@ -901,7 +892,7 @@ def _extremes(matrix: Matrix, targets: _Targets, is_max: bool) -> np.ndarray:
         extremes, stored = _column_extremes(matrix, is_max)
     else:
         extremes, stored = _accumulate(matrix, targets, Accumulation.MAX if is_max else Accumulation.MIN)
-    if isinstance(matrix, SparseMatrixCSC):
+    if not isinstance(matrix, np.ndarray):
         combine = np.maximum if is_max else np.minimum
         extremes = np.where(stored < targets.totals, combine(extremes, extremes.dtype.type(0)), extremes)
     return extremes.astype(np.bool_) if _matrix_values_dtype(matrix) == np.bool_ else extremes
@@ -945,17 +936,16 @@ def _order_statistics(matrix: Matrix, targets: _Targets, is_median: bool, p: flo
     direction = targets.direction
     if _is_small(matrix) or direction.is_grouped:
         return _order_statistics_numpy(matrix, targets, is_median, p)
-    if direction is Direction.ROWS and isinstance(matrix, SparseMatrixCSC):
+    if direction is Direction.ROWS and not isinstance(matrix, np.ndarray):
         # Kernel-typed inputs, so every index and value type shares one compiled transpose.
-        matrix = SparseMatrixCSC(matrix.shape, _kernel_indices(matrix.colptr), _kernel_indices(matrix.rowval),
-                                 _kernel_values(matrix.nzval)).transpose()
+        matrix = PlainCsc(*transposed(_kernel_csc(matrix)))
         direction = Direction.COLUMNS
     n_values = matrix.shape[0] if direction is Direction.COLUMNS else matrix.shape[1]
     first, gamma = _quantile_position(n_values, p) if n_values > 0 else (0, 0.0)
     out = np.empty(targets.n_targets, dtype=np.float64)
     if n_values == 0:
         out[:] = np.nan
-    elif isinstance(matrix, SparseMatrixCSC):
+    elif not isinstance(matrix, np.ndarray):
         csc, colptr, values = _csc_kernels(), _kernel_indices(matrix.colptr), _kernel_values(matrix.nzval)
         run_ranges(lambda start, stop: csc.column_quantiles(start, stop, colptr, values, n_values, is_median, first,
                                                             gamma, out), _column_ranges(matrix))
@@ -1028,23 +1018,22 @@ def _modes(matrix: Matrix, targets: _Targets, _options: Options) -> np.ndarray:
         return _grouped_modes(matrix, targets)
     dtype = _matrix_values_dtype(matrix)
     if _is_small(matrix) or dtype.kind not in "biuf":
-        if isinstance(matrix, SparseMatrixCSC):
-            columns = matrix if direction is Direction.COLUMNS else matrix.transpose()
-            entries = [columns.column_range(column) for column in range(columns.shape[1])]
+        if not isinstance(matrix, np.ndarray):
+            columns = matrix if direction is Direction.COLUMNS else PlainCsc(*transposed(matrix))
+            entries = [column_range(columns.colptr, column) for column in range(columns.shape[1])]
             return np.array([_sparse_mode(columns.shape[0], np.asarray(columns.rowval[entry]).astype(np.int64) - 1,
                                           np.asarray(columns.nzval[entry])) for entry in entries], dtype=dtype)
         vectors = matrix.T if direction is Direction.ROWS else matrix
         return np.array([_mode(vector) for vector in matrix_columns(vectors)], dtype=dtype)
-    if direction is Direction.ROWS and isinstance(matrix, SparseMatrixCSC):
-        matrix = SparseMatrixCSC(matrix.shape, _kernel_indices(matrix.colptr), _kernel_indices(matrix.rowval),
-                                 _kernel_values(matrix.nzval)).transpose()
+    if direction is Direction.ROWS and not isinstance(matrix, np.ndarray):
+        matrix = PlainCsc(*transposed(_kernel_csc(matrix)))
         direction = Direction.COLUMNS
-    values = _kernel_values(matrix.nzval if isinstance(matrix, SparseMatrixCSC) else matrix)
+    values = _kernel_values(matrix if isinstance(matrix, np.ndarray) else matrix.nzval)
     is_float = values.dtype.kind == "f"
     keys = values.view(np.dtype(f"int{values.dtype.itemsize * 8}")) if is_float else values
     zero = values.dtype.type(0)
     out = np.empty(targets.n_targets, dtype=values.dtype)
-    if isinstance(matrix, SparseMatrixCSC):
+    if not isinstance(matrix, np.ndarray):
         csc, colptr, rowval = _csc_kernels(), _kernel_indices(matrix.colptr), _kernel_indices(matrix.rowval)
         n_rows = matrix.shape[0]
         run_ranges(lambda first, last: csc.column_modes(first, last, colptr, rowval, values, keys, is_float, n_rows,
@@ -1070,8 +1059,9 @@ def _grouped_modes(matrix: Matrix, targets: _Targets) -> np.ndarray:
     for group, members in enumerate(group_members(targets.groups, targets.n_groups)):
         if members.shape[0] == 0:
             continue
-        if isinstance(matrix, SparseMatrixCSC):
-            part = matrix.select(rows=members) if by_rows else matrix.select(columns=members)
+        part: PlainCsc | np.ndarray
+        if not isinstance(matrix, np.ndarray):
+            part = PlainCsc(*(select(matrix, rows=members) if by_rows else select(matrix, columns=members)))
         else:
             part = np.asfortranarray(matrix[members, :] if by_rows else matrix[:, members])
         direction = Direction.COLUMNS if by_rows else Direction.ROWS
@@ -1125,9 +1115,9 @@ def _sparse_mode(n_values: int, positions: np.ndarray, values: np.ndarray) -> An
 
 
 def _mode_of_all(matrix: Matrix, _options: Options) -> Any:
-    if isinstance(matrix, SparseMatrixCSC):
+    if not isinstance(matrix, np.ndarray):
         n_rows, n_columns = matrix.shape
-        positions = np.asarray(matrix.rowval).astype(np.int64) - 1 + matrix.entry_columns() * n_rows
+        positions = np.asarray(matrix.rowval).astype(np.int64) - 1 + entry_columns(matrix.colptr) * n_rows
         return _sparse_mode(n_rows * n_columns, positions, np.asarray(matrix.nzval))
     return _mode(np.asarray(matrix).ravel(order="F"))
 
@@ -1158,7 +1148,7 @@ def _variance_of_all(matrix: Matrix, options: Options) -> Any:
     targets = _column_targets(matrix)
     squares, stored = _accumulate(matrix, targets, Accumulation.SQUARES, centers=np.full(matrix.shape[1], mean))
     total = float(squares.sum())
-    if isinstance(matrix, SparseMatrixCSC):
+    if not isinstance(matrix, np.ndarray):
         total += float((targets.totals - stored).sum()) * mean * mean
     return np.float64(total / size)
 
@@ -1171,7 +1161,7 @@ def _geomean_of_all(matrix: Matrix, options: Options) -> Any:
     size = matrix.shape[0] * matrix.shape[1]
     logs = _accumulate(matrix, _column_targets(matrix), Accumulation.LOGS, eps=options.eps)[0]
     total_logs = float(logs.sum())
-    if isinstance(matrix, SparseMatrixCSC) and size > matrix.nnz:
+    if not isinstance(matrix, np.ndarray) and size > matrix.nnz:
         total_logs += (size - matrix.nnz) * _log_of_zero(options.eps)
     return np.float64(np.exp(total_logs / size) - options.eps)
 
@@ -1193,7 +1183,7 @@ def _quantile_of_all(matrix: Matrix, options: Options) -> Any:
 
 
 def _order_statistic_of_all(matrix: Matrix, is_median: bool, p: float) -> Any:
-    if isinstance(matrix, SparseMatrixCSC):
+    if not isinstance(matrix, np.ndarray):
         values = _numeric_view(matrix.nzval)
         n_zeros = matrix.shape[0] * matrix.shape[1] - matrix.nnz
     else:
@@ -1326,8 +1316,8 @@ def matrix_columns(matrix: Any) -> Iterator[np.ndarray]:
         [[1, 3], [2, 4]]
     """
     matrix = _as_matrix(matrix)
-    if isinstance(matrix, SparseMatrixCSC):
-        return (matrix.column(column) for column in range(matrix.shape[1]))
+    if not isinstance(matrix, np.ndarray):
+        return (dense_column(matrix, column) for column in range(matrix.shape[1]))
     return (matrix[:, column] for column in range(matrix.shape[1]))
 
 
@@ -1339,6 +1329,6 @@ def matrix_rows(matrix: Any) -> Iterator[np.ndarray]:
         [[1, 2], [3, 4]]
     """
     matrix = _as_matrix(matrix)
-    if isinstance(matrix, SparseMatrixCSC):
-        return matrix_columns(matrix.transpose())
+    if not isinstance(matrix, np.ndarray):
+        return matrix_columns(PlainCsc(*transposed(matrix)))
     return (matrix[row, :] for row in range(matrix.shape[0]))

@@ -4,22 +4,19 @@ Small inputs use numpy/scipy (no compilation); large ones use numba kernels that
 mapped output buffer is filled without any intermediate copy. A large sparse input is transposed in column blocks, in
 parallel: each block's entries per output column are counted, which gives every block its own write positions, then
 the blocks scatter their entries concurrently, a wave of blocks at a time; the input pages of a finished wave are
-released (:func:`~pydaf.formats.mapping.release_pages`) so a mapped input never stays resident as a whole.
+released (:func:`~pydaf._os.maps.release_pages`) so a mapped input never stays resident as a whole.
 """
 
 from __future__ import annotations
 
 import importlib
 from types import ModuleType
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..formats.mapping import populate_pages, release_pages
+from .._os.maps import populate_pages, release_pages
+from .eltwise import zero_based_csc
 from .threads import number_of_threads, thread_pool
-
-if TYPE_CHECKING:
-    from ..sparse import SparseMatrixCSC
 
 #: Below this many elements (dense) or stored entries (sparse), numpy/scipy is faster than loading a kernel.
 RELAYOUT_NUMBA_MIN_ENTRIES = 1 << 20
@@ -34,34 +31,40 @@ def _kernels() -> ModuleType:
 _BLOCK_ENTRIES = 1 << 22
 
 
-def transpose_csc_into(matrix: SparseMatrixCSC, colptr: np.ndarray, rowval: np.ndarray, nzval: np.ndarray) -> None:
-    """Write the transpose of a 1-based CSC matrix, as 1-based CSC, into the given buffers.
+def transpose_csc_into(shape: tuple[int, int], colptr: np.ndarray, rowval: np.ndarray, nzval: np.ndarray,
+                       out_colptr: np.ndarray, out_rowval: np.ndarray, out_nzval: np.ndarray) -> None:
+    """Write the transpose of a 1-based CSC matrix of ``shape`` (given by its ``colptr``, ``rowval`` and ``nzval``),
+    as 1-based CSC, into the ``out_*`` buffers.
 
     Example:
-        >>> from pydaf.sparse import SparseMatrixCSC
-        >>> m = SparseMatrixCSC((2, 3), np.array([1, 2, 2, 3]), np.array([2, 1]), np.array([5.0, 6.0]))
         >>> colptr, rowval, nzval = np.empty(3, np.int64), np.empty(2, np.int64), np.empty(2)
-        >>> transpose_csc_into(m, colptr, rowval, nzval)
+        >>> transpose_csc_into((2, 3), np.array([1, 2, 2, 3]), np.array([2, 1]), np.array([5.0, 6.0]),
+        ...                    colptr, rowval, nzval)
         >>> colptr.tolist(), rowval.tolist(), nzval.tolist()
         ([1, 2, 3], [3, 1], [6.0, 5.0])
     """
-    if matrix.nnz < RELAYOUT_NUMBA_MIN_ENTRIES:
-        csr = matrix.to_scipy().tocsr()
+    if rowval.shape[0] < RELAYOUT_NUMBA_MIN_ENTRIES:
+        import scipy.sparse as sp
+
+        # As SparseMatrixCSC.to_scipy: a same-length placeholder, so scipy doesn't copy a view of a mapped file.
+        placeholder = np.broadcast_to(np.zeros(1, dtype=nzval.dtype), nzval.shape)
+        csc = sp.csc_matrix((placeholder, *zero_based_csc(shape, colptr, rowval)), shape=shape, copy=False)
+        csc.data = nzval
+        csr = csc.tocsr()
         csr.sort_indices()
-        np.add(csr.indptr, 1, out=colptr, casting="unsafe")
-        np.add(csr.indices, 1, out=rowval, casting="unsafe")
-        nzval[...] = csr.data
+        np.add(csr.indptr, 1, out=out_colptr, casting="unsafe")
+        np.add(csr.indices, 1, out=out_rowval, casting="unsafe")
+        out_nzval[...] = csr.data
         return
-    _transpose_csc_blocks(matrix, colptr, rowval, nzval)
+    _transpose_csc_blocks(shape, colptr, rowval, nzval, out_colptr, out_rowval, out_nzval)
 
 
-def _transpose_csc_blocks(matrix: SparseMatrixCSC, out_colptr: np.ndarray, out_rowval: np.ndarray,
-                          out_nzval: np.ndarray) -> None:
+def _transpose_csc_blocks(shape: tuple[int, int], colptr: np.ndarray, rowval: np.ndarray, nzval: np.ndarray,
+                          out_colptr: np.ndarray, out_rowval: np.ndarray, out_nzval: np.ndarray) -> None:
     kernels = _kernels()
-    n_rows, n_columns = matrix.shape
-    colptr, rowval, nzval = matrix.colptr, matrix.rowval, matrix.nzval
+    n_rows, n_columns = shape
     # Column blocks of about _BLOCK_ENTRIES entries each (at least one column per block).
-    wanted = np.arange(1, matrix.nnz + 1, _BLOCK_ENTRIES, dtype=np.int64)
+    wanted = np.arange(1, rowval.shape[0] + 1, _BLOCK_ENTRIES, dtype=np.int64)
     firsts = np.searchsorted(colptr, wanted, side="right") - 1
     bounds = np.unique(np.concatenate([[0], np.maximum(firsts, 0), [n_columns]])).astype(np.int64).tolist()
     n_blocks = len(bounds) - 1

@@ -35,7 +35,8 @@ def number_of_threads() -> int:
     """
     import numba
 
-    return max(1, int(numba.config.NUMBA_NUM_THREADS))
+    # (numba.config sets its settings as module attributes at import, from the environment: no stub declares them)
+    return max(1, int(numba.config.NUMBA_NUM_THREADS))  # type: ignore[attr-defined]
 
 
 @cache
@@ -94,7 +95,6 @@ def run_ranges(function: Callable[[int, int], object], bounds: Sequence[int]) ->
     except BaseException as exception:  # Raised after the other ranges finish (they may use the same buffers).
         error = exception
     for future in futures:
-        exception = future.exception()
-        error = error or exception
+        error = error or future.exception()
     if error is not None:
         raise error

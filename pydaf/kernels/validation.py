@@ -3,7 +3,7 @@
 
 Every kernel is serial over an index range and releases the GIL; :func:`first_csc_problem` and
 :func:`first_sorted_problem` run ranges of it on the kernel thread pool, a wave of blocks at a time, and drop the
-pages a finished wave read from the process (:func:`~pydaf.formats.mapping.release_pages`), so checking a large mapped
+pages a finished wave read from the process (:func:`~pydaf._os.maps.release_pages`), so checking a large mapped
 matrix leaves the resident set as it was. Each returns the *first* problem (the lowest position), so the report does
 not depend on the number of threads. Nothing here trusts the data: every index is range-checked before it is used.
 
@@ -19,16 +19,12 @@ Example:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numba
 import numpy as np
 
-from ..formats.mapping import release_pages
+from .._os.maps import release_pages
+from .csc_arrays import CscArrays
 from .threads import number_of_threads, thread_pool
-
-if TYPE_CHECKING:
-    from ..sparse import SparseMatrixCSC
 
 __all__ = ["CSC_BAD_COLPTR", "CSC_BAD_ORDER", "CSC_BAD_ROW", "first_csc_problem", "first_sorted_problem",
            "global_heap_problem", "sort_csc_columns", "transposed_mismatch"]
@@ -235,7 +231,7 @@ def transposed_mismatch_block(colptr, rowval, nzval, other_colptr, other_rowval,
     return -1, -1
 
 
-def transposed_mismatch(matrix: SparseMatrixCSC, other: SparseMatrixCSC) -> tuple[int, int] | None:
+def transposed_mismatch(matrix: CscArrays, other: CscArrays) -> tuple[int, int] | None:
     """Where two valid 1-based CSC matrices fail to be each other's transpose, streaming (no transposed copy is made;
     memory is one cursor per row of ``matrix``): ``(row, column)`` (0-based, in ``matrix``) of the first difference,
     or ``None`` if ``other == matrix.T``, values included (NaN equals NaN).
@@ -280,7 +276,7 @@ def _kernel_values(values: np.ndarray) -> np.ndarray:
 @numba.njit(cache=True, nogil=True)
 def global_heap_problem(data, starts, sizes):  # pragma: no cover - jit
     """The position (in ``starts``) of the first HDF5 global heap collection whose object walk would not end at its
-    end (see :mod:`pydaf.formats.global_heap`, which checked each collection lies in ``data``), or -1."""
+    end (see :mod:`pydaf.formats.h5df.global_heap`, which checked each collection lies in ``data``), or -1."""
     for collection in range(starts.shape[0]):
         position = starts[collection] + 16
         end = starts[collection] + sizes[collection]

@@ -62,7 +62,7 @@ class QueryOperation:
     """
 
     #: The class :func:`compose` builds (the one subclass declared with ``composes=True``).
-    _sequence_type: ClassVar[type[QueryOperation] | None] = None
+    _sequence_type: ClassVar[Callable[..., QueryOperation] | None] = None
 
     def __init_subclass__(cls, *, composes: bool = False, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -224,9 +224,12 @@ class ComputationOperation(QueryOperation):
             raise NotImplementedError(f"{cls.__name__} has parameters, so it must implement from_tokens")
         values: dict[str, Any] = {}
         for parameter in cls.parameter_specs:
+            def token_value(token: Token, parameter: Parameter = parameter) -> Any:
+                return _token_value(operation_name, parameter, token, values)
+
             values[parameter.name] = parse_parameter_value(
-                lambda token, parameter=parameter: _token_value(operation_name, parameter, token, values),
-                operation_name, cls.parameters_kind, parameters, parameter.name, parameter.default_for(values))
+                token_value, operation_name, cls.parameters_kind, parameters, parameter.name,
+                parameter.default_for(values))
         return cls(**values)
 
     def canonical(self, operator: str | None = None) -> str:

@@ -106,11 +106,11 @@ def _is(kind: Any) -> OperationIs:
     return OperationIs(kind, lambda operation: isinstance(operation, kind))
 
 
-def _named(kind: type) -> OperationIs:
+def _named(kind: Any) -> OperationIs:
     return OperationIs(kind, lambda operation: type(operation) is kind and operation.property_name is not None)
 
 
-def _unnamed(kind: type) -> OperationIs:
+def _unnamed(kind: Any) -> OperationIs:
     return OperationIs(kind, lambda operation: type(operation) is kind and operation.property_name is None)
 
 
@@ -379,8 +379,6 @@ def final_state(daf: DafReader | None, query: Any, purpose: Purpose) -> QuerySta
         query_state.first_operation_index = query_state.next_operation_index
         error_at_state(query_state, "invalid operation(s)")
     if not _is_complete(query_state):
-        text = f"invalid query: {sequence}"
-        if daf is not None:
-            text += f"\nfor the daf data: {daf.name}"
-        raise DafQueryError(text)
+        raise DafQueryError(f"invalid query: {sequence}", daf_name=None if daf is None else daf.name,
+                            daf_preposition="for")
     return query_state

@@ -94,7 +94,7 @@ __all__ = [
 
 # Result element types (Julia's FLOAT_DTYPE_FOR, INT_DTYPE_FOR, SUM_DTYPE_FOR, UNSIGNED_DTYPE_FOR).
 
-_BOOL, _FLOAT32, _FLOAT64 = np.dtype(np.bool_), np.dtype(np.float32), np.dtype(np.float64)
+_BOOL, _FLOAT32, _FLOAT64 = (np.dtype(name) for name in ("bool", "float32", "float64"))
 _INT8, _INT16, _INT32, _INT64 = (np.dtype(name) for name in ("int8", "int16", "int32", "int64"))
 _UINT8, _UINT16, _UINT32, _UINT64 = (np.dtype(name) for name in ("uint8", "uint16", "uint32", "uint64"))
 
@@ -270,6 +270,7 @@ class Abs(EltwiseOperation):
     """
 
     parameter_specs = (_NUMBER_TYPE,)
+    type: np.dtype | None
 
     def compute_eltwise(self, input: Any) -> Any:
         _require_numbers(self, input)
@@ -297,6 +298,7 @@ class Round(EltwiseOperation):
     """
 
     parameter_specs = (_NUMBER_TYPE,)
+    type: np.dtype | None
 
     def compute_eltwise(self, input: Any) -> Any:
         _require_numbers(self, input)
@@ -329,6 +331,9 @@ class Clamp(EltwiseOperation):
             Rule(lambda value, values: value > values["min"],
                  lambda values: f"larger than min ({julia_string(values['min'])})"),)),
     )
+    type: np.dtype | None
+    min: float
+    max: float
 
     def _result_type(self, element_type: np.dtype) -> np.dtype:
         if self.type is not None:
@@ -377,6 +382,7 @@ class Convert(EltwiseOperation):
     """
 
     parameter_specs = (Parameter("type", ParameterKind.NUMBER_TYPE, REQUIRED),)
+    type: np.dtype
 
     def compute_eltwise(self, input: Any) -> Any:
         _require_numbers(self, input)
@@ -399,6 +405,7 @@ class Fraction(EltwiseOperation):
     """
 
     parameter_specs = (_FLOAT_TYPE,)
+    type: np.dtype | None
 
     def compute_eltwise(self, input: Any) -> Any:
         if _is_scalar(input):
@@ -455,6 +462,9 @@ class Log(EltwiseOperation):
         Parameter("base", ParameterKind.NUMBER, math.e, (POSITIVE, _NOT_ONE)),
         _EPS,
     )
+    type: np.dtype | None
+    base: float
+    eps: float
 
     def compute_eltwise(self, input: Any) -> Any:
         _require_numbers(self, input)
@@ -500,6 +510,8 @@ class Significant(EltwiseOperation):
             Rule(lambda value, values: value <= values["high"],
                  lambda values: f"at most high ({julia_string(values['high'])})"))),
     )
+    high: float
+    low: float
 
     def _thresholds(self, dtype: np.dtype) -> tuple[Any, Any]:
         # Julia compares in the element type (an integer type must hold the thresholds exactly).
@@ -678,7 +690,7 @@ class Min(_KernelReduction):
 
 
 class _FloatReduction(_KernelReduction):
-    parameter_specs = (_FLOAT_TYPE,)
+    parameter_specs: ClassVar[tuple[Parameter, ...]] = (_FLOAT_TYPE,)
 
     def reduction_result_type(self, dtype: np.dtype) -> np.dtype:
         return float_type_for(dtype, self.type)
@@ -710,6 +722,7 @@ class Quantile(_FloatReduction):
     """
 
     parameter_specs = (_FLOAT_TYPE, Parameter("p", ParameterKind.NUMBER, REQUIRED, (AT_LEAST_0, AT_MOST_1)))
+    p: float
     statistic = "quantile"
 
     def _options(self) -> dict[str, Any]:
@@ -730,6 +743,7 @@ class Mean(_FloatReduction):
 
 class _EpsReduction(_FloatReduction):
     parameter_specs = (_FLOAT_TYPE, _EPS)
+    eps: float
 
     def _options(self) -> dict[str, Any]:
         return {"eps": self.eps}
@@ -864,6 +878,7 @@ class Count(ReductionOperation):
     """
 
     parameter_specs = (_NUMBER_TYPE,)
+    type: np.dtype | None
     parameters_kind = "reduction"
     supports_strings = True
     reads_values = False

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import re
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -562,7 +563,7 @@ QUERY_OPERATIONS_REGEX = re.compile(
     r"(?:[!<>]=|!~|[|-]/|[&^|]!|\?\?|@[-|]|=@|::|>[->|]|\|\||[!&*%./:<=>?@\[\]^|~])")
 
 # operator → (operation type, whether it takes a value: True required, False optional, None never).
-_OPERATIONS: dict[str, tuple[type[QueryOperation], bool | None]] = {
+_OPERATIONS: dict[str, tuple[Callable[..., QueryOperation], bool | None]] = {
     "!": (_NotModifier, None),
     "!=": (IsNotEqual, True),
     "!~": (IsNotMatch, True),
@@ -597,7 +598,7 @@ _OPERATIONS: dict[str, tuple[type[QueryOperation], bool | None]] = {
 }
 
 
-def parse_query(query_string: str, operand_only: type[QueryOperation] | None = None) -> QueryOperation:
+def parse_query(query_string: str, operand_only: Callable[[str], QueryOperation] | None = None) -> QueryOperation:
     """Parse a query string into a :class:`QuerySequence` (errors point at the offending token, as Julia's do). If the
     string is a single name and ``operand_only`` is given, that operation is built from the name.
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..core.cache import QueryKey
+from ..core.cache import QueryCacheKey
 from ..errors import DafError, DafQueryError
 from ..sparse import SparseMatrixCSC, read_only_array
 from .evaluator import QueryResult, compute_query, is_axis_query, query_axis_name
@@ -48,11 +48,11 @@ def query_result(daf: DafReader, query: Any, *, cache: bool = True) -> QueryResu
         return result, result.dependencies
 
     try:
-        return daf.cached_computation(QueryKey(str(sequence)), compute, store=cache)
+        return daf.cached_computation(QueryCacheKey(str(sequence)), compute, store=cache)
     except DafError as error:
-        hint = glued_value_hint(query) if isinstance(query, str) and error.args else ""
+        hint = glued_value_hint(query) if isinstance(query, str) else ""
         if hint:  # (``= a/b`` parses, as a group by ``b``: its error is about ``b``, and says nothing of escaping)
-            error.args = (f"{error.args[0]}\n{hint}", *error.args[1:])
+            error.with_line(hint)
         raise
 
 
@@ -154,6 +154,6 @@ def get_frame(daf: DafReader, axis: str | Query, columns: Any = None, *, cache: 
         result = query_result(daf, full_query, cache=cache)
         if result.dimensions != 1 or not np.array_equal(result.entries[0], names_of_rows):
             raise DafQueryError(f"invalid column query: {full_query}\nfor the axis query: "
-                                f"{as_query_sequence(axis_query)}\nof the daf data: {daf.name}")
+                                f"{as_query_sequence(axis_query)}", daf_name=daf.name, daf_preposition="of")
         data[column_name] = result.value
     return pd.DataFrame(data, index=pd.Index(names_of_rows, name=axis_name, dtype=object))

@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import numpy as np
 
-from ..core.cache import AxisForm, AxisKey, MatrixKey, ScalarKey, VectorKey
+from ..abc.format import CacheGroup, StoredMatrix
+from ..core.cache import AxisCacheKey, AxisForm, MatrixCacheKey, ScalarCacheKey, VectorCacheKey
 from ..core.undef import Undef
 from ..errors import DafQueryError
-from ..formats.base import CacheGroup
 from ..julia_text import julia_string, julia_type_name
 from ..sparse import SparseMatrixCSC
 from ..storage_types import julia_name
@@ -108,8 +108,8 @@ class AxisEntries:
 
     def _require_unchanged(self) -> None:
         if self.daf.axis_version_counter(self.axis) != self.version:
-            raise DafQueryError(f"the entries of the axis: {self.axis}\nchanged since the query was computed"
-                                f"\nfor the daf data: {self.daf.name}")
+            raise DafQueryError(f"the entries of the axis: {self.axis}\nchanged since the query was computed",
+                                daf_name=self.daf.name, daf_preposition="for")
 
 
 def resolved(value: Any) -> Any:
@@ -195,19 +195,22 @@ class QueryState:
     # Reading data, recording what the result depends on.
 
     def get_vector(self, axis: str, name: str, if_missing: IfMissing | None) -> np.ndarray:
-        self.dependencies.add(VectorKey(axis, name))
-        return self.data.get_vector(axis, name, default=_default(if_missing))
+        self.dependencies.add(VectorCacheKey(axis, name))
+        vector = self.data.get_vector(axis, name, default=_default(if_missing))
+        assert vector is not None  # (an IfMissing value is never None: the query refuses it)
+        return vector
 
     def get_matrix(self, rows_axis: str, columns_axis: str, name: str, if_missing: IfMissing | None) -> Any:
-        self.dependencies.add(MatrixKey(rows_axis, columns_axis, name))
+        self.dependencies.add(MatrixCacheKey(rows_axis, columns_axis, name))
         return self.data.get_stored_matrix(rows_axis, columns_axis, name, default=_default(if_missing))
 
     def get_matrix_slice(self, rows_axis: str, columns_axis: str, name: str, if_missing: IfMissing | None, entry: str,
                          *, is_column: bool) -> np.ndarray:
         """One column (or row) of a matrix, read from whichever layout is stored, so no relayout is needed."""
         daf = self.data
-        self.dependencies.add(MatrixKey(rows_axis, columns_axis, name))
+        self.dependencies.add(MatrixCacheKey(rows_axis, columns_axis, name))
         position = int(self.entry_indices(columns_axis if is_column else rows_axis, np.array([entry], dtype=object))[0])
+        matrix: StoredMatrix | None
         if daf.has_matrix(rows_axis, columns_axis, name, relayout=False):
             matrix, as_stored = daf.get_stored_matrix(rows_axis, columns_axis, name, relayout=False), True
         elif daf.has_matrix(columns_axis, rows_axis, name, relayout=False):
@@ -221,7 +224,7 @@ class QueryState:
         ``<axis>_<name>_categories``, one category per line; see ``pydaf.interop.content.recorded_scalars``), if
         any."""
         scalar = f"{axis}_{name}_categories"
-        self.dependencies.add(ScalarKey(scalar))
+        self.dependencies.add(ScalarCacheKey(scalar))
         recorded = self.data.get_scalar(scalar, default=None)
         if not isinstance(recorded, str):
             return None
@@ -258,7 +261,7 @@ def _axis_index(daf: DafReader, axis: str) -> Any:
     """A hashed ``pandas.Index`` of the axis entries (cached with the data set's axis data)."""
     import pandas as pd  # (lazily: pandas takes a while to import)
 
-    return daf.cache.get_or_compute(AxisKey(axis, AxisForm.INDEX),
+    return daf.cache.get_or_compute(AxisCacheKey(axis, AxisForm.INDEX),
                                     lambda: (pd.Index(daf.axis_vector(axis), dtype=object), CacheGroup.MemoryData))
 
 
@@ -299,9 +302,7 @@ def error_at_state(state: QueryState, message: str) -> NoReturn:
     indent = " " * max(0, first_offset)
     marker = "▲" * max(1, last_offset - first_offset)
     message = message.rstrip("\n") + f"\nin the query: {full_text}\nat location:  {indent}{marker}"
-    if state.daf is not None:
-        message += f"\nfor the daf data: {state.daf.name}"
-    raise DafQueryError(message)
+    raise DafQueryError(message, daf_name=None if state.daf is None else state.daf.name, daf_preposition="for")
 
 
 def exception_line(exception: BaseException) -> str:

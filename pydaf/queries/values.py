@@ -155,11 +155,11 @@ def parse_typed(text: str, dtype: np.dtype) -> Any:
             return None
         info = np.iinfo(dtype)
         return dtype.type(value) if info.min <= value <= info.max else None
-    value = _parse_float(text)
-    if value is None:
+    number = _parse_float(text)
+    if number is None:
         return None
     with np.errstate(over="ignore"):
-        return dtype.type(value)
+        return dtype.type(number)
 
 
 def parse_number_value(operation_name: Token, parameter_name: str, parameter_value: Token, dtype: Any) -> Any:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ..abc.format import Capabilities
 from ..core.readers import DafReader
 from ..core.writers import DafWriter
 
@@ -16,17 +18,15 @@ class DafBackend:
     :meth:`new`; persistent backends also implement :meth:`reopen`, and backends that can be inspected without pydaf
     implement :meth:`snapshot` (the backdoor).
 
-    The capabilities below are declared by each backend (as class or instance attributes); tests that need one skip
-    where it is false, naming it, rather than testing which backend they run on.
+    The storage capabilities (:attr:`persistent`, :attr:`maps_files`, :attr:`rewrites`) are not declared here: they
+    are read from the format of a data set the backend makes (:attr:`pydaf.DafReader.capabilities`), and
+    :meth:`~pydaf.testing.DafConformance.test_declared_capabilities` checks each against behaviour. Tests that need
+    one skip where it is false, naming it, rather than testing which backend they run on.
 
     Attributes:
         name: the backend's name, used as its test id (``str(backend)``).
-        persistent: the data outlives the data set object, and :meth:`reopen` reads it back from storage.
-        maps_files: stored numbers come back as read-only memory maps of files (zero-copy).
         overwrite_keeps_returned_arrays: arrays returned before an overwrite keep their values after it (an
             overwrite never writes into storage that was handed out).
-        rewrites: stored properties can be deleted and overwritten (an append-only store, such as a ZIP archive,
-            refuses both with :class:`~pydaf.DafAppendOnlyError`).
 
     Example:
         >>> import pydaf
@@ -38,13 +38,40 @@ class DafBackend:
         >>> daf = backend.new(None, "example!")
         >>> str(backend), backend.reopen(daf) is daf, backend.reopen(daf, "r").name, backend.has_snapshot
         ('memory', True, 'example!.read_only', False)
+        >>> backend.capabilities
+        Capabilities(supports_rewrites=True, maps_files=False, persistent=False)
     """
 
     name: str = "backend"
-    persistent: bool = False
-    maps_files: bool = False
     overwrite_keeps_returned_arrays: bool = True
-    rewrites: bool = True
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """What the storage of this backend's data sets can do, as their format declares it: read once from a data
+        set made (by :meth:`new`) in a temporary directory and closed."""
+        known = self.__dict__.get("_capabilities")
+        if known is None:
+            with tempfile.TemporaryDirectory(prefix="pydaf-capabilities-") as directory:
+                daf = self.new(Path(directory), "capabilities!")
+                known = self.__dict__["_capabilities"] = daf.capabilities
+                daf.close()
+        return known
+
+    @property
+    def persistent(self) -> bool:
+        """The data outlives the data set object, and :meth:`reopen` reads it back from storage."""
+        return self.capabilities.persistent
+
+    @property
+    def maps_files(self) -> bool:
+        """Stored numbers come back as read-only memory maps of files (zero-copy)."""
+        return self.capabilities.maps_files
+
+    @property
+    def rewrites(self) -> bool:
+        """Stored properties can be deleted and overwritten (an append-only store, such as a ZIP archive, refuses
+        both with :class:`~pydaf.DafAppendOnlyError`)."""
+        return self.capabilities.supports_rewrites
 
     def __str__(self) -> str:
         return self.name

@@ -3,7 +3,8 @@
 A backend's test module subclasses :class:`DafConformance` once, with :attr:`~DafConformance.backend` set to the
 backend's :class:`~pydaf.testing.DafBackend` hooks: ``new`` (an empty writable data set), ``reopen`` (the same data
 set read back from its storage) and, if it can, ``snapshot`` (what the storage holds, read around pydaf). Tests that
-need a capability the backend does not declare skip, saying which.
+need a capability the backend's format does not declare skip, saying which; ``test_declared_capabilities`` checks
+each declaration against behaviour.
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ import pytest
 import scipy.sparse as sp
 
 import pydaf
-from pydaf import SparseMatrixCSC, SparseVector
 
+from .. import SparseMatrixCSC, SparseVector
 from .backend import DafBackend
 
 NUMBER_DTYPES = [np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64,
@@ -78,6 +79,7 @@ class DafConformance:
     @pytest.fixture
     def daf(self, tmp_path: Path) -> pydaf.DafWriter:
         """A new, empty data set of the backend, named after it."""
+        self.backend.capabilities  # noqa: B018 - (read before, not while, the test's data set is made)
         return self.backend.new(tmp_path, f"{self.backend.name}!")
 
     def reopen(self, daf: pydaf.DafReader) -> pydaf.DafWriter:
@@ -160,7 +162,7 @@ class DafConformance:
         positions = daf.axis_dict("gene")
         assert positions == {"X": 0, "Y": 1, "Z": 2}
         with pytest.raises(TypeError):  # (it is the cache's: a caller must not change later lookups)
-            positions["W"] = 3  # type: ignore[index]
+            positions["W"] = 3
         assert daf.axis_indices("gene", ["W"], allow_missing=True).tolist() == [-1]
 
     def test_axis_indices_and_entries(self, daf):
@@ -499,7 +501,7 @@ class DafConformance:
 
     @pytest.mark.parametrize("block_entries", [1 << 22, 50_000])
     def test_large_sparse_relayout_uses_kernel(self, daf, monkeypatch, block_entries):
-        from pydaf.kernels import relayout
+        from ..kernels import relayout
 
         # One block, or ~24 blocks transposed in parallel waves (the stored input pages released after each wave).
         monkeypatch.setattr(relayout, "_BLOCK_ENTRIES", block_entries)
@@ -678,7 +680,9 @@ class DafConformance:
     def _assert_values(daf: pydaf.DafReader, expected: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
         np.testing.assert_array_equal(daf.get_vector("cell", "age"), expected[0])
         np.testing.assert_array_equal(daf.get_matrix("cell", "gene", "m"), expected[1])
-        np.testing.assert_array_equal(daf.get_matrix("gene", "cell", "s").toarray(), expected[2])
+        sparse = daf.get_matrix("gene", "cell", "s")
+        assert sp.issparse(sparse) and not isinstance(sparse, np.ndarray)
+        np.testing.assert_array_equal(sparse.toarray(), expected[2])
 
     # Caching, description, wrappers.
 
@@ -992,6 +996,36 @@ class DafConformance:
         for array in (daf.get_vector("cell", "age"), daf.get_matrix("cell", "gene", "dense"), sparse.colptr,
                       sparse.rowval, sparse.nzval):
             assert is_file_map(array) and not array.flags.writeable
+
+    def test_declared_capabilities(self, daf):
+        """What the format declares (:attr:`pydaf.DafReader.capabilities`, which the backend reads) is what it does
+        (zarr's ``test_store_supports_writes``): rewrites are accepted or refused with
+        :class:`~pydaf.DafAppendOnlyError`, stored numbers come back as file maps or not, and the data is read back
+        from storage or has none."""
+        declared = daf.capabilities
+        assert declared == self.backend.capabilities
+        assert (self.backend.rewrites, self.backend.maps_files, self.backend.persistent) == declared
+        self.cells(daf).set_scalar("organism", "human").set_vector("cell", "age", [1, 2, 3, 4])
+        daf.set_vector("cell", "kept", [5, 6, 7, 8])
+        if declared.supports_rewrites:
+            daf.set_scalar("organism", "mouse", overwrite=True).delete_vector("cell", "kept")
+            assert daf.get_scalar("organism") == "mouse" and not daf.has_vector("cell", "kept")
+        else:
+            for write in (partial(daf.set_scalar, "organism", "mouse", overwrite=True),
+                          partial(daf.delete_vector, "cell", "kept"),
+                          partial(daf.set_vector, "cell", "kept", 0, overwrite=True)):
+                with pytest.raises(pydaf.DafAppendOnlyError, match="is append-only; can't"):
+                    write()
+            assert daf.get_scalar("organism") == "human" and daf.get_vector("cell", "kept").tolist() == [5, 6, 7, 8]
+        age = daf.get_vector("cell", "age")
+        assert is_file_map(age) == declared.maps_files, f"maps_files is declared {declared.maps_files}"
+        if not declared.persistent:
+            assert daf.complete_path() is None
+            return
+        reopened = self.reopen(daf)
+        assert reopened.format is not daf.format  # (read back from storage, not the same object)
+        assert reopened.get_scalar("organism") == ("mouse" if declared.supports_rewrites else "human")
+        assert reopened.get_vector("cell", "age").tolist() == [1, 2, 3, 4]
 
     def test_open_daf_recognises_the_path(self, tmp_path):
         """The format registry sends this backend's paths to it, for writing and for reading back."""

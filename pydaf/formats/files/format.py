@@ -1,40 +1,19 @@
-"""FilesDaf: Julia's directory format (FORMATS.md §3), v1.0 and v1.1 read, v1.1 written, flat files memory-mapped.
+"""FilesDaf: Julia's directory format, v1.0 and v1.1 read, v1.1 written, flat files memory-mapped (the bytes of each
+property are :mod:`pydaf.formats.files.layout`'s). The directory, the names and other processes may be hostile: files
+are opened relative to their folder without following links, writes are atomic per property (temporaries and
+backups renamed in), one writer process holds ``.daf.lock``, and every size is checked before a file is mapped.
 
-Layout: ``daf.json``, ``metadata.json`` (a one-line index of every property's descriptor), ``scalars/<n>.json``,
-``axes/<a>.txt``, ``vectors/<a>/<n>.json`` + ``.data``/``.txt``/``.nzind``/``.nzval``/``.nztxt``, and
-``matrices/<r>/<c>/<n>.json`` + ``.data``/``.txt``/``.colptr``/``.rowval``/``.nzval``/``.nztxt``; pydaf adds an empty
-``.daf.lock`` (the writer lock).
-
-The directory may be hostile (planted links, corrupt files, another process writing it) and so may the names given;
-docs/design.md §FilesDaf has the whole protocol. In short:
-
-- **Confinement.** Every file is opened relative to a descriptor of its folder, without following links
-  (``O_NOFOLLOW``; folders ``O_DIRECTORY``), so a link inside the data set is refused, never followed. Names that are
-  not single file names are refused. New files are temporaries created exclusively (``O_EXCL``) under unpredictable
-  names and renamed in; nothing is ever written in place, and removals never follow links.
-- **Atomic writes.** A property's data files and descriptor are written as hidden temporaries first (so a full disk
-  fails before anything changes); then the old property's data files are moved aside as hidden ``.backup``s, its
-  descriptor last; the new data files are renamed in, the new descriptor last (the commit: it makes the property
-  exist); then the backups are dropped (descriptor backup last). Deletes remove the descriptor first.
-- **One writer process.** A writable open holds an advisory ``flock`` on ``.daf.lock`` for its life (opens in the
-  same process share it); another process's writable open is refused. Only the lock holder repairs what a crashed
-  writer left. A read-only open never writes: it reads the committed state of a property from whichever of its files
-  and backups hold it, and checks after opening them that they are still the committed ones (else it reads again).
-- **Checked sizes.** Every size a descriptor declares is checked against the axes and the file sizes before a file is
-  mapped; corrupt files and descriptors raise :class:`~pydaf.DafFormatError` naming the property.
-"""
+Design: docs/design/files.md; the bytes: docs/spec/FORMATS.md §3."""
 
 from __future__ import annotations
 
 import errno
-import fcntl
 import json
 import os
 import re
 import secrets
 import shutil
 import stat
-import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator
@@ -44,18 +23,18 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from ..._os.locks import FileLock, LockHold, hold_lock
 from ..._os.maps import map_file
+from ..._os.write_errors import storage_error
 from ...abc.format import CacheGroup, FormatWriter, StoredMatrix, StoredVector, parse_mode
 from ...errors import (
     DafClosedError,
     DafError,
     DafFormatError,
-    DafLockedError,
     DafMissingError,
     DafModeError,
     DafNameError,
     DafReadOnlyError,
-    DafStorageError,
 )
 from ...sparse import SparseMatrixCSC, SparseVector
 from ...storage_types import StorageScalar, julia_name
@@ -86,7 +65,7 @@ from .layout import (
 from .layout import MATRIX_SUFFIXES as _MATRIX_SUFFIXES
 from .layout import VECTOR_SUFFIXES as _VECTOR_SUFFIXES
 
-#: The writer lock, an empty file in the root directory (Julia never lists the root, see docs/design.md).
+#: The writer lock, an empty file in the root directory (Julia never lists the root, see docs/design/files.md).
 LOCK_FILE = ".daf.lock"
 
 _FOLDERS = ("scalars", "axes", "vectors", "matrices")
@@ -102,7 +81,6 @@ _WRITE_CHUNK = 1 << 28
 _READ_ATTEMPTS = 200  # a reader racing a writer re-reads; each attempt sleeps a little longer (≤ ~2 s in total)
 
 _OUTSIDE_ERRORS = (errno.ELOOP, errno.ENOTDIR, errno.EISDIR, errno.ENXIO, errno.ENODEV)
-_FULL_ERRORS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
 T = TypeVar("T")
 
@@ -198,7 +176,7 @@ def _write_new(folder: int, file: str, data: bytes | np.ndarray) -> str:
     name, fd = _create_new(folder, file)
     try:
         if isinstance(data, np.ndarray):
-            view = memoryview(np.ascontiguousarray(data).reshape(-1).view(np.uint8))
+            view = np.ascontiguousarray(data).reshape(-1).view(np.uint8).data
         else:
             view = memoryview(data)
         written = 0
@@ -259,74 +237,30 @@ def _recover_folder(folder: int, property_suffixes: tuple[str, ...]) -> None:
 # The writer lock.
 
 
-@dataclass
-class _WriterLock:
-    """This process's hold of one directory's writer lock, shared by its writable opens."""
-
-    fd: int
-    users: int = 1
-    mutex: threading.RLock = field(default_factory=threading.RLock)  # one change at a time across those opens
-    valid: bool = True  # false in a forked child, which does not hold the lock
-
-
-_writer_locks: dict[tuple[int, int], _WriterLock] = {}
-_writer_locks_guard = threading.Lock()
+def _open_lock_file(root: int) -> int:
+    """A descriptor of the writer lock file (created if missing) of the directory open as ``root``, never a link."""
+    fd = os.open(LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, 0o644, dir_fd=root)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.ELOOP, "not a regular file", LOCK_FILE)
+    return fd
 
 
-def _forget_locks_in_child() -> None:
-    for lock in _writer_locks.values():
-        lock.valid = False
-        with suppress(OSError):
-            os.close(lock.fd)
-    _writer_locks.clear()
-
-
-os.register_at_fork(after_in_child=_forget_locks_in_child)
-
-
-def _acquire_writer_lock(root: int, path: str) -> tuple[tuple[int, int], _WriterLock, bool]:
-    """This process's hold of the writer lock of the directory open as ``root``: ``(key, lock, first)``, where
+def _acquire_writer_lock(root: int, path: str) -> LockHold:
+    """This process's hold of the writer lock of the directory open as ``root`` (shared by its writable opens);
     ``first`` tells whether this open took it (and so must recover what a crashed writer left)."""
-    status = os.fstat(root)
-    key = (status.st_dev, status.st_ino)
-    with _writer_locks_guard:
-        lock = _writer_locks.get(key)
-        if lock is not None:
-            lock.users += 1
-            return key, lock, False
-        fd = os.open(LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, 0o644,
-                     dir_fd=root)
-        try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise OSError(errno.ELOOP, "not a regular file", LOCK_FILE)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
-                raise DafLockedError(f"the daf directory: {path}\nis open for writing by another process (pid: "
-                                   f"{holder or 'unknown'})\n(FilesDaf allows one writer process at a time; readers "
-                                   "need no lock)") from None
-            with suppress(OSError):  # only for the message of a refused writer: a full disk must not stop us
-                os.ftruncate(fd, 0)
-                os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        except BaseException:
-            os.close(fd)
-            raise
-        lock = _writer_locks[key] = _WriterLock(fd)
-        return key, lock, True
+    return hold_lock(path, exclusive=True, what="daf directory", note=_LOCK_NOTE,
+                     open_descriptor=lambda: _open_lock_file(root))
 
 
-def _release(root: int, key: tuple[int, int] | None, lock: _WriterLock | None) -> None:
+_LOCK_NOTE = "; FilesDaf allows one writer process at a time, readers need no lock"
+
+
+def _release(root: int, hold: LockHold | None) -> None:
     with suppress(OSError):
         os.close(root)
-    if key is None or lock is None:
-        return
-    with _writer_locks_guard:
-        lock.users -= 1
-        if lock.users == 0 and _writer_locks.get(key) is lock:
-            del _writer_locks[key]
-            with suppress(OSError):
-                os.close(lock.fd)  # releases the flock
+    if hold is not None:
+        hold.release()  # (the process's last writable open releases the lock)
 
 
 # Reading one property consistently.
@@ -422,6 +356,8 @@ class FilesFormat(FormatWriter):
     """The storage of a FilesDaf data set: a directory of plain files (see the module docstring)."""
 
     type_name = "FilesDaf"
+    maps_files = True
+    persistent = True
 
     def __init__(self, path: str, mode: str) -> None:
         writable, may_create, truncate = parse_mode(mode)
@@ -430,9 +366,9 @@ class FilesFormat(FormatWriter):
         self.is_writable = writable
         self._axis_lengths: dict[str, tuple[tuple[int, ...], int]] = {}
         self._pending: dict[str, _Pending] = {}  # the builders not yet filled, by property key
-        self._lock: _WriterLock | None = None
+        self._lock: LockHold | None = None
         self._root = self._open_root(may_create)
-        self._closer = weakref.finalize(self, _release, self._root, None, None)
+        self._closer = weakref.finalize(self, _release, self._root, None)
         try:
             with self._doing("opening the directory"):
                 self._open(writable, may_create, truncate)
@@ -447,9 +383,10 @@ class FilesFormat(FormatWriter):
         if not is_daf:
             self._require_unused()
         if writable:
-            key, self._lock, first = _acquire_writer_lock(self._root, self.path)
+            self._lock = _acquire_writer_lock(self._root, self.path)
+            first = self._lock.first
             self._closer.detach()
-            self._closer = weakref.finalize(self, _release, self._root, key, self._lock)
+            self._closer = weakref.finalize(self, _release, self._root, self._lock)
             is_daf = self._is_daf()
             if is_daf and truncate:
                 self._truncate()
@@ -562,7 +499,7 @@ class FilesFormat(FormatWriter):
         """A descriptor of a folder of the data set (None if it is missing and not ``create``), opened part by part
         without following links: a link raises (``ELOOP``), or is taken as missing if not ``links``."""
         self._require_open()
-        folder = self._root
+        folder: int | None = self._root
         try:
             for part in parts:
                 try:
@@ -573,13 +510,13 @@ class FilesFormat(FormatWriter):
                             os.mkdir(part, 0o777, dir_fd=folder)
                         child = os.open(part, _FOLDER_FLAGS, dir_fd=folder)
                     elif error.errno == errno.ENOENT or (not links and error.errno in _OUTSIDE_ERRORS):
-                        if folder != self._root:
+                        if folder is not None and folder != self._root:
                             os.close(folder)
                         folder = None
                         break
                     else:
                         raise
-                if folder != self._root:
+                if folder is not None and folder != self._root:
                     os.close(folder)
                 folder = child
             if folder == self._root:
@@ -599,11 +536,8 @@ class FilesFormat(FormatWriter):
                 "expects; FilesDaf never follows links inside a data set)")
         elif error.errno == errno.ENOENT:
             result = DafFormatError(f"{where}\n(missing: {error.filename or 'a file'})")
-        elif error.errno in _FULL_ERRORS:
-            reason = "the file is too large" if error.errno == errno.EFBIG else "the disk is full"
-            result = DafStorageError(f"{where}\nfailed: {reason} ({error.strerror}); what was stored before is intact")
         else:
-            result = DafStorageError(f"{where}\nfailed: {error.strerror or error}")
+            return storage_error(error, where)
         result.errno = error.errno  # type: ignore[attr-defined]
         return result
 
@@ -645,14 +579,14 @@ class FilesFormat(FormatWriter):
             raise DafNameError(f"the name of {property.what}\nis too long for the daf directory: {self.path}\n(at most "
                                f"{_MAX_NAME_BYTES} bytes, so its hidden backups are valid file names)")
 
-    def _require_writable(self, what: str) -> _WriterLock:
+    def _require_writable(self, what: str) -> FileLock:
         self._require_open()
         if not self.is_writable or self._lock is None:
             raise DafReadOnlyError(f"can't change {what}\nin the read-only daf directory: {self.path}")
-        if not self._lock.valid:
+        if not self._lock.is_current:
             raise DafModeError(f"can't change {what}\nin the daf directory: {self.path}\nthrough a writable FilesDaf "
                                "inherited by a forked process (which does not hold the writer lock); open it again")
-        return self._lock
+        return self._lock.lock
 
     def format_default_name(self) -> str:
         return self.path

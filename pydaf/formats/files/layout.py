@@ -1,7 +1,7 @@
-"""The FilesDaf layout (FORMATS.md §3) apart from where its files live: which files and descriptor (``.json``) each
-property is stored as, with their exact bytes, and how a property is decoded from them. :class:`~pydaf.FilesDaf`
-keeps them in a directory and :class:`~pydaf.ZipDaf` as the entries of a ZIP archive; both use these functions, so
-the two layouts are the same byte for byte (unzipping a ZipDaf gives a FilesDaf directory).
+"""The FilesDaf layout (docs/spec/FORMATS.md §3) apart from where its files live: which files and descriptor
+(``.json``) each property is stored as, with their exact bytes, and how a property is decoded from them.
+:class:`~pydaf.FilesDaf` keeps them in a directory and :class:`~pydaf.ZipDaf` as the entries of a ZIP archive; both
+use these functions, so the two layouts are the same byte for byte (unzipping a ZipDaf gives a FilesDaf directory).
 
 Decoding reads through a :class:`LayoutSource` (the files of one property, however stored): every size a descriptor
 declares is checked against the axes and the stored sizes before anything is mapped, and bad descriptors raise
@@ -381,7 +381,7 @@ def _index(source: LayoutSource, descriptor: dict[str, Any], component: str,
 def _values(source: LayoutSource, descriptor: dict[str, Any], nnz: int) -> tuple[np.ndarray, CacheGroup]:
     """The ``nzval`` of a sparse property with ``nnz`` entries (all-true Bool when it is not stored)."""
     what = source.what
-    if "eltype" in descriptor:  # v1.0: Bool data is always all-true (FORMATS.md §3.5)
+    if "eltype" in descriptor:  # v1.0: Bool data is always all-true (docs/spec/FORMATS.md §3.5)
         eltype = member(descriptor, "eltype", str, what)
         part = None
     else:

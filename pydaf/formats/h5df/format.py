@@ -1,4 +1,4 @@
-"""H5df: Daf inside HDF5 (FORMATS.md §2), byte-compatible with Julia's ``H5df``, read through memory maps.
+"""H5df: Daf inside HDF5 (docs/spec/FORMATS.md §2), byte-compatible with Julia's ``H5df``, read through memory maps.
 
 Layout under the data set's root (a file's ``/`` or any group): ``daf`` (``uint8 [1, 0]``), ``scalars/``, ``axes/``,
 ``vectors/<axis>/`` and ``matrices/<rows>/<cols>/``. Every contiguous, unfiltered, allocated, aligned numeric dataset
@@ -7,7 +7,7 @@ builders hand out writable maps of freshly allocated datasets. Files are opened 
 Julia and numpy can map every dataset) and no raw-data sieve buffer (so HDF5 never writes back stale bytes over data
 written through a map).
 
-Reliability (docs/design.md, "H5df and memory maps"): one HDF5 handle, one lock and one cache per file and data set in
+Reliability (docs/design/h5df.md): one HDF5 handle, one lock and one cache per file and data set in
 a process, whatever path reached it; an ``flock`` per process (shared to read, exclusive to write) against other
 processes; every write operation flushed at its end with nothing written to disk before, replaced properties renamed
 aside until their replacement is complete, file space allocated before it is written; names confined to their group;
@@ -27,6 +27,7 @@ import numpy as np
 from h5py import h5d, h5i, h5l, h5o, h5p, h5s, h5t
 
 from ..._os.maps import detach_region, map_region, populate_pages
+from ..._os.write_errors import storage_error
 from ...abc.format import CacheGroup, FormatWriter, StoredMatrix, StoredVector, parse_mode, weakest_cache_group
 from ...errors import (
     DafClosedError,
@@ -34,6 +35,8 @@ from ...errors import (
     DafFormatError,
     DafModeError,
     DafNameError,
+    DafNotDafError,
+    DafPathError,
     DafStorageError,
     DafTypeError,
 )
@@ -46,9 +49,10 @@ from .._strings import (
     sparse_string_vector,
     sparse_strings_are_smaller,
 )
+from ..paths import split_container_path
 from ..registry import PersistentDaf
 from .global_heap import REFERENCE
-from .open_files import _open_files_lock, _record_of, open_h5_file
+from .open_files import _open_files, _record_of, open_h5_file
 
 MAJOR_VERSION = 1
 MINOR_VERSION = 0
@@ -57,19 +61,15 @@ _STRING_TYPE = h5py.string_dtype("utf-8")
 
 
 def split_h5df_path(path: str | os.PathLike) -> tuple[str, str]:
-    """Split ``file.h5dfs#/group/path`` into the file and the group (``/`` for a plain file path).
+    """Split ``file.h5dfs#/group/path`` into the file and the group (``/`` for a plain file path): Julia's rule,
+    :func:`~pydaf.formats.paths.split_container_path` not strict (any other path is a file).
 
     Example:
         >>> split_h5df_path("data.h5dfs#/cells")
         ('data.h5dfs', '/cells')
     """
-    path = os.fspath(path)
-    if ".h5dfs#/" not in path:
-        return path, "/"
-    file, group = path.split(".h5dfs#/", 1)
-    if not group:
-        raise DafModeError(f"empty group name after '#/' in H5df path: {path}")
-    return f"{file}.h5dfs", "/" + group
+    file, group = split_container_path(path, singular=(".h5df",), plural=".h5dfs", format="H5df", strict=False)
+    return file, "/" if group is None else "/" + group
 
 
 def _register_filter_plugins() -> None:
@@ -275,6 +275,8 @@ class H5dfFormat(FormatWriter):
     so a full disk or a file-size limit is an error, never SIGBUS. A failed operation is rolled back."""
 
     type_name = "H5df"
+    maps_files = True
+    persistent = True
 
     def __init__(self, root: h5py.Group, mode: str, *, default_name: str, complete_path: str | None,
                  owns_file: bool = False) -> None:
@@ -290,7 +292,7 @@ class H5dfFormat(FormatWriter):
         # (a handle opened by path counts as a user of the file, until closed; one given an h5py group does not)
         self._owns_file = owns_file
         if owns_file:
-            with _open_files_lock:
+            with _open_files.mutex:
                 self._open_file.handles += 1
         self._closed = False
         self._replaced: list[tuple[h5py.Group, str]] = []  # (group, name) renamed to _OLD + name, until committed
@@ -304,7 +306,7 @@ class H5dfFormat(FormatWriter):
         """One lock, cache and set of version counters per data set, whatever the handle (path, symlink) it was opened
         through: ``state`` if this is the first handle on it in this process."""
         states = self._open_file.states
-        with _open_files_lock:
+        with _open_files.mutex:
             shared = states.get(self.root.name)
             if shared is None:
                 states[self.root.name] = shared = state
@@ -341,12 +343,12 @@ class H5dfFormat(FormatWriter):
                 self.flush()
         finally:
             self._closed = True
-            self.root = self.file = None  # type: ignore[assignment]
+            self.root = self.file = None
             self._top_groups.clear()
             self._building.clear()
             self._replaced.clear()
             if self._owns_file:
-                with _open_files_lock:
+                with _open_files.mutex:
                     record.handles -= 1
                 record.close_unused()
 
@@ -425,8 +427,11 @@ class H5dfFormat(FormatWriter):
                 if problem is not None:
                     note = f"\n(and undoing it failed: {problem}; the file is closed: reopen it to repair it)"
                     self._open_file.abandon()
-                raise DafStorageError(f"can't write the {what}\nin the H5df file: {self.path}\n"
-                                      f"({type(cause).__name__}: {cause}){note}") from error
+                where = f"can't write the {what}\nin the H5df file: {self.path}"
+                if isinstance(cause, OSError) and not isinstance(cause, DafError) and cause.errno is not None:
+                    failure = storage_error(cause, where, intact=problem is None)
+                    raise (failure.with_line(note.lstrip("\n")) if note else failure) from error
+                raise DafStorageError(f"{where}\n({type(cause).__name__}: {cause}){note}") from error
 
     def _commit(self) -> None:
         for group, name in self._replaced:
@@ -575,7 +580,7 @@ class H5dfFormat(FormatWriter):
             offset = dataset.id.get_offset()
             if offset is None or array.dtype.byteorder == ">":
                 return False
-            journal.write_at(offset, memoryview(array.reshape(-1).view(np.uint8)))
+            journal.write_at(offset, array.reshape(-1).view(np.uint8).data)
             return True
 
         return _write_numbers(group, name, values, allocate=self._allocate, write=write)
@@ -943,26 +948,27 @@ def _is_daf_root(group: h5py.Group) -> bool:
     try:
         return _link_type(group, "daf") is not None
     except _READ_ERRORS as error:
-        raise DafFormatError(f"can't read the daf data: {_root_text(group)}\n({type(error).__name__}: {error})") \
-            from error
+        raise DafFormatError(f"can't read the daf data: {_root_text(group)}\n({type(error).__name__}: {error})",
+                             daf_name=_root_text(group), daf_preposition=None) from error
 
 
 def _verify_version(group: h5py.Group, where: str) -> None:
     try:
         node = _child(group, "daf", "version dataset")
         if not isinstance(node, h5py.Dataset) or node.shape != (2,) or node.dtype.kind != "u":
-            raise DafFormatError(f"invalid daf version dataset (expected 2 unsigned integers)\nfor the daf data: "
-                                 f"{where}")
+            raise DafFormatError("invalid daf version dataset (expected 2 unsigned integers)", daf_name=where,
+                                 daf_preposition="for")
         major, minor = (int(value) for value in node[()])
         groups = [_child(group, name, "group") for name in ("scalars", "axes", "vectors", "matrices")]
     except _READ_ERRORS as error:
-        raise DafFormatError(f"can't read the daf data: {where}\n({type(error).__name__}: {error})") from error
+        raise DafFormatError(f"can't read the daf data: {where}\n({type(error).__name__}: {error})", daf_name=where,
+                             daf_preposition=None) from error
     if major != MAJOR_VERSION or minor > MINOR_VERSION:
-        raise DafFormatError(f"incompatible format version: {major}.{minor}\nfor the daf data: {where}\n"
-                             f"the code supports version: {MAJOR_VERSION}.{MINOR_VERSION}")
+        raise DafFormatError(f"incompatible format version: {major}.{minor}", daf_name=where, daf_preposition="for",
+                             hint=f"the code supports version: {MAJOR_VERSION}.{MINOR_VERSION}")
     for name, node in zip(("scalars", "axes", "vectors", "matrices"), groups, strict=True):
         if not isinstance(node, h5py.Group):
-            raise DafFormatError(f"missing group: {name}\nin the daf data: {where}")
+            raise DafFormatError(f"missing group: {name}", daf_name=where)
 
 
 def _create_skeleton(group: h5py.Group) -> None:
@@ -1036,11 +1042,11 @@ class H5df(PersistentDaf):
             else:
                 _verify_version(group, where)
         elif not may_create:
-            raise DafFormatError(f"not a daf data set: {where}")
+            raise DafNotDafError(f"not a daf data set: {where}")
         elif truncate or (not len(group) and not len(group.attrs)):
             _create_skeleton(group)
         else:
-            raise DafFormatError(f"not a daf data set: {where}\n(it is a non-empty HDF5 "
+            raise DafNotDafError(f"not a daf data set: {where}\n(it is a non-empty HDF5 "
                                  f"{'file' if group.name == '/' else 'group'}; mode w+ will not wipe it, "
                                  "use mode w to replace it)")
         return H5dfFormat(group, mode, default_name=where, complete_path=complete_path,
@@ -1081,5 +1087,8 @@ def _is_hdf5_file(path: str) -> bool:
 
 def _guess_can_open(path: str) -> bool:
     """An HDF5 file (by its signature), else a path named ``x.h5df`` or ``x.h5dfs#/group`` (Julia's rule)."""
-    file = path.split(".h5dfs#/", 1)[0] + ".h5dfs" if ".h5dfs#/" in path else path
+    try:
+        file, _ = split_h5df_path(path)
+    except DafPathError:
+        return True  # (an H5df path, which opening refuses saying why)
     return _is_hdf5_file(file) or path.endswith(".h5df") or ".h5dfs#/" in path

@@ -1,21 +1,9 @@
 """A check of the HDF5 global heap collections that a variable-length string dataset points into, before HDF5 reads
-them (HDF5 file format, "Global Heap").
+them: a corrupt object size can send libhdf5's walk of a collection into an endless loop, so pydaf walks every
+collection a contiguous string dataset refers to, every step bounded, and refuses one whose walk would not end at its
+end (in Python, in numpy for many collections at once, or in numba).
 
-HDF5 parses a collection by walking its objects (each a 16-byte header: index u16, reference count u16, reserved u32,
-size u64, then the data padded to 8 bytes; index 0 is the free space, whose size includes its header). A corrupt size
-can make that walk stop advancing: a free-space object of size 0 sends libhdf5 (2.0) into an endless loop, holding
-the process (found by ``tests/test_h5df_reliability.py``'s byte flips: object 8's size 1 flipped to 33 lands the walk
-on zeros). So pydaf walks every collection a contiguous string dataset refers to, with every step bounded, and
-refuses a collection whose walk would not end at its end. Strings in chunked or compact datasets (which Daf never
-writes) are read by HDF5 unchecked.
-
-Small inputs walk in Python. Larger ones walk every collection at once, one object per step, in numpy
-(:func:`lockstep_problem`: the steps are as many as the largest collection has objects, at most ``size / 16``), so
-the first read of a large string vector in a process does not load numba (0.45-0.6 s; this walk takes 0.11 s
-for 1M names in 490 collections, numba 0.03 s once loaded). Collections larger than :data:`LOCKSTEP_MAX_BYTES` (so
-many steps), or a process that already loaded numba, walk in a numba kernel
-(:func:`pydaf.kernels.global_heap_problem`).
-"""
+Design: docs/design/h5df.md ("The global heap check")."""
 
 from __future__ import annotations
 
@@ -42,7 +30,7 @@ NUMBA_MIN_BYTES = 1 << 20
 LOCKSTEP_MAX_BYTES = 1 << 16
 
 
-def walk_problem(data: bytes | memoryview | np.ndarray, start: int, size: int) -> str | None:
+def walk_problem(data: bytes | memoryview | mmap.mmap | np.ndarray, start: int, size: int) -> str | None:
     """Why the collection of ``size`` bytes at ``start`` in ``data`` is not one HDF5 can walk, or None.
 
     Example:

@@ -4,19 +4,17 @@ with this process's inter-process lock on it, its undo journal when writable, an
 from __future__ import annotations
 
 import atexit
-import fcntl
 import gc
 import os
 import re
-import struct
 import threading
-import time
 import weakref
 from typing import Any
 
 import h5py
 from h5py import h5f, h5fd, h5p
 
+from ..._os.locks import LOCK_WAIT_SECONDS, FileLock, LockHold, ProcessRegistry, hold_lock
 from ..._os.maps import FileKey, MapRetainer, detach_region, file_key
 from ...errors import (
     DafFormatError,
@@ -28,116 +26,37 @@ from .undo_journal import JournaledFile, recover
 
 ALIGNMENT = 8
 
+__all__ = ["ALIGNMENT", "LOCK_WAIT_SECONDS", "open_h5_file"]
+
+# (ends the message of a refused open: readers' mapped arrays hold a shared lock too)
+_LOCK_NOTE = ", and dropped the arrays it mapped from it"
+
 
 # Every HDF5 file this process has open through pydaf, by identity (device, inode: a symbolic link, a hard link or a
 # relative path is the same file), as Julia shares one handle per file. The record holds the HDF5 file, this process's
 # lock on it, a mutex that serialises write operations to it (across all the data sets and handles in it), and the
-# state (lock, cache, version counters) of each data set in it, shared by every handle on that data set.
-_open_files: dict[FileKey, weakref.ref[_OpenFile]] = {}
-_open_files_lock = threading.Lock()
+# state (lock, cache, version counters) of each data set in it, shared by every handle on that data set. Its mutex is
+# held while a file is looked up or opened, and while the last handle closes it.
+def _forget_inherited_files(records: list[_OpenFile]) -> None:
+    """In a forked child: the parent's HDF5 handles and locks are not this process's, nor its journaled files (which
+    then write nothing; the child still closes them at its exit, see ``_close_files_at_exit``)."""
+    for record in records:
+        journal = record.journal
+        if journal is not None:
+            journal.abandon()
+            _inherited_files.append(record)
 
-#: How long opening a file waits for another process's conflicting lock before raising :class:`DafLockedError`.
-LOCK_WAIT_SECONDS = 2.0
+
+_open_files: ProcessRegistry[FileKey, _OpenFile] = ProcessRegistry("H5df files", after_fork=_forget_inherited_files)
 
 # What HDF5 says when its own lock (flock) conflicts with another program's (e.g. Julia writing the file).
 _HDF5_LOCK_MESSAGE = "unable to lock file"
 
 
-class _FileLock:
-    """This process's lock on one HDF5 file, between pydaf processes: exclusive while any writable handle is open,
-    shared while only readers are alive (read-only handles, and arrays mapped from the file, which must not change
-    under their holder even after their handle is closed), released when none is. One lock per process and file, so
-    handles and maps of one process never conflict with each other.
-
-    It is an open-file-description lock (``F_OFD_SETLK``): converting it between shared and exclusive is atomic, and
-    it is independent of the ``flock`` HDF5 itself takes while it has the file open (which keeps excluding Julia,
-    h5py and other HDF5 programs, and lets plain h5py share a file pydaf has open in the same process)."""
-
-    def __init__(self, path: str) -> None:
-        self._path = path
-        try:
-            self._fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
-        except PermissionError:  # a read-only file can only be read (and so only needs a shared lock)
-            self._fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-        self._pid = os.getpid()
-        self._mutex = threading.Lock()
-        self._writers = 0
-        self._readers = 0
-        self._mode = fcntl.F_UNLCK
-
-    @property
-    def closed(self) -> bool:
-        return self._fd < 0
-
-    def hold(self, *, writable: bool) -> _LockHold:
-        """Take (or share) the lock for one more writer or reader; released when the returned hold is dropped."""
-        with self._mutex:
-            if writable and self._mode != fcntl.F_WRLCK:
-                self._take(fcntl.F_WRLCK)
-            elif not writable and self._mode == fcntl.F_UNLCK:
-                self._take(fcntl.F_RDLCK)
-            if writable:
-                self._writers += 1
-            else:
-                self._readers += 1
-        return _LockHold(self, writable)
-
-    def _set(self, kind: int) -> None:
-        fcntl.fcntl(self._fd, fcntl.F_OFD_SETLK, struct.pack("hhqqi", kind, os.SEEK_SET, 0, 0, 0))
-        self._mode = kind
-
-    def _take(self, kind: int) -> None:
-        deadline = time.monotonic() + LOCK_WAIT_SECONDS
-        while True:
-            try:
-                self._set(kind)
-                return
-            except (BlockingIOError, PermissionError):  # (EAGAIN or EACCES: held by another process)
-                if time.monotonic() >= deadline:
-                    break
-                time.sleep(0.01)
-        if kind == fcntl.F_WRLCK:
-            raise DafLockedError(f"can't write the H5df file: {self._path}\nwhile another process has it open (it is "
-                                 "locked; a writer needs every other process to close it and drop its arrays)")
-        raise DafLockedError(f"can't read the H5df file: {self._path}\nwhile another process is writing it (it is "
-                             "locked; retry once the writer has closed it)")
-
-    def release(self, writable: bool) -> None:
-        with self._mutex:
-            if os.getpid() != self._pid or self.closed:
-                return  # an inherited lock is the parent's: a forked child must never release it
-            if writable:
-                self._writers -= 1
-            else:
-                self._readers -= 1
-            if not self._writers and not self._readers:
-                self.close()  # (closing the only descriptor of the lock releases it)
-            elif not self._writers and self._mode == fcntl.F_WRLCK:
-                self._set(fcntl.F_RDLCK)  # (atomic: no other process can get in between)
-
-    def close(self) -> None:
-        """Release the lock and its descriptor (once no hold is left)."""
-        if self._fd >= 0 and os.getpid() == self._pid:
-            os.close(self._fd)
-        self._fd = -1
-        self._mode = fcntl.F_UNLCK
-
-
-class _LockHold:
-    """One writer's or reader's share of a :class:`_FileLock`, released when this object is garbage."""
-
-    def __init__(self, lock: _FileLock, writable: bool) -> None:
-        self._release = weakref.finalize(self, lock.release, writable)
-
-    def release(self) -> None:
-        """Release the share now (once: the garbage collector then has nothing left to release)."""
-        self._release()
-
-
 class _OpenFile:
     """What this process shares about one open HDF5 file (see ``_open_files``)."""
 
-    def __init__(self, fid: h5f.FileID, key: FileKey, lock: _FileLock | None, hold: _LockHold | None,
+    def __init__(self, fid: h5f.FileID, key: FileKey, lock: FileLock | None, hold: LockHold | None,
                  journal: JournaledFile | None = None) -> None:
         self.fid = fid
         self.key = key
@@ -170,11 +89,10 @@ class _OpenFile:
             return
         if len(self._files) or h5f.get_obj_count(self.fid, h5f.OBJ_ALL) > 1:
             gc.collect()  # (objects only a reference cycle still holds, e.g. a traceback's frames)
-        with _open_files_lock:  # (which an open holds while it hands the file out)
+        with _open_files.mutex:  # (which an open holds while it hands the file out)
             if self.handles or len(self._files) or h5f.get_obj_count(self.fid, h5f.OBJ_ALL) > 1:
                 return
-            if self.key in _open_files and _open_files[self.key]() is self:
-                del _open_files[self.key]
+            _open_files.discard(self.key, self)
         try:
             self.close()
         finally:
@@ -217,53 +135,20 @@ class _OpenFile:
         """Close a file whose flush failed and could not be undone: HDF5 can't flush through that handle again, so
         the next open must start afresh (rolling back, from the journal, whatever was written since the last
         commit). Handles still holding it fail from now on; arrays mapped from it keep their values."""
-        with _open_files_lock:
-            if self.key in _open_files and _open_files[self.key]() is self:
-                del _open_files[self.key]
+        with _open_files.mutex:
+            _open_files.discard(self.key, self)
         try:
             self.close()
         except Exception:  # closing flushes again, which fails the same way; the journal stays for the next open
             pass
 
-    def map_hold(self) -> _LockHold | None:
+    def map_hold(self) -> LockHold | None:
         """A reader's share of the lock, for an array mapped from the file (None for files opened outside pydaf)."""
-        return None if self.lock is None else self.lock.hold(writable=False)
-
-
-# This process's lock of each file, alive as long as any hold of it (open handles, mapped arrays).
-_file_locks: dict[FileKey, weakref.ref[_FileLock]] = {}
-
-
-def _file_lock(path: str) -> _FileLock:
-    """This process's lock of a file (one per file: two descriptors of one process would conflict)."""
-    key = file_key(path)
-    existing = _file_locks.get(key) if key is not None else None
-    lock = existing() if existing is not None else None
-    if lock is None or lock.closed:
-        lock = _FileLock(path)
-        _file_locks[file_key(path) or (0, 0)] = weakref.ref(lock)
-    return lock
-
-
-def _forget_inherited_files() -> None:
-    """In a forked child: the parent's HDF5 handles and locks are not this process's, nor its journaled files (which
-    then write nothing; the child still closes them at its exit, see ``_close_files_at_exit``)."""
-    for reference in _open_files.values():
-        record = reference()
-        journal = None if record is None else record.journal
-        if journal is not None:
-            journal.abandon()
-            _inherited_files.append(record)
-    _open_files.clear()
-    _file_locks.clear()
+        return None if self.lock is None else self.lock.hold(exclusive=False)
 
 
 # The parent's files a forked child inherited (and must close before it exits).
 _inherited_files: list[_OpenFile] = []
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_inherited_files)
 
 
 @atexit.register
@@ -271,7 +156,7 @@ def _close_files_at_exit() -> None:
     """Close the files pydaf opened writable (through h5py's fileobj driver) while Python still runs: HDF5 would
     close them from its own exit handler, after the interpreter is gone, and calling into their file objects then
     crashes the process."""
-    records = [reference() for reference in _open_files.values()] + _inherited_files
+    records = [*_open_files.values(), *_inherited_files]
     for record in records:
         if record is not None and record.journal is not None:
             try:
@@ -303,9 +188,8 @@ def _record_of(file: h5py.File) -> _OpenFile:
     if record is not None:
         return record
     key = file_key(file.filename)
-    with _open_files_lock:
-        existing = _open_files.get(key) if key is not None else None
-        record = existing() if existing is not None else None
+    with _open_files.mutex:
+        record = _open_files.get(key)
         if record is None or not record.fid.valid:  # (HDF5 itself shares one file per inode in a process)
             record = _OpenFile(file.id, key or (0, id(file)), None, None)
         return record
@@ -323,10 +207,9 @@ def open_h5_file(path: str, mode: str) -> h5py.File:
         >>> open_h5_file(path, "w").mode
         'r+'
     """
-    with _open_files_lock:
+    with _open_files.mutex:
         key = file_key(path)
-        existing = _open_files.get(key) if key is not None else None
-        record = existing() if existing is not None else None
+        record = _open_files.get(key)
         if record is not None and record.fid.valid:
             if mode == "w":
                 raise DafModeError(f"can't truncate the HDF5 file: {path}\nwhile it is open in this process")
@@ -337,13 +220,12 @@ def open_h5_file(path: str, mode: str) -> h5py.File:
             if mode in ("r", "r+"):
                 raise DafFormatError(f"missing H5df file: {path}")
             os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o666))
-        lock = _file_lock(path)
-        hold = lock.hold(writable=mode != "r")
+        hold = hold_lock(path, exclusive=mode != "r", what="H5df file", note=_LOCK_NOTE)
         fid, journal = _open_locked(path, mode)
         if mode != "r":
             _disable_evictions(fid)
-        record = _OpenFile(fid, file_key(path) or (0, 0), lock, hold, journal)
-        _open_files[record.key] = weakref.ref(record)
+        record = _OpenFile(fid, hold.lock.key, hold.lock, hold, journal)
+        _open_files.add(record.key, record)
         return record.file
 
 

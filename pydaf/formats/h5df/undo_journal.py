@@ -1,36 +1,21 @@
-"""An undo journal that makes each H5df write operation atomic against a killed process.
+"""An undo journal that makes each H5df write operation atomic against a killed process: a writable H5df is opened
+through h5py's ``fileobj`` driver on a :class:`JournaledFile`, which appends the old content of committed bytes to a
+journal beside the file before HDF5 overwrites them, and commits by deleting the journal; the next writable open
+rolls an interrupted operation back (:func:`recover`).
 
-HDF5 flushes its metadata as many separate block writes, with no journal of its own: a writer killed inside a flush
-leaves some blocks new and some old, and a group can then list one link twice and lose another (seen once in 200
-SIGKILLs of ``tests/test_h5df_crash.py``, before this journal). So a writable H5df is opened through h5py's
-``fileobj`` driver on a :class:`JournaledFile`, which sees every byte HDF5 writes. The first time an operation writes
-over bytes that the last commit left in the file, their old content is appended to the journal, a file beside the
-HDF5 file, *before* they are overwritten; bytes past the committed end of the file need no copy. The operation
-commits by deleting the journal (after HDF5's flush). A writer killed before that leaves the journal, and the next
-writable open copies the old bytes back and cuts the file to its committed size (:func:`recover`): the file is again
-exactly what the last commit left. A read-only open never writes: it refuses a file with a pending rollback.
-
-Journal layout: ``MAGIC``, the committed size (u64) and a CRC-32 of both; then records of offset (u64), length
-(u64), CRC-32 (u32) of those and the old bytes, then the old bytes. A record cut short by the kill is ignored: its
-bytes were not yet overwritten (the record is written whole before the bytes it saves are).
-
-Raw data pydaf writes itself (through :meth:`JournaledFile.write_at` or a writable map prepared with
-:meth:`JournaledFile.preserve`) is covered the same way, so space HDF5 reuses within an operation is restored too.
-Shrinking the file (HDF5 cuts free space at its end when it flushes) waits for the commit, since the cut bytes may
-be part of the state a rollback restores.
-"""
+Design: docs/design/h5df.md ("A torn flush, closed by an undo journal")."""
 
 from __future__ import annotations
 
 import bisect
 import errno
-import fcntl
 import os
 import struct
 import threading
 import zlib
 
-from ...errors import DafFormatError, DafLockedError, DafStorageError
+from ..._os.locks import Owner, hdf5_flock
+from ...errors import DafFormatError, DafStorageError
 
 MAGIC = b"PYDAF-H5DF-UNDO-1\n"
 _HEADER = struct.Struct("<QI")  # committed size, CRC-32 of MAGIC and the size
@@ -205,14 +190,14 @@ class JournaledFile:
         try:
             # HDF5's own driver would take this lock exclusively. Shared, it still keeps out every other HDF5 writer
             # (Julia, h5py: they lock exclusively) yet lets plain h5py read the file in this process, as it could
-            # when HDF5 shared one handle per file; pydaf readers are kept out by pydaf's own lock (h5df._FileLock).
-            fcntl.flock(self._fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except OSError as error:
+            # when HDF5 shared one handle per file; pydaf readers are kept out by pydaf's own lock (_os.locks).
+            hdf5_flock(self._fd, path)
+        except BaseException:
             os.close(self._fd)
-            raise DafLockedError(f"the H5df file: {path}\nis locked by another program ({error})") from error
+            raise
         if truncate:  # (a new file: once it is locked)
             os.ftruncate(self._fd, 0)
-        self._owner = os.getpid()
+        self._owner = Owner()
         self._mutex = threading.RLock()
         self._position = 0
         self._journal_fd = -1
@@ -349,7 +334,7 @@ class JournaledFile:
         """Release the file (its lock goes with it). A pending journal stays: the next writable open rolls back what
         was written since the last commit."""
         with self._mutex:
-            if self._fd >= 0 and os.getpid() == self._owner:
+            if self._fd >= 0 and self._owner.is_current:
                 if self._journal_fd >= 0:
                     os.close(self._journal_fd)
                 elif self._shrink_to is not None and self._shrink_to < os.fstat(self._fd).st_size:
@@ -368,11 +353,11 @@ class JournaledFile:
     def abandon(self) -> None:
         """In a forked child: the file is the parent's, so this process must never write it (HDF5 may still call
         in when the child exits)."""
-        self._owner = -1
+        self._owner.disown()
         self._fd = self._journal_fd = -1
 
     def _active(self) -> bool:
-        return self._fd >= 0 and os.getpid() == self._owner
+        return self._fd >= 0 and self._owner.is_current
 
     def _save(self, start: int, end: int) -> None:
         saved = os.pread(self._fd, end - start, start)
@@ -403,4 +388,3 @@ class JournaledFile:
         _write_all(fd, memoryview(header), 0)
         self._journal_fd = fd
         self._journal_length = len(header)
-

@@ -1,25 +1,9 @@
 """Julia's ``ZarrConvert``: a FilesDaf directory into a ZarrDaf directory (``x.daf.zarr``) and back, hard-linking
-every raw numeric file instead of copying it.
+every raw numeric file instead of copying it (both formats store a flat numeric array as the same raw little-endian
+bytes), and copying the rest through the API. Stricter than Julia: nothing is written outside the destination, which
+is built aside and renamed into place; the source is only read.
 
-Both layouts store a flat numeric array (a dense vector or matrix, a component of sparse data: ``nzind``, ``colptr``,
-``rowval``, ``nzval``) as the same raw little-endian bytes, column-major, without a header: FilesDaf as
-``<name>.data`` / ``<name>.<component>``, ZarrDaf as the single chunk ``c/0`` (``c/0/0``) of an uncompressed array. A
-conversion writes the destination's descriptors (``.json`` / ``zarr.json``) and hard-links those files, so it costs
-almost no disk space or time; scalars, axes, strings and anything not stored as one mapped file (a Zarr array that is
-compressed, split into chunks or elided as all fill values, a component whose type differs) are copied through the
-ordinary API. Where a hard link is impossible (another file system, a file system without them), the file is copied
-(Julia refuses instead).
-
-Safety (stricter than Julia, which builds in place and writes a probe file into the source):
-- nothing is written outside the destination: the data set is built in a hidden sibling of the destination and renamed
-  into place only when complete (a failure removes it and leaves nothing behind);
-- an existing destination is refused (Julia's rule) by :func:`files_to_zarr` and :func:`zarr_to_files`; ``pydaf
-  convert`` replaces an existing Daf data set instead, the same way;
-- the source is only read (opened read-only); only regular files it holds are linked, never links; each is checked to
-  be exactly as large as its data before it is linked.
-
-The two data sets share the linked files: since neither format ever writes a committed file in place (both replace
-files by renaming new ones in), writing either one later never changes the other.
+Design: docs/design/conversions.md ("FilesDaf ⇄ ZarrDaf directories").
 
 Example:
     >>> import os, tempfile, pydaf
@@ -51,7 +35,7 @@ import numpy as np
 from ...abc.format import StoredMatrix, StoredVector
 from ...core.readers import DafReader
 from ...core.writers import DafWriter
-from ...errors import DafError, DafExistsError, DafFormatError, DafStorageError
+from ...errors import DafError, DafExistsError, DafFormatError, DafNotDafError, DafStorageError
 from ...sparse import SparseMatrixCSC, SparseVector
 from ...storage_types import STRING_DTYPE, julia_name
 from ..files.format import FilesDaf
@@ -127,13 +111,13 @@ def convert_linked(source: str | os.PathLike, destination: str | os.PathLike, *,
     if os.path.lexists(destination_path) and not (os.path.isdir(destination_path) and
                                                   not os.listdir(destination_path)):
         try:
-            (ZarrDaf if to_zarr else FilesDaf)(destination_path, "r").format.format_close()  # type: ignore[arg-type]
+            (ZarrDaf if to_zarr else FilesDaf)(destination_path, "r").format.format_close()
         except DafError as error:
-            raise DafFormatError(f"not a daf data set: {destination_path}\n(it is not a "
+            raise DafNotDafError(f"not a daf data set: {destination_path}\n(it is not a "
                                  f"{'ZarrDaf' if to_zarr else 'FilesDaf'} data set: {str(error).splitlines()[0]}; "
                                  "a conversion only replaces a Daf data set, to keep anything else safe: remove it "
                                  "or choose another destination)") from None
-    source_daf = (FilesDaf if to_zarr else ZarrDaf)(source_path, "r")  # type: ignore[arg-type]
+    source_daf = (FilesDaf if to_zarr else ZarrDaf)(source_path, "r")
     build_linked(source_daf, source_path, destination_path, progress=progress, replace=True)
 
 
@@ -191,14 +175,14 @@ def build_linked(source: DafReader, source_path: str, destination: str, *, progr
     temporary = _hidden_sibling(destination, ".daf.zarr" if to_zarr else "")
     os.makedirs(os.path.dirname(os.path.abspath(destination)), exist_ok=True)
     try:
-        writer: DafWriter = ZarrDaf(temporary, "w", name=source.name) if to_zarr else FilesDaf(  # type: ignore[assignment]
+        writer: DafWriter = ZarrDaf(temporary, "w", name=source.name) if to_zarr else FilesDaf(
             temporary, "w", name=source.name)
         placer = _Placer(source, source_path, writer, temporary, to_zarr)
         placer.run(progress)
         _let_go(writer)
         # A writable open rebuilds the index (ZarrDaf's consolidated metadata, FilesDaf's metadata.json) from the
         # descriptors written beside the API.
-        _let_go((ZarrDaf if to_zarr else FilesDaf)(temporary, "r+"))  # type: ignore[arg-type]
+        _let_go((ZarrDaf if to_zarr else FilesDaf)(temporary, "r+"))
         _place(temporary, destination, replace=replace)
     except BaseException:
         shutil.rmtree(temporary, ignore_errors=True)

@@ -1,39 +1,12 @@
-"""ZarrDaf: a Daf data set as a Zarr v3 hierarchy (FORMATS.md §5), byte-compatible with Julia's ``ZarrDaf``: a
-directory (``x.daf.zarr``), a ZIP archive holding one data set at its root (``x.daf.zarr.zip``) or several in groups
-(``x.dafs.zarr.zip#/group``).
+"""ZarrDaf: a Daf data set as a Zarr v3 hierarchy, byte-compatible with Julia's ``ZarrDaf``: a directory
+(``x.daf.zarr``), a ZIP archive holding one data set at its root (``x.daf.zarr.zip``) or several in groups
+(``x.dafs.zarr.zip#/group``). Every array is one uncompressed chunk, memory-mapped when read; writes are atomic per
+property (an archive is append-only, through :mod:`pydaf.formats.zip.store`); nothing read is trusted.
 
-Layout under the data set's root group (whose ``zarr.json`` carries the attribute ``daf: [1, 0]``): groups
-``scalars``, ``axes``, ``vectors/<axis>`` and ``matrices/<rows>/<columns>`` (every pair, square ones included); a
-scalar is a ``[1]``-shaped array, an axis a string array, a dense vector or matrix an array (a matrix's Zarr shape is
-``[columns, rows]``: its bytes are column-major for ``(rows, columns)``), a sparse one a group of ``nzind``/``nzval``
-or ``colptr``/``rowval``/``nzval`` arrays (1-based; ``nzval`` omitted for all-true Bool data written by ``set_*``).
-Every array is one uncompressed chunk (``c/0`` or ``c/0/0``), which is memory-mapped when read; a chunk whose every
-element is the fill value (zero, ``false``, ``""``) is not written, as Zarr.jl does. The ``zarr.json`` files are
-written with Julia's bytes (keys sorted, no spaces). A directory's root ``zarr.json`` also holds the inline
-consolidated metadata of every node, rewritten on each change, its keys in :func:`consolidated_order` (Julia's hash
-order is the only difference from Julia's bytes: zarr-python can't read that order, and Julia reads any); a ZIP
-archive has none (its central directory is the index).
-
-Writes are atomic per property. In a directory, a property's node is written under a hidden temporary name and
-renamed into place; an overwrite first renames the old node aside (dropped once the new one is in place, restored by
-the next writable open if a crash came in between); a delete renames the node away before removing it. In a ZIP
-archive (append-only: deletes and overwrites raise :class:`~pydaf.formats.zip.store.DafAppendOnlyError`), a property's
-entries are appended with its ``zarr.json`` last and then the central directory (:mod:`pydaf.formats.zip.store`), so
-a killed write leaves every earlier property readable. Reading never writes: a read-only open of a directory whose
-consolidated metadata is missing or stale leaves it so (Julia rebuilds it even in mode ``r``); a writable open
-checks it against the tree and rewrites it if it differs.
-
-Nothing read is trusted: each ``zarr.json`` is checked (node type, data type, shape against the axes, chunk grid,
-codecs) and each chunk's size against its declared shape before anything is allocated or mapped; names that are not
-node names are never looked up, and a file reached through a link out of the directory is refused. Packed (sharded)
-arrays, and codecs other than gzip, are refused with a :class:`~pydaf.DafFormatError` naming the property; foreign
-(zarr-python) arrays split into several chunks, gzip-compressed or big-endian are read into memory.
-"""
+Design: docs/design/zarr.md; the bytes: docs/spec/FORMATS.md §5."""
 
 from __future__ import annotations
 
-import errno
-import fcntl
 import itertools
 import json
 import math
@@ -41,23 +14,35 @@ import os
 import shutil
 import struct
 import threading
-import time
 import weakref
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from ..._os.maps import FileKey, file_key, map_region, shared_state
-from ...abc.format import CacheGroup, FormatWriter, StoredMatrix, StoredVector, parse_mode, weakest_cache_group
-from ...errors import DafClosedError, DafFormatError, DafLockedError, DafModeError, DafStorageError
+from ..._os.locks import LockHold, ProcessRegistry, hold_lock
+from ..._os.maps import FileKey, file_key, map_region
+from ..._os.write_errors import storage_error
+from ...abc.format import CacheGroup, StoredMatrix, StoredVector, parse_mode, weakest_cache_group
+from ...errors import (
+    DafAppendOnlyError,
+    DafClosedError,
+    DafError,
+    DafFormatError,
+    DafLockedError,
+    DafModeError,
+    DafNotDafError,
+    DafZarrVersionError,
+)
 from ...sparse import SparseMatrixCSC, SparseVector
 from ...storage_types import STRING_DTYPE, StorageScalar, scalar_dtype
+from ..paths import split_container_path
 from ..registry import FormatEntry, PersistentDaf, register_format
-from ..zip.store import LOCK_WAIT_SECONDS, DafAppendOnlyError, ZipAppend, ZipStore, acquire_zip_store
+from ..stored import StoredFormat
+from ..zip.store import ZipAppend, ZipStore, acquire_zip_store
 
 MAJOR_VERSION = 1
 MINOR_VERSION = 0
@@ -83,31 +68,16 @@ _V2_HINT = ("Zarr v2 store at: {path}\nDataAxesFormats requires a Zarr v3 store.
 def split_zarr_path(path: str | os.PathLike) -> tuple[str, str | None, bool]:
     """Julia's ``parse_zarr_path``: ``(container, group, is_zip)`` for ``x.daf.zarr`` (a directory),
     ``x.daf.zarr.zip`` (a ZIP archive with the data set at its root) and ``x.dafs.zarr.zip#/group`` (a group of a ZIP
-    archive); anything else is a :class:`~pydaf.DafFormatError`.
+    archive); anything else is a :class:`~pydaf.DafPathError`
+    (:func:`~pydaf.formats.paths.split_container_path`).
 
     Example:
         >>> split_zarr_path("cells.daf.zarr"), split_zarr_path("all.dafs.zarr.zip#/cells/raw")
         (('cells.daf.zarr', None, False), ('all.dafs.zarr.zip', 'cells/raw', True))
     """
-    text = os.fspath(path)
-    if ".dafs.zarr.zip#/" in text:
-        container, group = text.split(".dafs.zarr.zip#/", 1)
-        if not group:
-            raise DafFormatError(f"empty group name after '#/' in ZarrDaf path: {text}")
-        if not all(_is_node_name(part) for part in group.split("/")):
-            raise DafFormatError(f"invalid group name: {group!r}\nin ZarrDaf path: {text}\n(each part must be a valid "
-                                 "Daf name)")
-        return container + ".dafs.zarr.zip", group, True
-    if ".daf.zarr.zip#" in text:
-        raise DafFormatError(f"can't address a sub-daf in a singular ZarrDaf path; use .dafs.zarr.zip#/<group>: {text}")
-    if text.endswith(".daf.zarr.zip"):
-        return text, None, True
-    if text.endswith(".dafs.zarr.zip"):
-        raise DafFormatError(f"missing '#/<group>' in plural ZarrDaf path: {text}")
-    if text.rstrip("/").endswith(".daf.zarr"):
-        return text.rstrip("/"), None, False
-    raise DafFormatError(f"can't parse as ZarrDaf path: {text}\nexpected one of: <stem>.daf.zarr, <stem>.daf.zarr.zip, "
-                         "<stem>.dafs.zarr.zip#/<group>")
+    container, group = split_container_path(path, singular=(".daf.zarr.zip",), plural=".dafs.zarr.zip",
+                                            format="ZarrDaf", directory=".daf.zarr")
+    return container, group, container.endswith(".zip")
 
 
 def _is_node_name(name: object) -> bool:
@@ -315,10 +285,6 @@ def _gunzip(data: bytes, expected: int | None, what: str) -> bytes:
     return raw
 
 
-class DafZarrVersionError(DafFormatError):
-    """A Zarr v2 store (DAF.jl reads only Zarr v3), with the hint to convert it."""
-
-
 # Where the nodes live: a directory tree or the entries of a ZIP archive.
 
 
@@ -327,13 +293,16 @@ class _DirectoryNodes:
     directory per process (:func:`_directory_nodes`), shared by its handles with the consolidated metadata kept for
     writing and this process's writer lock."""
 
+    #: Nodes are deleted and replaced in place; the root keeps consolidated metadata (Julia's and zarr-python's index).
+    supports_rewrites = True
+    consolidates = True
+
     def __init__(self, root: str) -> None:
         self.root = root
         self._real = os.path.realpath(root)
         self._counter = itertools.count()
         self._writers = 0
-        self._lock = _DirectoryLock()
-        weakref.finalize(self, self._lock.close)
+        self._hold: LockHold | None = None  # (this process's writer lock, while a writable handle is open)
         #: The root group's attributes, and (once opened writable) its consolidated metadata: node -> descriptor.
         self.attributes: dict[str, Any] = {}
         self.consolidated: dict[str, str] | None = None
@@ -344,25 +313,23 @@ class _DirectoryNodes:
 
     def acquire_writer(self) -> bool:
         """Count one more writable handle, taking this process's writer lock on the directory for the first (an
-        ``flock``, waited for up to ``LOCK_WAIT_SECONDS``); returns whether it was newly taken (the first writer of
-        this process, which recovers what a killed one left)."""
-        with _directories_lock:
-            self._writers += 1
-            if self._lock.fd >= 0:
+        exclusive :mod:`~pydaf._os.locks` lock); returns whether it was newly taken (the first writer of this process,
+        which recovers what a killed one left)."""
+        with _directories.mutex:
+            if self._hold is not None:
+                self._writers += 1
                 return False
-            try:
-                self._lock.take(self.root)
-            except BaseException:
-                self._writers -= 1
-                raise
+            self._hold = hold_lock(self.root, exclusive=True, what="ZarrDaf directory")
+            self._writers += 1
             return True
 
     def release_writer(self) -> None:
         """Count one writable handle less; the last one releases the writer lock."""
-        with _directories_lock:
+        with _directories.mutex:
             self._writers -= 1
-            if self._writers == 0:
-                self._lock.close()
+            if self._writers == 0 and self._hold is not None:
+                self._hold.release()
+                self._hold = None
 
     def path(self, key: str) -> str:
         return os.path.join(self.root, *key.split("/")) if key else self.root
@@ -516,7 +483,7 @@ class _DirectoryWriter:
 
     def add(self, key: str, data: bytes | np.ndarray) -> None:
         with open(self._file(key), "wb") as handle:
-            handle.write(data if isinstance(data, bytes) else memoryview(np.ascontiguousarray(data).reshape(-1)))
+            handle.write(data if isinstance(data, bytes) else np.ascontiguousarray(data).reshape(-1).data)
 
     def reserve(self, key: str, nbytes: int) -> np.ndarray:
         path = self._file(key)
@@ -543,6 +510,12 @@ class _DirectoryWriter:
 
 class _ZipNodes:
     """The nodes of a data set in a ZIP archive (under ``group/`` for a group of a multi-daf archive)."""
+
+    #: An archive is append-only (a node, once written, stays) and keeps no consolidated metadata (its central
+    #: directory is the index).
+    supports_rewrites = False
+    consolidates = False
+    consolidated: dict[str, str] | None = None
 
     def __init__(self, store: ZipStore, group: str | None) -> None:
         self.store = store
@@ -612,73 +585,37 @@ class _ZipWriter:
 _Writer = _DirectoryWriter | _ZipWriter
 
 
-class _DirectoryLock:
-    """This process's writer lock on a directory: an ``flock`` on a descriptor of it, released when closed (or when
-    the lock is garbage; never in a forked child, whose descriptor is its parent's)."""
-
-    def __init__(self) -> None:
-        self.fd = -1
-        self._pid = os.getpid()
-
-    def take(self, root: str) -> None:
-        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        deadline = time.monotonic() + LOCK_WAIT_SECONDS
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except OSError as error:
-                if error.errno not in (errno.EAGAIN, errno.EACCES) or time.monotonic() >= deadline:
-                    os.close(fd)
-                    raise DafLockedError(f"can't write the ZarrDaf directory: {root}\nwhile another process writes "
-                                         "it (it is locked; retry once the writer has closed it)") from error
-                time.sleep(0.01)
-        self.fd, self._pid = fd, os.getpid()
-
-    def close(self) -> None:
-        if self.fd >= 0 and os.getpid() == self._pid:
-            os.close(self.fd)
-        self.fd = -1
-
-
-_directories: dict[FileKey, weakref.ref[_DirectoryNodes]] = {}
-# Reentrant: the garbage collector may run a handle's release (a finalizer) in a thread that holds it.
-_directories_lock = threading.RLock()
+# The data sets in directories this process has open, by identity (their nodes, shared by every handle on each).
+_directories: ProcessRegistry[FileKey, _DirectoryNodes] = ProcessRegistry("ZarrDaf directories")
 
 
 def _directory_nodes(root: str) -> _DirectoryNodes:
     """The nodes of the data set in a directory, shared by every handle on it in this process."""
     key = file_key(root)
     assert key is not None
-    with _directories_lock:
-        known = _directories.get(key)
-        nodes = known() if known is not None else None
+    with _directories.mutex:
+        nodes = _directories.get(key)
         if nodes is None:
             nodes = _DirectoryNodes(root)
-            _directories[key] = weakref.ref(nodes)
+            _directories.add(key, nodes)
         return nodes
 
 
-def _forget_directories() -> None:
-    _directories.clear()  # a forked child does not hold its parent's locks
-
-
-os.register_at_fork(after_in_child=_forget_directories)
-
-
-class ZarrFormat(FormatWriter):
+class ZarrFormat(StoredFormat):
     """The storage of a ZarrDaf data set: a Zarr v3 group in a directory or a ZIP archive."""
 
     type_name = "ZarrDaf"
 
+    @property  # (computed: FormatReader declares it as a plain class attribute, hence the ignore)
+    def supports_rewrites(self) -> bool:  # type: ignore[override]
+        """A directory accepts deletes and overwrites; a ZIP archive is append-only (its nodes say which)."""
+        return self._nodes.supports_rewrites
+
     def __init__(self, path: str, mode: str) -> None:
         writable, may_create, truncate = parse_mode(mode)
         container, group, is_zip = split_zarr_path(path)
-        self.mode = mode
+        self.locate(container, group, mode)
         self.is_writable = writable
-        self.container = os.path.abspath(container)
-        self.group = group
-        self.path = self.container if group is None else f"{self.container}#/{group}"
         self._building: tuple[str, _Writer] | None = None  # an empty_* builder's node and writer, until filled
         self._closed = False
         self._nodes: _DirectoryNodes | _ZipNodes
@@ -707,14 +644,16 @@ class ZarrFormat(FormatWriter):
         if os.path.lexists(path) and not os.path.isdir(path):
             raise DafFormatError(f"not a directory: {path}")
         if truncate and os.path.isdir(path):
-            lock = _DirectoryLock()
-            lock.take(path)  # (not while another process writes it)
+            hold = hold_lock(path, exclusive=True, what="ZarrDaf directory")  # (not while another process writes it)
             try:
+                if not hold.first:
+                    raise DafLockedError(f"can't truncate the ZarrDaf directory: {path}\nwhile this process has it "
+                                         "open for writing (close it first)")
                 if os.path.isfile(os.path.join(path, "zarr.json")):
                     os.remove(os.path.join(path, "zarr.json"))  # no longer a data set, even if the rest is half gone
                 shutil.rmtree(path)  # (files still mapped stay valid: they are unlinked, never cut)
             finally:
-                lock.close()
+                hold.release()
         if not os.path.isdir(path):
             if not may_create:
                 raise DafFormatError(f"no such directory: {path}")
@@ -749,7 +688,7 @@ class ZarrFormat(FormatWriter):
         if metadata is None:
             if not may_create:
                 raise DafFormatError(f"not a zarr group: {self.path}")
-            if isinstance(self._nodes, _DirectoryNodes) and not set(os.listdir(self.container)) <= {
+            if self._nodes.consolidates and not set(os.listdir(self.container)) <= {
                     "scalars", "axes", "vectors", "matrices"}:  # (what a killed creation may leave)
                 raise DafFormatError(f"not a zarr group: {self.path}\n(it is a non-empty directory; mode w+ will not "
                                      "use it, use mode w to replace it)")
@@ -760,17 +699,16 @@ class ZarrFormat(FormatWriter):
             raise DafFormatError(f"invalid attributes in the zarr.json of the zarr group: {self.path}")
         if "daf" not in attributes:
             if not may_create:
-                raise DafFormatError(f"not a daf data set: {self.path}")
+                raise DafNotDafError(f"not a daf data set: {self.path}")
             self._create(attributes)
             return
         self._verify_version(attributes["daf"])
         if self.is_writable:
-            if isinstance(self._nodes, _ZipNodes):
-                if "consolidated_metadata" in metadata:
-                    self._write_zip_root(attributes)
-            else:
-                self._nodes.attributes = attributes
+            if self._nodes.consolidates:
+                self._directory().attributes = attributes
                 self._load_consolidated(metadata)
+            elif "consolidated_metadata" in metadata:
+                self._write_zip_root(attributes)
 
     def _verify_version(self, version: Any) -> None:
         if not isinstance(version, list) or len(version) != 2 or not all(
@@ -784,15 +722,16 @@ class ZarrFormat(FormatWriter):
     def _create(self, attributes: dict[str, Any]) -> None:
         """Make the group a Daf data set: the four groups, then the root's ``daf`` attribute (what makes it one)."""
         attributes = {**attributes, "daf": [MAJOR_VERSION, MINOR_VERSION]}
-        if isinstance(self._nodes, _ZipNodes):
+        if not self._nodes.consolidates:
             groups = [group for group in ("scalars", "axes", "vectors", "matrices") if not self._nodes.has_node(group)]
             self._write_node("", [*((f"{group}/zarr.json", _GROUP_FILE) for group in groups),
                                   ("zarr.json", self._zip_root_bytes(attributes))], [])
             return
+        nodes = self._directory()
         for group in ("scalars", "axes", "vectors", "matrices"):
-            self._nodes.make_group(group)
-        self._nodes.attributes = attributes
-        self._nodes.consolidated = self._walk_entries()
+            nodes.make_group(group)
+        nodes.attributes = attributes
+        nodes.consolidated = self._walk_entries()
         self._write_root()
 
     @staticmethod
@@ -806,10 +745,14 @@ class ZarrFormat(FormatWriter):
 
     # Consolidated metadata (directories).
 
+    def _directory(self) -> _DirectoryNodes:
+        """The nodes, where only a directory's can be (they consolidate): the one place that narrows their type."""
+        assert isinstance(self._nodes, _DirectoryNodes)
+        return self._nodes
+
     def _load_consolidated(self, metadata: dict[str, Any]) -> None:
         """Keep the on-disk consolidated metadata (and its order) if it describes the tree exactly; else rebuild it."""
-        assert isinstance(self._nodes, _DirectoryNodes)
-        with self._nodes.mutex:
+        with self._directory().mutex:
             self._reload_consolidated(metadata)
 
     def _reload_consolidated(self, metadata: dict[str, Any]) -> None:
@@ -817,7 +760,8 @@ class ZarrFormat(FormatWriter):
         metadata (Julia trusts a stale one), and also Julia's key order (which zarr-python can't read) is replaced."""
         walked = self._walk_entries()
         consolidated = metadata.get("consolidated_metadata")
-        stored = consolidated.get("metadata") if isinstance(consolidated, dict) else None
+        consolidated = consolidated if isinstance(consolidated, dict) else {}
+        stored = consolidated.get("metadata")
         self._nodes.consolidated = walked
         if isinstance(stored, dict) and consolidated.get("kind") == "inline" and stored.keys() == walked.keys() and \
                 all(stored[key] == json.loads(text) for key, text in walked.items()) and \
@@ -844,8 +788,8 @@ class ZarrFormat(FormatWriter):
     def _root_bytes(self) -> bytes:
         """The root ``zarr.json``, in Julia's form except for the order of the consolidated keys: by depth, then by
         path (:func:`consolidated_order`), which zarr-python's reader needs; Julia's reader takes any order."""
-        nodes = self._nodes
-        assert isinstance(nodes, _DirectoryNodes) and nodes.consolidated is not None
+        nodes = self._directory()
+        assert nodes.consolidated is not None
         attributes = json.dumps(nodes.attributes, separators=(",", ":"), ensure_ascii=False)
         body = ",".join(f"{json.dumps(key, ensure_ascii=False)}:{nodes.consolidated[key]}"
                         for key in sorted(nodes.consolidated, key=consolidated_order))
@@ -853,24 +797,26 @@ class ZarrFormat(FormatWriter):
                 f'"inline","must_understand":false,"metadata":{{{body}}}}}}}').encode()
 
     def _write_root(self) -> None:
-        self._nodes.write_file("zarr.json", self._root_bytes())
+        self._directory().write_file("zarr.json", self._root_bytes())
 
     def _consolidate(self, entries: list[tuple[str, str]]) -> None:
         """Add (or replace) nodes in the consolidated metadata (Julia appends them by byte surgery; pydaf rewrites
         the root with every key in :func:`consolidated_order`)."""
-        if not isinstance(self._nodes, _DirectoryNodes) or self._nodes.consolidated is None:
+        if self._nodes.consolidated is None:
             return
-        with self._nodes.mutex:
-            self._nodes.consolidated.update(entries)
+        nodes = self._directory()
+        with nodes.mutex:
+            nodes.consolidated = {**(nodes.consolidated or {}), **dict(entries)}
             self._write_root()
 
     def _unconsolidate(self, nodes: list[str]) -> None:
         """Drop nodes (and what is under them) from the consolidated metadata."""
-        if not isinstance(self._nodes, _DirectoryNodes) or self._nodes.consolidated is None:
+        if self._nodes.consolidated is None:
             return
-        with self._nodes.mutex:
-            self._nodes.consolidated = {key: text for key, text in self._nodes.consolidated.items()
-                                        if not any(key == node or key.startswith(node + "/") for node in nodes)}
+        directory = self._directory()
+        with directory.mutex:
+            directory.consolidated = {key: text for key, text in (directory.consolidated or {}).items()
+                                      if not any(key == node or key.startswith(node + "/") for node in nodes)}
             self._write_root()
 
     # Reading nodes.
@@ -996,18 +942,17 @@ class ZarrFormat(FormatWriter):
         try:
             writer = writer if writer is not None else self._nodes.begin(node)
         except OSError as error:
-            raise DafStorageError(f"can't write the node: {node}\nof the daf zarr group: {self.path}\n({error})"
-                                  ) from error
+            raise storage_error(error, f"can't write the node: {node}\nof the daf zarr group: {self.path}") from error
         try:
             yield writer
         except BaseException as error:
             writer.abort()
-            if isinstance(error, OSError):
-                raise DafStorageError(f"can't write the node: {node}\nof the daf zarr group: {self.path}\n({error})"
-                                      ) from error
+            if isinstance(error, OSError) and not isinstance(error, DafError):
+                raise storage_error(error, f"can't write the node: {node}\nof the daf zarr group: {self.path}"
+                                    ) from error
             raise
 
-    def _write_node(self, node: str, files: list[tuple[str, bytes | np.ndarray]],
+    def _write_node(self, node: str, files: Sequence[tuple[str, bytes | np.ndarray]],
                     entries: list[tuple[str, str]], writer: _Writer | None = None) -> None:
         """Write a node's files (chunks first, its zarr.json last: in a ZIP archive, what commits it) atomically,
         then index them."""
@@ -1018,27 +963,13 @@ class ZarrFormat(FormatWriter):
         self._consolidate(entries)
 
     def _delete_node(self, node: str, what: str, *, for_set: bool) -> None:
-        if isinstance(self._nodes, _ZipNodes):
+        if not self._nodes.supports_rewrites:  # (the writer layer refuses first; a format never trusts blindly)
             raise DafAppendOnlyError("can't delete or overwrite properties in a zip-backed ZarrDaf; the ZIP backend "
                                      f"is append-only\nfor the {what}\nin the daf zarr group: {self.path}")
-        self._nodes.delete(node, for_set=for_set)
+        self._directory().delete(node, for_set=for_set)
         self._unconsolidate([node])
 
-    # Identity.
-
-    def format_default_name(self) -> str:
-        return self.path
-
-    def format_complete_path(self) -> str | None:
-        return self.path
-
-    def format_description_header(self, indent: str, lines: list[str], deep: bool) -> None:
-        lines.append(f"{indent}type: ZarrDaf")
-        lines.append(f"{indent}path: {self.path}")
-        lines.append(f"{indent}mode: {self.mode}")
-
-    def format_shared_state(self, state: Any) -> Any:
-        return shared_state(self.container, self.group, state)
+    # Identity: StoredFormat's.
 
     def format_close(self) -> None:
         """Release this handle's hold of the archive (or of the directory's writer lock), after dropping what an
@@ -1154,8 +1085,8 @@ class ZarrFormat(FormatWriter):
                   *(f"matrices/{axis}/{other}" for other in others), *(f"matrices/{other}/{axis}" for other in others)]
         files, metadata = self._array_files(entries, (entries.shape[0],))
         self._nodes.axis_lengths.pop(axis, None)
-        if isinstance(self._nodes, _ZipNodes):
-            # One batch: the groups, then the axis (its zarr.json last: what makes it exist).
+        if not self._nodes.supports_rewrites:
+            # Append-only: one batch, the groups, then the axis (its zarr.json last: what makes it exist).
             self._write_node("", [*((f"{group}/zarr.json", _GROUP_FILE) for group in groups),
                                   *((f"axes/{axis}/{key}", data) for key, data in files),
                                   (f"axes/{axis}/zarr.json", metadata.encode())], [])
@@ -1163,21 +1094,22 @@ class ZarrFormat(FormatWriter):
         # Whatever a killed delete of an axis of this name left belongs to no axis now.
         leftovers = [f"vectors/{axis}", f"matrices/{axis}",
                      *(f"matrices/{other}/{axis}" for other in self._nodes.children("matrices"))]
-        if [leftover for leftover in leftovers if self._nodes.remove_tree(leftover)]:
+        nodes = self._directory()
+        if [leftover for leftover in leftovers if nodes.remove_tree(leftover)]:
             self._unconsolidate(leftovers)
         for group in groups:
-            self._nodes.make_group(group)
+            nodes.make_group(group)
         self._write_node(f"axes/{axis}", [*files, ("zarr.json", metadata.encode())],
                          [(f"axes/{axis}", metadata), *((group, _GROUP_ENTRY) for group in groups)])
 
     def format_delete_axis(self, axis: str) -> None:
         self._delete_node(f"axes/{axis}", f"axis: {axis}", for_set=False)  # the axis is gone first
         self._nodes.axis_lengths.pop(axis, None)
-        assert isinstance(self._nodes, _DirectoryNodes)
+        nodes = self._directory()  # (an archive refused the delete above)
         dependents = [f"vectors/{axis}", f"matrices/{axis}",
-                      *(f"matrices/{other}/{axis}" for other in self._nodes.children("matrices"))]
+                      *(f"matrices/{other}/{axis}" for other in nodes.children("matrices"))]
         for node in dependents:
-            self._nodes.remove_tree(node)
+            nodes.remove_tree(node)
         self._unconsolidate(dependents)
 
     # Vectors.
@@ -1238,9 +1170,10 @@ class ZarrFormat(FormatWriter):
         building, self._building = self._building, None
         if building is None:
             return False
-        if building[1].abort() and isinstance(self._nodes, _DirectoryNodes) and self._nodes.consolidated is not None:
-            with self._nodes.mutex:
-                self._nodes.consolidated = self._walk_entries()  # (a node renamed aside for this overwrite is back)
+        if building[1].abort() and self._nodes.consolidated is not None:
+            nodes = self._directory()
+            with nodes.mutex:
+                nodes.consolidated = self._walk_entries()  # (a node renamed aside for this overwrite is back)
                 self._write_root()
         return True
 

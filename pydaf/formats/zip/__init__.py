@@ -4,7 +4,8 @@
 facade and the format's registry entry.
 """
 
-from .store import DafAppendOnlyError, ZipStore, acquire_zip_store
+from ...errors import DafAppendOnlyError
+from .store import ZipStore, acquire_zip_store
 from .zipdaf import FORMAT, ZipDaf, ZipFormat, split_zip_path
 
 __all__ = ["FORMAT", "DafAppendOnlyError", "ZipDaf", "ZipFormat", "ZipStore", "acquire_zip_store", "split_zip_path"]

@@ -1,43 +1,17 @@
-"""Append-only ZIP archives of STORED, 8-byte-aligned entries (FORMATS.md §3.11, §5.7): the container framing that
-ZarrDaf's ``.daf.zarr.zip`` / ``.dafs.zarr.zip#/group`` archives and ZipDaf's ``.daf.zip`` archives share, written
-byte for byte as Julia's ``MmapZipStore`` writes it, with every entry's data mappable zero-copy.
+"""Append-only ZIP archives of STORED, 8-byte-aligned entries: the container framing that ZarrDaf's
+``.daf.zarr.zip`` / ``.dafs.zarr.zip#/group`` archives and ZipDaf's ``.daf.zip`` archives share, written byte for
+byte as Julia's ``MmapZipStore`` writes it, with every entry's data mappable zero-copy. A property's entries are
+appended as one batch (:class:`ZipAppend`) and the central directory is rewritten last, so a killed writer loses at
+most the property it was writing; one :class:`ZipStore` per archive per process (:func:`acquire_zip_store`), one
+writing process at a time.
 
-Framing (each entry): a local file header (version needed 45, flags ``0x0800``, time 0, date ``0x0021``, 32-bit sizes
-``0xFFFFFFFF``, a ZIP64 extra with both sizes, and a ``0xDAF1`` padding extra so the data starts at a file offset that
-is a multiple of 8), then the data, STORED with its CRC32. The archive ends with the central directory (one ZIP64
-record per entry, in append order), a ZIP64 end-of-central-directory record, its locator and a legacy end record
-holding the ZIP64 sentinels: 98 bytes, no comment. An empty archive is just those 98 bytes.
-
-Appending (:meth:`ZipStore.append`, one :class:`ZipAppend` batch per Daf property) writes the batch's entries where
-the old central directory began, then the new central directory and end records: **the central directory is rewritten
-last**, so it never names an entry whose bytes are not all there. A writer killed in between leaves an archive whose
-end records are missing or whose central directory is overwritten; opening it walks the local headers from the start
-(each names its entry and its sizes) and keeps every entry up to the last complete *commit entry* (the entry that
-ends a batch: ``zarr.json`` for ZarrDaf, a ``.json`` descriptor for ZipDaf, given as ``is_commit``), so everything
-committed before the kill is there; a read-only open does this in memory, a writable one also rewrites the central
-directory. Entries a killed batch left before its commit entry belong to no property; a later batch may append an
-entry of the same name (``replace=True``), which supersedes the old one in the central directory (the old bytes stay
-in the file, as Julia's ``remove_entries_from_central_directory!`` leaves them).
-
-Reading accepts foreign archives too: STORED entries are mapped (zero-copy when aligned for their element type,
-copied otherwise) and DEFLATE entries decoded; other methods, encrypted entries and symbolic links are refused with a
-:class:`~pydaf.DafFormatError`. Every size and offset is checked against the file before anything is read, allocated
-or mapped.
-
-One :class:`ZipStore` per archive per process (by file identity, :func:`acquire_zip_store`), shared by every data set
-in it; one writing process at a time (an open-file-description lock, waited for up to :data:`LOCK_WAIT_SECONDS`).
-Readers in other processes need no lock: committed entries never move or change, and mode ``w`` replaces the archive
-by a new file (renamed over it), so what another process has mapped stays valid.
-"""
+Design: docs/design/zip.md; the framing: docs/spec/FORMATS.md §3.11, §5.7."""
 
 from __future__ import annotations
 
-import errno
-import fcntl
 import os
 import struct
 import threading
-import time
 import weakref
 import zlib
 from collections.abc import Callable
@@ -46,14 +20,14 @@ from typing import Any
 
 import numpy as np
 
+from ..._os.locks import LockHold, Owner, ProcessRegistry, close_descriptor, hold_lock
 from ..._os.maps import FileKey, detach_region, file_key, map_region
-from ...errors import DafFormatError, DafLockedError, DafModeError, DafStorageError
+from ..._os.write_errors import storage_error
+from ...errors import DafAppendOnlyError as DafAppendOnlyError  # (defined in errors; importable here as before)
+from ...errors import DafError, DafFormatError, DafStorageError
 
 #: Entry data starts at a file offset that is a multiple of this (Julia's ``DAF_DATA_OFFSET_ALIGNMENT``).
 ALIGNMENT = 8
-
-#: How long a writable open waits for another process's writer lock before raising :class:`~pydaf.DafLockedError`.
-LOCK_WAIT_SECONDS = 2.0
 
 STORED = 0
 DEFLATED = 8
@@ -73,11 +47,6 @@ _EXTERNAL_ATTRIBUTES = 0o100644 << 16
 _SENTINEL32, _SENTINEL16 = 0xFFFFFFFF, 0xFFFF
 _MAX_COMMENT = 0xFFFF
 _MAX_DEFLATE_RATIO = 1100  # zlib's best is ~1032:1; a larger declared size is a lie (a zip bomb)
-
-
-class DafAppendOnlyError(DafModeError):
-    """A delete or an overwrite of a property stored in an append-only ZIP archive (Julia's "the ZIP backend is
-    append-only")."""
 
 
 @dataclass(frozen=True)
@@ -298,22 +267,11 @@ def _crc32_of(fd: int, offset: int, size: int) -> int:
     return crc
 
 
-class _WriterLock:
-    """This process's exclusive lock on an archive it writes (an open-file-description lock on the store's own
-    descriptor, so it is released when the store closes it, and never conflicts with this process's readers)."""
-
-    @staticmethod
-    def take(fd: int, path: str) -> None:
-        deadline = time.monotonic() + LOCK_WAIT_SECONDS
-        while True:
-            try:
-                fcntl.fcntl(fd, fcntl.F_OFD_SETLK, struct.pack("hhqqi", fcntl.F_WRLCK, os.SEEK_SET, 0, 0, 0))
-                return
-            except OSError as error:
-                if error.errno not in (errno.EAGAIN, errno.EACCES) or time.monotonic() >= deadline:
-                    raise DafLockedError(f"can't write the ZIP archive: {path}\nwhile another process writes it "
-                                         "(it is locked; retry once the writer has closed it)") from error
-                time.sleep(0.01)
+def _hold_writer_lock(fd: int, path: str) -> LockHold:
+    """This process's exclusive lock on an archive it writes (the one it has open as ``fd``: a new descriptor of that
+    very file, so the lock never lands on a file that replaced it); readers take none."""
+    return hold_lock(path, exclusive=True, what="ZIP archive",
+                     open_descriptor=lambda: os.open(_descriptor_path(fd, path), os.O_RDWR | os.O_CLOEXEC))
 
 
 class ZipStore:
@@ -336,10 +294,12 @@ class ZipStore:
         True
     """
 
-    def __init__(self, path: str, fd: int, *, writable: bool, is_commit: Callable[[str], bool]) -> None:
+    def __init__(self, path: str, fd: int, *, writable: bool, is_commit: Callable[[str], bool],
+                 hold: LockHold | None = None) -> None:
         self.path = path
         self.writable = writable
         self._fd = fd
+        self._hold = hold  # (the writer lock, while writable)
         self._is_commit = is_commit
         self._mutex = threading.RLock()
         self._appending: ZipAppend | None = None
@@ -349,7 +309,7 @@ class ZipStore:
         self._data_offsets: dict[str, int] = {}
         self._end = 0  # where the central directory begins (and the next entry goes)
         self._users = 0
-        self._closer = weakref.finalize(self, _close_descriptor, fd, os.getpid())
+        self._closer = weakref.finalize(self, close_descriptor, fd, Owner())
         self._load(repair=writable)
 
     # Opening.
@@ -416,29 +376,29 @@ class ZipStore:
                 return
             fd = os.open(_descriptor_path(self._fd, self.path), os.O_RDWR | os.O_CLOEXEC)
             try:
-                _WriterLock.take(fd, self.path)
+                hold = _hold_writer_lock(fd, self.path)
             except BaseException:
                 os.close(fd)
                 raise
             self._closer()  # closes the read-only descriptor (exactly once)
-            self._fd, self.writable = fd, True
-            self._closer = weakref.finalize(self, _close_descriptor, fd, os.getpid())
+            self._fd, self.writable, self._hold = fd, True, hold
+            self._closer = weakref.finalize(self, close_descriptor, fd, Owner())
             self._load(repair=True)
 
     def release(self) -> None:
         """Give up one opener's use of the store (each :func:`acquire_zip_store` counts one); the last one closes its
         descriptor (releasing the writer lock) and forgets it, so the next open reads the archive anew. Arrays mapped
         from it stay valid."""
-        with _stores_lock:  # (not the store's mutex: a batch in flight belongs to a user that has not released)
+        with _stores.mutex:  # (not the store's mutex: a batch in flight belongs to a user that has not released)
             self._users -= 1
             if self._users > 0 or self._fd < 0:
                 return
-            key = os.fstat(self._fd).st_dev, os.fstat(self._fd).st_ino
-            known = _stores.get(key)
-            if known is not None and known() is self:
-                del _stores[key]
+            _stores.discard((os.fstat(self._fd).st_dev, os.fstat(self._fd).st_ino), self)
             self._closer()
             self._fd = -1
+            if self._hold is not None:
+                self._hold.release()
+                self._hold = None
 
     def _require_open(self) -> int:
         if self._fd < 0:
@@ -671,7 +631,8 @@ class ZipAppend:
         """Append an entry holding ``data`` (bytes, or a numpy array's raw bytes in its memory order). With
         ``replace``, an existing entry of that name is superseded; otherwise an existing name is an error."""
         encoded = self._check_name(name, replace)
-        payload = memoryview(data if isinstance(data, bytes) else np.ascontiguousarray(data).reshape(-1)).cast("B")
+        payload = (memoryview(data) if isinstance(data, bytes)
+                   else np.ascontiguousarray(data).reshape(-1).data).cast("B")
         try:
             self._seal()
             data_offset, header = self._place(encoded, name, len(payload), zlib.crc32(payload))
@@ -712,7 +673,7 @@ class ZipAppend:
 
     def _failed(self, name: str, error: OSError) -> DafStorageError:
         self.abort()
-        return DafStorageError(f"can't append the ZIP entry: {name}\nto the archive: {self._store.path}\n({error})")
+        return storage_error(error, f"can't append the ZIP entry: {name}\nto the archive: {self._store.path}")
 
     def _seal(self) -> None:
         """Write the CRCs of the reserved entries (filled by now) into their local headers, before any later entry is
@@ -720,7 +681,7 @@ class ZipAppend:
         its batch is, CRC included, and what a killed writer's archive recovers to (the entries up to its last
         complete commit entry) never holds an unpatched CRC."""
         for index, header_offset, _, region in self._reserved[self._sealed:]:
-            crc32 = zlib.crc32(region)
+            crc32 = zlib.crc32(region.data)
             entry = self._entries[index]
             self._entries[index] = ZipEntry(entry.name, entry.header_offset, entry.size, entry.compressed_size, crc32,
                                             STORED)
@@ -737,8 +698,8 @@ class ZipAppend:
             store._finish_append(self, self._entries, self._data_offsets, self._removed)
         except BaseException as error:
             self.abort()
-            if isinstance(error, OSError):
-                raise DafStorageError(f"can't append to the ZIP archive: {store.path}\n({error})") from error
+            if isinstance(error, OSError) and not isinstance(error, DafError):
+                raise storage_error(error, f"can't append to the ZIP archive: {store.path}") from error
             raise
         finally:
             if not self._done:
@@ -772,29 +733,12 @@ def _descriptor_path(fd: int, path: str) -> str:
     return proc if os.path.exists(proc) else path
 
 
-def _close_descriptor(fd: int, pid: int) -> None:
-    if os.getpid() == pid:
-        try:
-            os.close(fd)
-        except OSError:
-            pass
-
-
-_stores: dict[FileKey, weakref.ref[ZipStore]] = {}
-# Reentrant: the garbage collector may run an opener's release (a finalizer) in a thread that holds it.
-_stores_lock = threading.RLock()
+# The archives this process has open, by identity (one store per archive, shared by every data set in it).
+_stores: ProcessRegistry[FileKey, ZipStore] = ProcessRegistry("ZIP archives")
 
 
 def _always(_: str) -> bool:
     return True
-
-
-def _forget_stores() -> None:
-    """In a forked child: the parent's stores (descriptors, writer lock, batches) are the parent's."""
-    _stores.clear()
-
-
-os.register_at_fork(after_in_child=_forget_stores)
 
 
 def acquire_zip_store(path: str | os.PathLike, *, writable: bool, create: bool = False, truncate: bool = False,
@@ -818,21 +762,20 @@ def acquire_zip_store(path: str | os.PathLike, *, writable: bool, create: bool =
         if not writable:
             raise DafStorageError(f"can't create the ZIP archive: {path}\nin a read-only open")
         _create_empty(path, replace=truncate)
-    with _stores_lock:
+    with _stores.mutex:
         key = file_key(path)
         if key is None:
             raise DafFormatError(f"no such file: {path}")
-        known = _stores.get(key)
-        store = known() if known is not None else None
+        store = _stores.get(key)
         if store is not None:
             store._users += 1  # (first: a release run by the garbage collector from here on can't close it)
             if store._fd < 0:  # (closed by such a release just before)
                 store = None
         if store is None:
-            fd = _open_archive(path, writable)
-            store = ZipStore(path, fd, writable=writable, is_commit=is_commit)
+            fd, hold = _open_archive(path, writable)
+            store = ZipStore(path, fd, writable=writable, is_commit=is_commit, hold=hold)
             store._users += 1
-            _stores[key] = weakref.ref(store)
+            _stores.add(key, store)
         elif writable:
             try:
                 store._upgrade()
@@ -842,20 +785,21 @@ def acquire_zip_store(path: str | os.PathLike, *, writable: bool, create: bool =
         return store
 
 
-def _open_archive(path: str, writable: bool) -> int:
+def _open_archive(path: str, writable: bool) -> tuple[int, LockHold | None]:
     if not os.path.isfile(path):
         raise DafFormatError(f"not a regular file: {path}")
     try:
         fd = os.open(path, (os.O_RDWR if writable else os.O_RDONLY) | os.O_CLOEXEC)
     except OSError as error:
         raise DafStorageError(f"can't open the ZIP archive: {path}\n({error})") from error
+    hold = None
     if writable:
         try:
-            _WriterLock.take(fd, path)
+            hold = _hold_writer_lock(fd, path)
         except BaseException:
             os.close(fd)
             raise
-    return fd
+    return fd, hold
 
 
 def _create_empty(path: str, *, replace: bool) -> None:

@@ -1,23 +1,9 @@
-"""ZipDaf: Julia's FilesDaf layout inside one ZIP archive (FORMATS.md §3.11): ``x.daf.zip`` holds one data set at its
-root, ``x.dafs.zip#/group`` one of several, each under ``group/``.
+"""ZipDaf: Julia's FilesDaf layout inside one ZIP archive: ``x.daf.zip`` holds one data set at its root,
+``x.dafs.zip#/group`` one of several, each under ``group/``. The entries are exactly the FilesDaf files, with the
+same bytes (:mod:`pydaf.formats.files.layout`), written append-only through :mod:`pydaf.formats.zip.store`, so
+numbers are mapped zero-copy and the archive is a valid ZIP after every write.
 
-The entries are exactly the FilesDaf files (``daf.json``, ``scalars/<n>.json``, ``axes/<a>.txt``,
-``vectors/<a>/<n>.json`` + ``.data``/``.txt``/``.nzind``/``.nzval``/``.nztxt``, ``matrices/<r>/<c>/<n>.json`` + ...)
-with the same bytes (:mod:`pydaf.formats.files.layout`), so unzipping an archive gives a FilesDaf directory. There are
-no directory entries and no ``metadata.json`` (the central directory is the index; a writable open drops a stale
-``metadata.json``, ``metadata.zip`` or ``axes/metadata.json`` from it, as Julia's ``strip_files_daf_sidecars!``).
-
-The archive is written by :mod:`pydaf.formats.zip.store` (Julia's ``MmapZipStore`` framing): every entry STORED with its
-CRC32, its data 8-byte aligned, so numbers are memory-mapped and returned as read-only views of the archive
-(zero-copy); foreign archives' DEFLATE or unaligned entries are read into memory. Writing is append-only: deletes and
-overwrites raise :class:`~pydaf.formats.zip.store.DafAppendOnlyError`; mode ``w`` replaces a whole archive (and is
-refused for a group). Each property is one appended batch, its ``.json`` descriptor last (an axis is its ``.txt``),
-and the central directory is rewritten after it, so the archive is a valid ZIP (``zipfile``, ``unzip -t``) after
-every write, and one whose writer was killed opens with every property committed before the kill.
-
-Everything read is checked (descriptors, sizes against the axes and the entries) before it is mapped or allocated;
-packed (``.zip`` shard) properties are refused, as by :class:`~pydaf.FilesDaf`.
-"""
+Design: docs/design/zip.md; the bytes: docs/spec/FORMATS.md §3.11."""
 
 from __future__ import annotations
 
@@ -28,9 +14,16 @@ from typing import Any
 
 import numpy as np
 
-from ..._os.maps import shared_state
-from ...abc.format import CacheGroup, FormatWriter, StoredMatrix, StoredVector, parse_mode
-from ...errors import DafFormatError, DafMissingError, DafModeError, DafNameError, DafStorageError
+from ...abc.format import CacheGroup, StoredMatrix, StoredVector, parse_mode
+from ...errors import (
+    DafAppendOnlyError,
+    DafFormatError,
+    DafMissingError,
+    DafModeError,
+    DafNameError,
+    DafNotDafError,
+    DafStorageError,
+)
 from ...sparse import SparseMatrixCSC, SparseVector
 from ...storage_types import StorageScalar, julia_name
 from ..files.layout import (
@@ -55,8 +48,10 @@ from ..files.layout import (
     vector_files,
     verify_version,
 )
+from ..paths import split_container_path
 from ..registry import FormatEntry, PersistentDaf, register_format
-from .store import DafAppendOnlyError, ZipAppend, ZipStore, acquire_zip_store
+from ..stored import StoredFormat
+from .store import ZipAppend, ZipStore, acquire_zip_store
 
 #: Entries a ``zip -r`` of a FilesDaf directory bundles that a ZipDaf does not keep (dropped from the central
 #: directory by a writable open; their bytes stay in the archive, unreachable).
@@ -69,7 +64,8 @@ _PATH = re.compile(r"\.dafs?\.zip(?:\Z|#)")
 
 def split_zip_path(path: str | os.PathLike) -> tuple[str, str | None]:
     """Julia's ``parse_zip_archive_path`` for ZipDaf: ``(container, group)`` for ``x.daf.zip`` (group ``None``) and
-    ``x.dafs.zip#/group``; anything else is a :class:`~pydaf.DafFormatError` with Julia's message.
+    ``x.dafs.zip#/group``; anything else is a :class:`~pydaf.DafPathError` with Julia's message
+    (:func:`~pydaf.formats.paths.split_container_path`).
 
     Example:
         >>> split_zip_path("cells.daf.zip"), split_zip_path("all.dafs.zip#/cells/raw")
@@ -77,25 +73,9 @@ def split_zip_path(path: str | os.PathLike) -> tuple[str, str | None]:
         >>> split_zip_path("all.dafs.zip")
         Traceback (most recent call last):
         ...
-        pydaf.errors.DafFormatError: missing '#/<group>' in plural ZipDaf path: all.dafs.zip
+        pydaf.errors.DafPathError: missing '#/<group>' in plural ZipDaf path: all.dafs.zip
     """
-    text = os.fspath(path)
-    if ".dafs.zip#/" in text:
-        container, group = text.split(".dafs.zip#/", 1)
-        if not group:
-            raise DafFormatError(f"empty group name after '#/' in ZipDaf path: {text}")
-        if not all(is_file_name(part) and "\\" not in part for part in group.split("/")):
-            raise DafFormatError(f"invalid group name: {group!r}\nin ZipDaf path: {text}\n(each part must be a valid "
-                                 "Daf name)")
-        return container + ".dafs.zip", group
-    if ".daf.zip#" in text:
-        raise DafFormatError(f"can't address a sub-daf in a singular ZipDaf path; use .dafs.zip#/<group>: {text}")
-    if text.endswith(".daf.zip"):
-        return text, None
-    if text.endswith(".dafs.zip"):
-        raise DafFormatError(f"missing '#/<group>' in plural ZipDaf path: {text}")
-    raise DafFormatError(f"can't parse as ZipDaf path: {text}\nexpected one of: <stem>.daf.zip, "
-                         "<stem>.dafs.zip#/<group>")
+    return split_container_path(path, singular=(".daf.zip",), plural=".dafs.zip", format="ZipDaf")
 
 
 def _is_commit(name: str) -> bool:
@@ -145,20 +125,17 @@ class _EntrySource:
                                  f"daf zip archive: {self._path}")
 
 
-
-class ZipFormat(FormatWriter):
+class ZipFormat(StoredFormat):
     """The storage of a ZipDaf data set: FilesDaf entries in a ZIP archive (see the module docstring)."""
 
     type_name = "ZipDaf"
+    supports_rewrites = False  # a ZIP archive is append-only
 
     def __init__(self, path: str, mode: str) -> None:
         writable, may_create, truncate = parse_mode(mode)
         container, group = split_zip_path(path)
-        self.mode = mode
+        self.locate(container, group, mode)
         self.is_writable = writable
-        self.container = os.path.abspath(container)
-        self.group = group
-        self.path = self.container if group is None else f"{self.container}#/{group}"
         self.prefix = "" if group is None else f"{group}/"
         self._axis_lengths: dict[str, int] = {}  # (an archive's axes never change)
         self._building: tuple[str, ZipAppend] | None = None  # an empty_* builder's entries base and batch
@@ -180,7 +157,7 @@ class ZipFormat(FormatWriter):
         marker = self.prefix + "daf.json"
         if marker not in self.store:
             if not may_create:
-                raise DafFormatError(f"not a daf data set: {self.path}")
+                raise DafNotDafError(f"not a daf data set: {self.path}")
             with self.store.append() as batch:
                 batch.add(marker, f'{{"version":[{MAJOR_VERSION},{MINOR_VERSION}]}}\n'.encode())
             return
@@ -246,21 +223,7 @@ class ZipFormat(FormatWriter):
                 batch.add(self.prefix + base + suffix, data, replace=True)
             batch.add(self.prefix + base + ".json", text, replace=True)
 
-    # Identity.
-
-    def format_default_name(self) -> str:
-        return self.path
-
-    def format_complete_path(self) -> str | None:
-        return self.path
-
-    def format_description_header(self, indent: str, lines: list[str], deep: bool) -> None:
-        lines.append(f"{indent}type: ZipDaf")
-        lines.append(f"{indent}path: {self.path}")
-        lines.append(f"{indent}mode: {self.mode}")
-
-    def format_shared_state(self, state: Any) -> Any:
-        return shared_state(self.container, self.group, state)
+    # Identity: StoredFormat's.
 
     def format_close(self) -> None:
         """Release this handle's hold of the archive; arrays already returned stay valid."""

@@ -39,6 +39,10 @@ from ..state import (
     resolved,
 )
 
+#: ``None`` as an operand of numpy's elementwise comparisons (``np.not_equal(values, NONE)``: which entries of an
+#: object array are set); typed ``Any`` because numpy's type stubs do not accept a ``None`` operand.
+NONE: Any = None
+
 
 @dataclass(frozen=True)
 class MatrixSlice:
@@ -141,7 +145,7 @@ def _lookup_by_names(query_state: QueryState, state: VectorState, axis: str, val
     """The values (of an axis-indexed vector) at the entries named by ``state.vector_values``; entries with a pending
     final value get a placeholder (empty string or zero) until finalized."""
     if state.pending_final_values is not None:
-        pending = np.not_equal(state.pending_final_values, None)
+        pending = np.not_equal(state.pending_final_values, NONE)
         result = np.zeros(len(state.vector_values), dtype=values_of_axis.dtype)
         if values_of_axis.dtype == object:
             result[:] = ""
@@ -163,7 +167,7 @@ def add_final_values(state: VectorState, if_not: IfNot | None) -> None:
     if state.pending_final_values is not None:
         # An entry whose chain already ended (it has a final value) holds a placeholder; it is neither dropped nor
         # given another final value.
-        mask = mask | np.not_equal(state.pending_final_values, None)
+        mask = mask | np.not_equal(state.pending_final_values, NONE)
     if if_not.final_value is None:
         state.vector_entries = state.vector_entries[mask]  # type: ignore[index]
         state.vector_values = state.vector_values[mask]
@@ -179,7 +183,7 @@ def add_final_values(state: VectorState, if_not: IfNot | None) -> None:
 def finalize_vector_values(query_state: QueryState, state: VectorState) -> None:
     if query_state.computing and state.pending_final_values is not None:
         values = np.array(state.vector_values, copy=True)
-        for index in np.flatnonzero(np.not_equal(state.pending_final_values, None)):
+        for index in np.flatnonzero(np.not_equal(state.pending_final_values, NONE)):
             values[index] = cast_value(query_state, "final", state.pending_final_values[index], values.dtype)
         state.vector_values = values
         state.pending_final_values = None
@@ -200,7 +204,7 @@ def finalize_matrix_values(query_state: QueryState, state: MatrixState) -> None:
     if query_state.computing and state.pending_final_values is not None:
         values = state.matrix_values
         values = np.array(values.to_dense() if isinstance(values, SparseMatrixCSC) else values, copy=True, order="F")
-        for row, column in zip(*np.nonzero(np.not_equal(state.pending_final_values, None)), strict=True):
+        for row, column in zip(*np.nonzero(np.not_equal(state.pending_final_values, NONE)), strict=True):
             values[row, column] = cast_value(query_state, "final", state.pending_final_values[row, column],
                                              values.dtype)
         state.matrix_values = values
@@ -212,7 +216,6 @@ def finalize_matrix_values(query_state: QueryState, state: MatrixState) -> None:
 
 def matrix_size(matrix: Any) -> int:
     return int(matrix.shape[0]) * int(matrix.shape[1])
-
 
 
 def require_eltwise(query_state: QueryState, values: Any, operation: EltwiseOperation) -> None:

@@ -36,7 +36,7 @@ def _mask_of(base_state: VectorState, mask_state: VectorState) -> np.ndarray:
     values = as_booleans(mask_state.vector_values)
     if len(mask_state.vector_entries) == len(base_state.vector_entries):  # type: ignore[arg-type]
         return np.asarray(values, dtype=bool)
-    mask = np.zeros(len(base_state.vector_entries), dtype=bool)  # type: ignore[arg-type]
+    mask = np.zeros(len(base_state.vector_entries), dtype=np.bool_)  # type: ignore[arg-type]
     positions = {name: index for index, name in enumerate(base_state.vector_entries)}  # type: ignore[arg-type]
     mask[[positions[name] for name in mask_state.vector_entries]] = values  # type: ignore[union-attr]
     return mask

@@ -19,6 +19,7 @@ from ..query import (
 )
 from ..state import MatrixState, Missing, Purpose, QueryState, VectorState, error_at_state
 from .common import (
+    NONE,
     MatrixSlice,
     add_matrix_final_values,
     axis_for,
@@ -90,7 +91,7 @@ def lookup_by_matrix(query_state: QueryState, state: MatrixState, as_axis: AsAxi
             result[:] = ""
         keep = np.ones(flat.shape[0], dtype=bool)
         if state.pending_final_values is not None:
-            keep = np.equal(state.pending_final_values.ravel(order="F"), None)
+            keep = np.equal(state.pending_final_values.ravel(order="F"), NONE)
         result[keep] = values[query_state.entry_indices(axis, flat[keep])]
         state.matrix_values = result.reshape(np.shape(names), order="F")
     state.property_name = lookup.property_name

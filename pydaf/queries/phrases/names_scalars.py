@@ -7,7 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from ...core.cache import NamesKey, ScalarKey
+from ...core.cache import NamesCacheKey, ScalarCacheKey
+from ...core.undef import Undef
 from ...julia_text import julia_string
 from ..base import EltwiseOperation, ReductionOperation
 from ..query import Axis, IfMissing, IsEqual, LookupMatrix, LookupScalar, LookupVector, Names
@@ -15,7 +16,7 @@ from ..state import MatrixState, Missing, NamesState, Purpose, QueryState, Scala
 from .common import finalize_matrix_values, finalize_vector_values, matrix_size, require_reducible
 
 
-def _names(query_state: QueryState, key: NamesKey, names: Any) -> None:
+def _names(query_state: QueryState, key: NamesCacheKey, names: Any) -> None:
     if not query_state.computing:
         query_state.stack.append(NamesState(None))
         return
@@ -26,19 +27,22 @@ def _names(query_state: QueryState, key: NamesKey, names: Any) -> None:
 def names_of_matrices(query_state: QueryState, rows_axis: Axis, columns_axis: Axis, _lookup: LookupMatrix,
                       _names_operation: Names) -> None:
     rows, columns = rows_axis.axis_name, columns_axis.axis_name
-    _names(query_state, NamesKey("matrices", (rows, columns)), lambda daf: daf.matrices_set(rows, columns))
+    assert rows is not None and columns is not None  # (the phrase matches named axes only)
+    _names(query_state, NamesCacheKey("matrices", (rows, columns)), lambda daf: daf.matrices_set(rows, columns))
 
 
 def names_of_vectors(query_state: QueryState, axis: Axis, _lookup: LookupVector, _names_operation: Names) -> None:
-    _names(query_state, NamesKey("vectors", (axis.axis_name,)), lambda daf: daf.vectors_set(axis.axis_name))
+    axis_name = axis.axis_name
+    assert axis_name is not None  # (the phrase matches a named axis only)
+    _names(query_state, NamesCacheKey("vectors", (axis_name,)), lambda daf: daf.vectors_set(axis_name))
 
 
 def names_of_axes(query_state: QueryState, _axis: Axis, _names_operation: Names) -> None:
-    _names(query_state, NamesKey("axes"), lambda daf: daf.axes_set())
+    _names(query_state, NamesCacheKey("axes"), lambda daf: daf.axes_set())
 
 
 def names_of_scalars(query_state: QueryState, *_operations: Any) -> None:
-    _names(query_state, NamesKey("scalars"), lambda daf: daf.scalars_set())
+    _names(query_state, NamesCacheKey("scalars"), lambda daf: daf.scalars_set())
 
 
 def scalar_lookup(query_state: QueryState, lookup: LookupScalar, if_missing: IfMissing | None) -> None:
@@ -49,11 +53,8 @@ def scalar_lookup(query_state: QueryState, lookup: LookupScalar, if_missing: IfM
             raise Missing
         query_state.stack.append(ScalarState(None))
         return
-    query_state.dependencies.add(ScalarKey(name))
-    if if_missing is None:
-        value = query_state.data.get_scalar(name)
-    else:
-        value = query_state.data.get_scalar(name, default=if_missing.default_value)
+    query_state.dependencies.add(ScalarCacheKey(name))
+    value = query_state.data.get_scalar(name, default=Undef if if_missing is None else if_missing.default_value)
     query_state.stack.append(ScalarState(value))
 
 

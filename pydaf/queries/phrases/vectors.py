@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...core.cache import AxisKey
+from ...core.cache import AxisCacheKey
 from ..base import EltwiseOperation
 from ..query import AsAxis, Axis, ComparisonOperation, IfMissing, IfNot, LookupMatrix, LookupVector
 from ..state import NO_STRINGS, Missing, Purpose, QueryState, VectorState
@@ -30,7 +30,7 @@ def axis_lookup(query_state: QueryState, axis: Axis) -> None:
             raise Missing
         state.vector_entries = NO_STRINGS
     else:
-        query_state.dependencies.add(AxisKey(name))
+        query_state.dependencies.add(AxisCacheKey(name))
         state.vector_entries = query_state.axis_entries(name)
     state.entries_axis_name = name
     state.property_name = "name"
