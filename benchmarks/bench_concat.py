@@ -33,6 +33,7 @@ import time
 
 import numpy as np
 from child_runs import GB, peak_rss, print_against_cp, remove, run_child, warm
+from recording import OUTPUT_HELP, recording_main
 
 DEFAULT_PATH = "/tmp/pydaf_bench_concat"
 
@@ -132,8 +133,10 @@ def _equal(destination: str, sources: list[str]) -> bool:
     return column == result.shape[1]
 
 
+@recording_main(__file__)
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--output", metavar="PATH", help=OUTPUT_HELP)
     parser.add_argument("--path", default=DEFAULT_PATH, help="prefix of the source files (<path>.<i>.h5df)")
     parser.add_argument("--sources", type=int, default=2)
     parser.add_argument("--cells", type=int, default=10_000, help="cells per source")

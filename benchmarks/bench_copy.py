@@ -32,6 +32,7 @@ import time
 
 import numpy as np
 from child_runs import GB, peak_rss, print_against_cp, remove, run_child, warm
+from recording import OUTPUT_HELP, recording_main
 
 DEFAULT_PATH = "/tmp/pydaf_bench_copy.h5df"
 
@@ -80,8 +81,10 @@ def child(mode: str, source: str, destination: str) -> None:
     print(f"{elapsed} {peak_rss()}")
 
 
+@recording_main(__file__)
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--output", metavar="PATH", help=OUTPUT_HELP)
     parser.add_argument("--path", default=DEFAULT_PATH)
     parser.add_argument("--cells", type=int, default=20_000)
     parser.add_argument("--genes", type=int, default=7_000)

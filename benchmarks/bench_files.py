@@ -38,6 +38,7 @@ from collections.abc import Callable
 
 import numpy as np
 import scipy.sparse as sp
+from recording import OUTPUT_HELP, recording_main
 
 import pydaf
 
@@ -104,8 +105,10 @@ def _set_vectors(daf: pydaf.DafWriter, small: np.ndarray, vectors: int) -> None:
         daf.set_vector("gene", f"v{index}", small, overwrite=True)
 
 
+@recording_main(__file__)
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--output", metavar="PATH", help=OUTPUT_HELP)
     parser.add_argument("--cells", type=int, default=20000)
     parser.add_argument("--genes", type=int, default=2000)
     parser.add_argument("--vectors", type=int, default=200)

@@ -51,6 +51,7 @@ import time
 from typing import Any
 
 import numpy as np
+from recording import OUTPUT_HELP, recording_main
 
 DEFAULT_PATH = "/tmp/pydaf_bench_convert.h5ad"
 GB = 1e9
@@ -81,7 +82,7 @@ OPERATIONS = ("read_h5ad", "convert", "convert --relayout")
 LIMITS_CHILD = """
 import json, mmap, os, sys, time
 import h5py, numpy as np
-from pydaf.formats.mapping import populate_pages
+from pydaf._os.maps import populate_pages
 from pydaf.kernels import relayout
 from pydaf.sparse import SparseMatrixCSC
 path, scratch, repeats = sys.argv[1], sys.argv[2], int(sys.argv[3])
@@ -112,8 +113,9 @@ for _ in range(repeats):
     nbytes = data.nbytes + indices.nbytes + indptr.nbytes
     timed("populate an X-sized file map", lambda: file_pages(nbytes))
     outputs = (np.empty(n_genes + 1, np.uint32), np.ones(matrix.nnz, np.uint32), np.ones(matrix.nnz, data.dtype))
-    relayout.transpose_csc_into(matrix, *outputs)  # (compiles or loads the kernels)
-    timed("bare numba transpose (populated memory)", lambda: relayout.transpose_csc_into(matrix, *outputs))
+    arrays = (matrix.shape, matrix.colptr, matrix.rowval, matrix.nzval)
+    relayout.transpose_csc_into(*arrays, *outputs)  # (compiles or loads the kernels)
+    timed("bare numba transpose (populated memory)", lambda: relayout.transpose_csc_into(*arrays, *outputs))
     copies = (np.ones_like(data), np.ones_like(indices))
     timed("copy X's bytes (memory bandwidth)", lambda: (np.copyto(copies[0], data), np.copyto(copies[1], indices)))
     del data, indices, indptr, matrix, outputs, copies
@@ -277,8 +279,10 @@ def report(results: dict[str, dict[str, float]], x_bytes: int) -> str:
     return "\n".join(lines)
 
 
+@recording_main(__file__)
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--output", metavar="PATH", help=OUTPUT_HELP)
     parser.add_argument("--path", default=DEFAULT_PATH, help=f"the h5ad file (default: {DEFAULT_PATH})")
     parser.add_argument("--cells", type=int, default=100_000)
     parser.add_argument("--genes", type=int, default=20_000)

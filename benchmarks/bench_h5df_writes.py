@@ -22,6 +22,8 @@ import sys
 import tempfile
 import time
 
+from recording import OUTPUT_HELP, recording_main
+
 REPOSITORY = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORKLOADS = ("small", "big", "overwrite", "reopen", "strings")
 
@@ -80,8 +82,10 @@ def run(checkout: str, workload: str, scale: float) -> float:
     return float(output)
 
 
+@recording_main(__file__)
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--output", metavar="PATH", help=OUTPUT_HELP)
     parser.add_argument("--against", help="another pydaf checkout to compare with")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--scale", type=float, default=1.0, help="multiply the sizes (0.01 for a smoke run)")

@@ -82,6 +82,7 @@ from dataclasses import dataclass  # noqa: E402
 from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
+from recording import OUTPUT_HELP, recording_main  # noqa: E402
 
 DEFAULT_DIRECTORY = "/tmp/kernels-bench"
 TYPES = {"Float32": np.float32, "Float64": np.float64, "UInt16": np.uint16}
@@ -783,8 +784,10 @@ def load_average() -> str:
         return "?"
 
 
+@recording_main(__file__)
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--output", metavar="PATH", help=OUTPUT_HELP)
     parser.add_argument("--directory", default=DEFAULT_DIRECTORY, help=f"where the files are (default: "
                                                                        f"{DEFAULT_DIRECTORY})")
     parser.add_argument("--dense-cells", type=int, default=Sizes.dense_cells)

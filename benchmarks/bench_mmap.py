@@ -44,6 +44,7 @@ from typing import Any
 import h5py
 import numpy as np
 import psutil
+from recording import OUTPUT_HELP, recording_main
 
 import pydaf
 
@@ -228,8 +229,10 @@ def print_table(title: str, cells: int, genes: int, results: dict[str, dict[str,
           f"child base RSS pydaf {pydaf_result['rss_base'] / MB:.0f} MB, h5py {h5py_result['rss_base'] / MB:.0f} MB")
 
 
-def main() -> None:
+@recording_main(__file__)
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--output", metavar="PATH", help=OUTPUT_HELP)
     parser.add_argument("--path", help="the H5df file to write and read (default: in a new temp directory)")
     parser.add_argument("--cells", type=int, default=20000, help="rows of the matrix (default 20000)")
     parser.add_argument("--genes", type=int, default=14000, help="columns of the matrix (default 14000)")
@@ -240,7 +243,7 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep the file at the end (else it is removed)")
     parser.add_argument("--no-evict", action="store_true", help="don't evict the file from the page cache before run 1")
     parser.add_argument("--child", choices=["pydaf", "h5py"], help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
 
     if args.child:
         run_child(args.child, args.path)

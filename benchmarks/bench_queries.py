@@ -47,6 +47,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from recording import OUTPUT_HELP, recording_main
 
 DEFAULT_PATH = "/tmp/pydaf_bench_queries.h5df"
 N_TYPES = 10
@@ -259,8 +260,10 @@ def report(results: dict[str, dict[str, Any]], overheads: dict[str, float] | Non
     return "\n".join(lines)
 
 
+@recording_main(__file__)
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--output", metavar="PATH", help=OUTPUT_HELP)
     parser.add_argument("--path", default=DEFAULT_PATH, help=f"the H5df file (default: {DEFAULT_PATH})")
     parser.add_argument("--cells", type=int, default=1_000_000)
     parser.add_argument("--genes", type=int, default=2_000)

@@ -42,6 +42,7 @@ from typing import Any
 import h5py
 import numpy as np
 import psutil
+from recording import OUTPUT_HELP, recording_main
 
 import pydaf
 
@@ -139,8 +140,10 @@ def _warm(path: str) -> None:
             pass
 
 
+@recording_main(__file__)
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--output", metavar="PATH", help=OUTPUT_HELP)
     parser.add_argument("--path", default="/tmp/pydaf_bench_validation.h5df",
                         help="the H5df file (built if missing or of another shape; kept for reuse)")
     parser.add_argument("--cells", type=int, default=1_000_000)

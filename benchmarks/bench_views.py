@@ -50,6 +50,7 @@ from typing import Any
 
 import numpy as np
 import psutil
+from recording import OUTPUT_HELP, recording_main
 
 import pydaf
 
@@ -250,8 +251,10 @@ def report(results: dict[str, list[dict[str, Any]]], quiet: bool = False, limit:
     return ok
 
 
+@recording_main(__file__)
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--output", metavar="PATH", help=OUTPUT_HELP)
     parser.add_argument("--cells", type=int, default=20_000)
     parser.add_argument("--genes", type=int, default=14_000)
     parser.add_argument("--path", help="the H5df file (default: a temporary one, removed at the end)")

@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 import psutil
+from recording import OUTPUT_HELP, recording_main
 
 import pydaf
 from pydaf.testing.conformance import is_file_map
@@ -104,8 +105,10 @@ def spawn(kind: str, path: str, sample: int) -> dict[str, Any]:
     return json.loads([line for line in completed.stdout.splitlines() if line.startswith("{")][-1])
 
 
+@recording_main(__file__)
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--output", metavar="PATH", help=OUTPUT_HELP)
     parser.add_argument("--dir", help="where the five stores go (default: a new temp directory, removed at the end)")
     parser.add_argument("--cells", type=int, default=20000, help="rows of the matrix (default 20000)")
     parser.add_argument("--genes", type=int, default=14000, help="columns of the matrix (default 14000)")
