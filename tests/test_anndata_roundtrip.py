@@ -448,3 +448,26 @@ def test_scanpy_pbmc68k_reduced_is_among_the_files():
     if importlib.util.find_spec("scanpy") is None:
         pytest.skip("scanpy is not installed")
     assert "10x_pbmc68k_reduced.h5ad" in [path.name for path in shipped_files()]
+
+
+def test_duplicate_obs_names_are_named_with_the_fix(tmp_path):
+    # scanpy's krumsiek11 has 640 cells and 160 distinct names.
+    adata = anndata.AnnData(np.zeros((4, 1), dtype=np.float32))
+    adata.obs_names = ["A", "B", "A", "C"]
+    path = tmp_path / "duplicates.h5ad"
+    adata.write_h5ad(path)
+    with pytest.raises(pydaf.DafShapeError) as error:
+        h5ad_as_daf(path, progress=False)
+    message = str(error.value)
+    assert str(path) in message and "'A'" in message and "obs_names_make_unique()" in message
+
+
+def test_uns_scalars_come_back_as_anndata_reads_them(tmp_path):
+    adata = anndata.AnnData(np.zeros((2, 1), dtype=np.float32), uns={"n_top": 10, "ratio": 0.5, "flag": True})
+    adata.obs_names, adata.var_names = ["A", "B"], ["X"]
+    path = tmp_path / "scalars.h5ad"
+    adata.write_h5ad(path)
+    expected = anndata.read_h5ad(path).uns
+    back = daf_as_anndata(h5ad_as_daf(path, progress=False))
+    for key in ("n_top", "ratio", "flag"):
+        assert type(back.uns[key]) is type(expected[key]) and back.uns[key] == expected[key]

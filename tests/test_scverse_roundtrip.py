@@ -112,6 +112,12 @@ def assert_kept(expected: anndata.AnnData, actual: anndata.AnnData) -> None:
         assert_members_equal(expected, actual, member, [key for key, value in getattr(expected, member).items()
                                                        if isinstance(value, np.ndarray) and value.ndim == 2
                                                        and value.dtype.kind in "biuf"])
+    # the import's records (categories, colors, index names, obsm encodings, raw_is, ...) never leak into uns
+    assert set(actual.uns) <= set(expected.uns), sorted(set(actual.uns) - set(expected.uns))
+    for key in actual.uns:
+        value = actual.uns[key]
+        if np.isscalar(value):
+            assert type(value) is type(expected.uns[key]) and value == expected.uns[key], key
 
 
 def assert_losses_reported(expected: anndata.AnnData, actual: anndata.AnnData, messages: list[str]) -> None:

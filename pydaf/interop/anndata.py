@@ -762,5 +762,7 @@ def daf_as_anndata(daf: DafReader, *, obs_is: str | None = None, var_is: str | N
         axis_arrays = _anndata_axis_arrays(daf, export)
         raw_varm = axis_arrays.pop("raw_varm")
         raw = None if export.raw is None else {"X": raw_X, "var": frame(export.raw), "varm": raw_varm}
-        return anndata.AnnData(X=X, obs=frame(export.obs_is), var=frame(export.var_is), uns=export.uns, raw=raw,
+        uns = {key: value.item() if isinstance(value, np.generic) else value  # as anndata.read_h5ad gives them
+               for key, value in export.uns.items()}
+        return anndata.AnnData(X=X, obs=frame(export.obs_is), var=frame(export.var_is), uns=uns, raw=raw,
                                **members, **axis_arrays)

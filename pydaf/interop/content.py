@@ -859,6 +859,17 @@ def _fill(daf: DafWriter, content: Content, axes: dict[str, str], X_is: str, rel
         daf.set_scalar(RAW_RECORD, axes["raw"])
 
 
+def _repeated_names(names: list[Any]) -> list[Any]:
+    """The names that occur more than once, in their order of first occurrence."""
+    seen: set[Any] = set()
+    repeated: dict[Any, None] = {}
+    for entry in names:
+        if entry in seen:
+            repeated[entry] = None
+        seen.add(entry)
+    return list(repeated)
+
+
 def content_as_daf(content: Content, destination: DafWriter | str | os.PathLike | None, *, name: str | None = None,
                    obs_is: str | None = None, var_is: str | None = None, X_is: str | None = None,
                    defaults: tuple[str, str, str] = ("obs", "var", "X"), unsupported_handler: str = "warn",
@@ -884,7 +895,12 @@ def content_as_daf(content: Content, destination: DafWriter | str | os.PathLike 
     for member in ("obs", "var"):
         names = getattr(content, member)["_index"].values
         if len(set(names.tolist())) != len(names):
-            raise DafShapeError(f"duplicate {member} names in the AnnData: {name}\n(Daf axis entries are unique)")
+            repeated = _repeated_names(names.tolist())
+            shown = ", ".join(repr(entry) for entry in repeated[:5]) + (", ..." if len(repeated) > 5 else "")
+            raise DafShapeError(
+                f"duplicate {member} names in the AnnData: {name}\nin {content.origin}\n"
+                f"({len(repeated)} names repeat: {shown}; Daf axis entries are unique: make them unique first, "
+                f"e.g. adata.{member}_names_make_unique() and pydaf.interop.anndata_as_daf(adata, ...))")
     _settle_raw(content, axes, destination)
     _require_shapes(content, axes)
     _record(content, axes)
