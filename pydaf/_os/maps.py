@@ -6,10 +6,8 @@ the process (SIGBUS). So every map is registered, and before storage releases a 
 the live maps that cover it into private anonymous memory holding the same bytes (atomically with ``mremap`` on
 Linux). Arrays keep their values and addresses; only data that is deleted while still in use is ever copied.
 
-Maps are registered by the file's identity (device and inode), not its path, so a file reached through a symbolic
-link, a hard link or a relative path is one file here. Detaching holds a strong reference to every map it copies:
-another thread may drop the last array of a map (and so unmap it) at any moment, and copying from, or ``mremap``-ing
-onto, an address that was unmapped (and maybe reused by another map) would crash or corrupt the process.
+Maps are registered by the file's identity (device and inode), not its path. Detaching holds a strong reference to
+every map it copies, so no other thread can unmap it meanwhile (docs/design/h5df.md).
 """
 
 from __future__ import annotations

@@ -1,20 +1,12 @@
 """The format registry: which storage format opens a path (xarray's ``BACKEND_ENTRYPOINTS`` and ``guess_engine``).
 
-Each format registers a :class:`FormatEntry` (``h5df/``: H5df, ``files/``: FilesDaf...), and :func:`~pydaf.open_daf`
-and every ``pydaf`` command open paths through :func:`guess_format`, so a new format needs one :func:`register_format`
-call and nothing else. Formats are asked by ``priority`` (lowest first; then by name, as xarray's ``sort_backends``
-puts its own engines first), the *fallback* ones last: each recognises a path by its content first (magic bytes,
-structure) and by its suffix second, as xarray's ``guess_can_open`` does. :mod:`pydaf.formats` imports the built-in
-formats, so their order never depends on which module was imported first.
-
-A third party's package registers its format through the ``pydaf.formats`` entry point group, naming a
-:class:`FormatEntry` (``[project.entry-points."pydaf.formats"]`` ``myformat = "my_package.daf:FORMAT"``). These are
-loaded once, lazily: by :func:`registered_formats`, or by :func:`guess_format` when no built-in format (but the
-fallback) recognises a path (:func:`load_entry_point_formats`). An installed format never replaces a registered one
-of the same name (that is a warning, and the registered one stays).
-
-This module also holds :class:`PersistentDaf`, the base of the facades of stored formats, which opens them in a mode
-(``r``, ``r+``, ``w+``, ``w``) and makes mode ``r`` return a read-only data set, in one place for every format.
+Each format registers a :class:`FormatEntry`; :func:`~pydaf.open_daf` and every ``pydaf`` command open paths through
+:func:`guess_format`, which asks the formats by ``priority`` (the *fallback* ones last), each recognising a path by
+its content first and its suffix second. :mod:`pydaf.formats` imports the built-in formats, so their order never
+depends on import order. Third parties register through the ``pydaf.formats`` entry point group
+(``myformat = "my_package.daf:FORMAT"``), loaded lazily (:func:`load_entry_point_formats`); an installed format never
+replaces a registered one. :class:`PersistentDaf` opens every stored format in a mode, mode ``r`` giving a read-only
+data set. How to add a format: docs/adding-a-format.md.
 """
 
 from __future__ import annotations

@@ -7,11 +7,8 @@ builders hand out writable maps of freshly allocated datasets. Files are opened 
 Julia and numpy can map every dataset) and no raw-data sieve buffer (so HDF5 never writes back stale bytes over data
 written through a map).
 
-Reliability (docs/design/h5df.md): one HDF5 handle, one lock and one cache per file and data set in
-a process, whatever path reached it; an ``flock`` per process (shared to read, exclusive to write) against other
-processes; every write operation flushed at its end with nothing written to disk before, replaced properties renamed
-aside until their replacement is complete, file space allocated before it is written; names confined to their group;
-declared sizes and shapes checked against the file and the axes before anything is allocated or mapped.
+Reliability (one handle, lock and cache per file in a process; locks between processes; atomic write operations;
+sizes checked before anything is allocated): docs/design/h5df.md.
 """
 
 from __future__ import annotations
