@@ -1042,15 +1042,15 @@ def test_w_plus_refuses_a_non_daf_hdf5_file_and_keeps_it(path):
         assert file.attrs["owner"] == "someone"
 
 
-def test_w_replaces_a_non_daf_hdf5_file(path):
+def test_w_refuses_a_non_daf_hdf5_file(path):
+    # Julia's H5df truncates any file in mode w; pydaf erases only an H5df data set (or an empty file).
     with h5py.File(path, "w") as file:
         file.create_dataset("payload", data=np.arange(5))
         file.attrs["owner"] = "someone"
-    write(path, lambda daf: daf.set_scalar("x", 1))
+    with pytest.raises(pydaf.DafModeError, match="will not erase it in mode w"):
+        write(path, lambda daf: daf.set_scalar("x", 1))
     with h5py.File(path, "r") as file:
-        assert set(file.keys()) == {"daf", "scalars", "axes", "vectors", "matrices"}
-        assert not file.attrs.keys()
-        assert file["scalars/x"][()] == 1
+        assert set(file.keys()) == {"payload"} and file.attrs["owner"] == "someone"
 
 
 def test_w_plus_creates_and_then_reopens_without_truncating(path):

@@ -294,6 +294,7 @@ class _Snapshot:
         self.state = self._state()
         self.opened: list[tuple[str, os.stat_result]] = []
         self.fds: list[int] = []
+        self.vanished = False  # a file of the snapshot was gone when opened (replaced meanwhile)
 
     def _state(self) -> tuple[bool, bool] | None:
         """``(plain descriptor exists, backup descriptor exists)``, or None if neither does."""
@@ -305,7 +306,8 @@ class _Snapshot:
         assert self.state is not None
         name = self.property.name + ".json"
         opened = self._open(name if self.state[0] else _backup(name))
-        if opened is None:  # deleted or renamed since: not current, read again
+        if opened is None:  # deleted or renamed since: not current (even if a new one is in place by now), read again
+            self.vanished = True
             raise OSError(errno.ENOENT, "vanished", name)
         return _read_fd(opened[0], opened[1].st_size, limit, name)
 
@@ -330,7 +332,7 @@ class _Snapshot:
         return fd, status
 
     def is_current(self) -> bool:
-        if self._state() != self.state:
+        if self.vanished or self._state() != self.state:
             return False
         for name, status in self.opened:
             now = _lstat(self.folder, name)

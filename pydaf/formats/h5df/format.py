@@ -14,6 +14,7 @@ sizes checked before anything is allocated): docs/design/h5df.md.
 from __future__ import annotations
 
 import os
+import stat
 import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -941,6 +942,27 @@ def _delete(group: h5py.Group, name: str) -> None:
     del group[name]
 
 
+def _require_replaceable_file(path: str) -> None:
+    """Refuse to replace (mode ``w``) anything at ``path`` but a missing or empty file or an H5df data set: another
+    HDF5 file (an ``.h5ad``), or any other file, is somebody's data."""
+    try:
+        status = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if stat.S_ISREG(status.st_mode) and status.st_size == 0:
+        return
+    is_daf = False
+    if stat.S_ISREG(status.st_mode) and h5py.is_hdf5(path):  # (a FIFO would block; a directory is no file)
+        try:
+            with h5py.File(path, "r", locking=False) as file:
+                is_daf = _is_daf_root(file)
+        except (OSError, ValueError, KeyError):
+            return  # (open in this process already: opening it to truncate refuses, saying so)
+    if not is_daf:
+        raise DafModeError(f"not a daf data set: {path}\n(it is an existing file that is not an H5df data set; H5df "
+                           "will not erase it in mode w)")
+
+
 def _is_daf_root(group: h5py.Group) -> bool:
     try:
         return _link_type(group, "daf") is not None
@@ -1017,6 +1039,8 @@ class H5df(PersistentDaf):
         else:
             path, group_path = split_h5df_path(root)
             if group_path == "/":
+                if mode == "w":
+                    _require_replaceable_file(path)
                 file = open_h5_file(path, {"r": "r", "r+": "r+", "w+": "a", "w": "w"}[mode])
                 group = file
                 complete_path = os.path.abspath(path)
@@ -1024,6 +1048,11 @@ class H5df(PersistentDaf):
                 file = open_h5_file(path, "r" if mode == "r" else "r+" if mode == "r+" else "a")
                 if group_path in file:
                     if mode == "w":
+                        existing = file[group_path]
+                        if not isinstance(existing, h5py.Group) or not (_is_daf_root(existing) or (
+                                not len(existing) and not len(existing.attrs))):
+                            raise DafModeError(f"not a daf data set: {path}#{group_path}\n(an existing HDF5 object "
+                                               "that is not an H5df data set; H5df will not erase it in mode w)")
                         _delete(file, group_path)
                         file.create_group(group_path)
                 elif may_create:

@@ -12,6 +12,7 @@ import json
 import math
 import os
 import shutil
+import stat
 import struct
 import threading
 import weakref
@@ -42,7 +43,7 @@ from ...storage_types import STRING_DTYPE, StorageScalar, scalar_dtype
 from ..paths import split_container_path
 from ..registry import FormatEntry, PersistentDaf, register_format
 from ..stored import StoredFormat
-from ..zip.store import ZipAppend, ZipStore, acquire_zip_store
+from ..zip.store import ZipAppend, ZipStore, acquire_zip_store, require_replaceable_archive
 
 MAJOR_VERSION = 1
 MINOR_VERSION = 0
@@ -78,6 +79,35 @@ def split_zarr_path(path: str | os.PathLike) -> tuple[str, str | None, bool]:
     container, group = split_container_path(path, singular=(".daf.zarr.zip",), plural=".dafs.zarr.zip",
                                             format="ZarrDaf", directory=".daf.zarr")
     return container, group, container.endswith(".zip")
+
+
+def _is_replaceable_directory(path: str) -> bool:
+    """Whether mode ``w`` may erase the directory ``path``: it is empty, a Zarr group that is a Daf data set, or what a
+    killed creation or truncation of one leaves (its four top groups, hidden temporaries); anything else is somebody's
+    data.
+
+    Example:
+        >>> import os, tempfile
+        >>> folder = tempfile.mkdtemp()
+        >>> _is_replaceable_directory(folder)
+        True
+        >>> open(os.path.join(folder, "notes.txt"), "w").close()
+        >>> _is_replaceable_directory(folder)
+        False
+    """
+    entries = [entry for entry in os.listdir(path) if not entry.startswith(".")]
+    if "zarr.json" not in entries:
+        return set(entries) <= {"scalars", "axes", "vectors", "matrices"}
+    metadata_path = os.path.join(path, "zarr.json")
+    try:
+        if not stat.S_ISREG(os.lstat(metadata_path).st_mode):  # (a FIFO would block, a link lead elsewhere)
+            return False
+        with open(metadata_path, "rb") as file:
+            metadata = json.loads(file.read(_MAX_METADATA_BYTES + 1))
+    except (OSError, ValueError):
+        return False
+    attributes = metadata.get("attributes") if isinstance(metadata, dict) else None
+    return isinstance(attributes, dict) and "daf" in attributes and metadata.get("node_type") == "group"
 
 
 def _is_node_name(name: object) -> bool:
@@ -625,6 +655,8 @@ class ZarrFormat(StoredFormat):
                                    f"append-only: {self.path}")
             if not may_create and not os.path.exists(self.container):
                 raise DafFormatError(f"no such file: {self.container}")
+            if truncate and group is None:
+                require_replaceable_archive(self.container, "zarr.json", "ZarrDaf")
             store = acquire_zip_store(self.container, writable=writable, create=may_create,
                                       truncate=truncate and group is None, is_commit=_is_metadata_key)
             self._release = weakref.finalize(self, store.release)
@@ -649,6 +681,9 @@ class ZarrFormat(StoredFormat):
                 if not hold.first:
                     raise DafLockedError(f"can't truncate the ZarrDaf directory: {path}\nwhile this process has it "
                                          "open for writing (close it first)")
+                if not _is_replaceable_directory(path):
+                    raise DafModeError(f"not a daf directory: {path}\n(it is a non-empty directory that is not a "
+                                       "ZarrDaf data set; ZarrDaf will not use or erase it in mode w)")
                 if os.path.isfile(os.path.join(path, "zarr.json")):
                     os.remove(os.path.join(path, "zarr.json"))  # no longer a data set, even if the rest is half gone
                 shutil.rmtree(path)  # (files still mapped stay valid: they are unlinked, never cut)

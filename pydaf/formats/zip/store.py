@@ -10,9 +10,11 @@ Design: docs/design/zip.md; the framing: docs/spec/FORMATS.md §3.11, §5.7."""
 from __future__ import annotations
 
 import os
+import stat
 import struct
 import threading
 import weakref
+import zipfile
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,7 +26,7 @@ from ..._os.locks import LockHold, Owner, ProcessRegistry, close_descriptor, hol
 from ..._os.maps import FileKey, detach_region, file_key, map_region
 from ..._os.write_errors import storage_error
 from ...errors import DafAppendOnlyError as DafAppendOnlyError  # (defined in errors; importable here as before)
-from ...errors import DafError, DafFormatError, DafStorageError
+from ...errors import DafError, DafFormatError, DafModeError, DafStorageError
 
 #: Entry data starts at a file offset that is a multiple of this (Julia's ``DAF_DATA_OFFSET_ALIGNMENT``).
 ALIGNMENT = 8
@@ -739,6 +741,40 @@ _stores: ProcessRegistry[FileKey, ZipStore] = ProcessRegistry("ZIP archives")
 
 def _always(_: str) -> bool:
     return True
+
+
+def require_replaceable_archive(path: str | os.PathLike, marker: str, format: str) -> None:
+    """Refuse to replace (mode ``w``) anything at ``path`` but a missing or empty file, an empty archive or an archive
+    holding the entry ``marker`` (the root of a data set of ``format``): anything else is somebody's data.
+
+    Example:
+        >>> import os, tempfile, zipfile
+        >>> path = os.path.join(tempfile.mkdtemp(), "x.daf.zip")
+        >>> with zipfile.ZipFile(path, "w") as archive:
+        ...     archive.writestr("notes.txt", "mine")
+        >>> require_replaceable_archive(path, "daf.json", "ZipDaf")
+        Traceback (most recent call last):
+        ...
+        pydaf.errors.DafModeError: not a daf archive: ...x.daf.zip
+        (it is an existing file that is not a ZipDaf data set; ZipDaf will not erase it in mode w)
+    """
+    text = os.fspath(path)
+    try:
+        status = os.lstat(text)
+    except FileNotFoundError:
+        return
+    if stat.S_ISREG(status.st_mode) and status.st_size == 0:
+        return
+    names: list[str] | None = None
+    if stat.S_ISREG(status.st_mode):  # (a FIFO would block, a link or a directory is not ours to replace)
+        try:
+            with zipfile.ZipFile(text) as archive:
+                names = archive.namelist()
+        except (OSError, zipfile.BadZipFile, ValueError, NotImplementedError):
+            names = None
+    if names is None or (names and marker not in names):
+        raise DafModeError(f"not a daf archive: {text}\n(it is an existing file that is not a {format} data set; "
+                           f"{format} will not erase it in mode w)")
 
 
 def acquire_zip_store(path: str | os.PathLike, *, writable: bool, create: bool = False, truncate: bool = False,
