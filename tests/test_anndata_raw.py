@@ -25,6 +25,8 @@ import scipy.sparse as sp
 import pydaf
 from pydaf.interop import anndata_as_daf, daf_as_anndata, daf_as_h5ad, h5ad_as_daf
 
+from .test_anndata_obsm import messages_of
+
 REPOSITORY = pathlib.Path(__file__).resolve().parents[1]
 N_OBS = 6
 VAR_NAMES = ["g1", "g3", "g4"]
@@ -60,14 +62,6 @@ def written(tmp_path: pathlib.Path, raw_format: str = "csr") -> pathlib.Path:
     path = tmp_path / f"raw_{raw_format}.h5ad"
     make_adata(raw_format).write_h5ad(path)
     return path
-
-
-def messages_of(action: Any) -> tuple[Any, list[str]]:
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        result = action()
-    return result, [str(warning.message).splitlines()[0] for warning in caught
-                    if issubclass(warning.category, pydaf.interop.content.UnsupportedElementWarning)]
 
 
 def check_same_raw(got: anndata.AnnData, expected: anndata.AnnData) -> None:

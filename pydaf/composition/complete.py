@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -64,18 +65,24 @@ def view_json(axes: list[tuple[Any, ViewQuery]] | None, data: list[tuple[Any, Vi
     return json.dumps(parameters, ensure_ascii=False)
 
 
-def parse_view_json(text: Any, daf: DafReader) -> dict[str, list[tuple[Any, Any]]]:
-    """The :func:`~pydaf.viewer` parameters recorded in a ``base_daf_view`` scalar (Julia's
-    ``parse_view_parameters``); anything else than that layout is a :class:`~pydaf.DafFormatError`."""
+def _parse_json_scalar(text: Any, scalar: str, shown: str,
+                       daf: DafReader) -> tuple[Any, Callable[[str], DafFormatError]]:
+    """The JSON value of a recorded scalar (``shown`` in errors), and the maker of its "invalid" errors."""
     def invalid(why: str) -> DafFormatError:
-        return DafFormatError(f"invalid {BASE_DAF_VIEW}: {text!r}\n({why})", daf_name=daf.name)
+        return DafFormatError(f"invalid {scalar}: {shown}\n({why})", daf_name=daf.name)
 
     if not isinstance(text, str):
         raise invalid("expected a JSON string")
     try:
-        parsed = json.loads(text)
+        return json.loads(text), invalid
     except ValueError as error:
         raise invalid(f"not JSON: {error}") from None
+
+
+def parse_view_json(text: Any, daf: DafReader) -> dict[str, list[tuple[Any, Any]]]:
+    """The :func:`~pydaf.viewer` parameters recorded in a ``base_daf_view`` scalar (Julia's
+    ``parse_view_parameters``); anything else than that layout is a :class:`~pydaf.DafFormatError`."""
+    parsed, invalid = _parse_json_scalar(text, BASE_DAF_VIEW, repr(text), daf)
     if not isinstance(parsed, dict):
         raise invalid("expected a JSON object")
     parameters: dict[str, list[tuple[Any, Any]]] = {}
@@ -142,15 +149,7 @@ def _check_base(daf: DafReader, daf_path: str, repository: str, base_path: str, 
     if text is None:
         return
 
-    def invalid(why: str) -> DafFormatError:
-        return DafFormatError(f"invalid {BASE_DAF_FINGERPRINT}: {brief_scalar(text)}\n({why})", daf_name=daf.name)
-
-    if not isinstance(text, str):
-        raise invalid("expected a JSON string")
-    try:
-        recorded = json.loads(text)
-    except ValueError as error:
-        raise invalid(f"not JSON: {error}") from None
+    recorded, invalid = _parse_json_scalar(text, BASE_DAF_FINGERPRINT, brief_scalar(text), daf)
     if not isinstance(recorded, dict) or not isinstance(recorded.get("axes"), dict) or not all(
             isinstance(axis, dict) and isinstance(axis.get("entries"), int) and isinstance(axis.get("sha256"), str)
             for axis in recorded["axes"].values()):

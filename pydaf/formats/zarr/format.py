@@ -43,7 +43,7 @@ from ...storage_types import STRING_DTYPE, StorageScalar, scalar_dtype
 from ..paths import split_container_path
 from ..registry import FormatEntry, PersistentDaf, register_format
 from ..stored import StoredFormat
-from ..zip.store import ZipAppend, ZipStore, acquire_zip_store, require_replaceable_archive
+from ..zip.store import ZipAppend, ZipStore, acquire_zip_store
 
 MAJOR_VERSION = 1
 MINOR_VERSION = 0
@@ -655,10 +655,9 @@ class ZarrFormat(StoredFormat):
                                    f"append-only: {self.path}")
             if not may_create and not os.path.exists(self.container):
                 raise DafFormatError(f"no such file: {self.container}")
-            if truncate and group is None:
-                require_replaceable_archive(self.container, "zarr.json", "ZarrDaf")
             store = acquire_zip_store(self.container, writable=writable, create=may_create,
-                                      truncate=truncate and group is None, is_commit=_is_metadata_key)
+                                      is_commit=_is_metadata_key,
+                                      truncate=("zarr.json", "ZarrDaf") if truncate and group is None else None)
             self._release = weakref.finalize(self, store.release)
             self._nodes = _ZipNodes(store, group)
         else:

@@ -777,12 +777,13 @@ def require_replaceable_archive(path: str | os.PathLike, marker: str, format: st
                            f"{format} will not erase it in mode w)")
 
 
-def acquire_zip_store(path: str | os.PathLike, *, writable: bool, create: bool = False, truncate: bool = False,
-                      is_commit: Callable[[str], bool] = _always) -> ZipStore:
+def acquire_zip_store(path: str | os.PathLike, *, writable: bool, create: bool = False,
+                      truncate: tuple[str, str] | None = None, is_commit: Callable[[str], bool] = _always) -> ZipStore:
     """The :class:`ZipStore` of an archive, shared by every opener in this process (by file identity): opened
     writable (upgrading a read-only one) if ``writable``; created empty if missing and ``create``; replaced by an
-    empty archive if ``truncate`` (a new file renamed over the old one). ``is_commit`` tells which entries end a
-    batch (see the module docstring); the first opener's is kept.
+    empty archive (a new file renamed over the old one) if ``truncate``, the ``(marker, format)`` of the data sets it
+    may replace (:func:`require_replaceable_archive`). ``is_commit`` tells which entries end a batch (see the module
+    docstring); the first opener's is kept.
 
     Example:
         >>> import os, tempfile
@@ -794,10 +795,12 @@ def acquire_zip_store(path: str | os.PathLike, *, writable: bool, create: bool =
         True
     """
     path = os.fspath(path)
-    if truncate or (create and not os.path.lexists(path)):
+    if truncate is not None or (create and not os.path.lexists(path)):
         if not writable:
             raise DafStorageError(f"can't create the ZIP archive: {path}\nin a read-only open")
-        _create_empty(path, replace=truncate)
+        if truncate is not None:
+            require_replaceable_archive(path, *truncate)
+        _create_empty(path, replace=truncate is not None)
     with _stores.mutex:
         key = file_key(path)
         if key is None:

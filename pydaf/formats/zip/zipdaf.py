@@ -51,7 +51,7 @@ from ..files.layout import (
 from ..paths import split_container_path
 from ..registry import FormatEntry, PersistentDaf, register_format
 from ..stored import StoredFormat
-from .store import ZipAppend, ZipStore, acquire_zip_store, require_replaceable_archive
+from .store import ZipAppend, ZipStore, acquire_zip_store
 
 #: Entries a ``zip -r`` of a FilesDaf directory bundles that a ZipDaf does not keep (dropped from the central
 #: directory by a writable open; their bytes stay in the archive, unreachable).
@@ -144,10 +144,9 @@ class ZipFormat(StoredFormat):
                                f"{self.path}")
         if not may_create and not os.path.isfile(self.container):
             raise DafFormatError(f"no such file: {self.container}")
-        if truncate and group is None:
-            require_replaceable_archive(self.container, "daf.json", "ZipDaf")
-        self.store: ZipStore = acquire_zip_store(self.container, writable=writable, create=may_create,
-                                                 truncate=truncate and group is None, is_commit=_is_commit)
+        self.store: ZipStore = acquire_zip_store(
+            self.container, writable=writable, create=may_create, is_commit=_is_commit,
+            truncate=("daf.json", "ZipDaf") if truncate and group is None else None)
         self._release = weakref.finalize(self, self.store.release)
         try:
             self._open_root(may_create)
