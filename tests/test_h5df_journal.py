@@ -22,7 +22,7 @@ import pytest
 
 import pydaf
 from pydaf.check import check_daf
-from pydaf.formats.h5df.undo_journal import MAGIC, JournaledFile, journal_path, recover
+from pydaf.formats.h5df.undo_journal import MAGIC, RECORDS_START, JournaledFile, journal_path, recover
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 MATRICES = [f"m{index}" for index in range(12)]  # more links than HDF5 keeps in a group's header: a dense group
@@ -127,7 +127,7 @@ def test_a_writer_killed_inside_a_flush_is_rolled_back(tmp_path, operation):
             break
         assert child.returncode == -signal.SIGKILL, child.stderr
         journal = Path(journal_path(str(path)))
-        if journal.exists() and journal.stat().st_size > len(MAGIC) + 12:  # (bytes were saved, then overwritten)
+        if journal.exists() and journal.stat().st_size > RECORDS_START:  # (bytes were saved, then overwritten)
             rollbacks += 1
             with pytest.raises(pydaf.DafFormatError, match="open it once in mode r\\+ to repair it"):
                 pydaf.H5df(path, "r")
@@ -153,15 +153,15 @@ def test_a_torn_last_record_is_ignored(tmp_path):
     file = JournaledFile(str(path))
     file.seek(2)
     file.write(b"XY")
-    file.write_at(10, memoryview(b"ZZZ"))
     file.write_at(20, memoryview(b"tail"))  # past the committed end: no record, cut by the rollback
+    file.preserve(10, 3)  # the next record, appended before its bytes are overwritten...
     file.close()  # (as if killed: the journal stays)
     journal = Path(journal_path(str(path)))
     whole = journal.read_bytes()
-    journal.write_bytes(whole[:-2])  # the second record cut short: its bytes 10..13 must stay as they are
-    assert path.read_bytes()[:16] == b"01XY456789ZZZdef"
+    journal.write_bytes(whole[:-2])  # ... cut short by the kill: its bytes 10..13 were not overwritten
+    assert path.read_bytes()[:16] == b"01XY456789abcdef"
     recover(str(path), writable=True)
-    assert path.read_bytes() == b"0123456789ZZZdef"
+    assert path.read_bytes() == b"0123456789abcdef"
     assert not journal.exists()
 
 

@@ -37,6 +37,7 @@ from ...errors import (
     DafPathError,
     DafStorageError,
     DafTypeError,
+    DafValueError,
 )
 from ...sparse import SparseMatrixCSC, SparseVector
 from ...storage_types import JULIA_NAMES, STRING_DTYPE, StorageScalar, scalar_dtype
@@ -141,13 +142,48 @@ def _write_numbers(group: h5py.Group, name: str, values: np.ndarray | np.generic
     return dataset
 
 
+def _is_utf8(text: str) -> bool:
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _require_storable_strings(values: np.ndarray, where: str) -> None:
+    """Refuse strings HDF5 can't hold exactly (a :class:`DafValueError` naming the first one): HDF5 strings end at a
+    NUL byte (h5py refuses one in a variable-length string; a fixed-length one, as Julia writes scalars, is cut there
+    on reading), and are UTF-8 (a lone surrogate has no encoding)."""
+    texts = values.ravel().tolist()
+    joined = "".join(texts)
+    if "\0" not in joined and _is_utf8(joined):
+        return
+    for position, text in enumerate(texts):
+        if "\0" in text:
+            problem = ("holds a NUL byte, where HDF5 strings end (it would read back as "
+                       f"{text.partition(chr(0))[0]!r}); remove the NUL bytes, or use a FilesDaf or ZarrDaf")
+        elif not _is_utf8(text):
+            problem = "holds a lone surrogate, which is not Unicode text (UTF-8 can't encode it)"
+        else:
+            continue
+        shown = text if len(text) <= 60 else text[:60] + "..."
+        at = f" (at the position: {position})" if values.ndim else ""
+        raise DafValueError(f"the string: {shown!r}{at}\nof the {where}\n{problem}")
+
+
 def _write_strings(group: h5py.Group, name: str, values: np.ndarray) -> None:
-    """Write strings (C order, HDF5 shape) as variable-length UTF-8."""
+    """Write strings (C order, HDF5 shape) as variable-length UTF-8 (refused if not stored exactly)."""
+    _require_storable_strings(values, f"H5df dataset: {group.name}/{name}\nin the file: {group.file.filename}")
     group.create_dataset(name, shape=values.shape, dtype=_STRING_TYPE, data=values if values.size else None)
 
 
 def _write_scalar_string(group: h5py.Group, name: str, value: str) -> None:
-    """A fixed-length UTF-8 scalar string (size = byte length, at least 1), exactly as HDF5.jl writes one."""
+    """A fixed-length UTF-8 scalar string (size = byte length, at least 1), exactly as HDF5.jl writes one (refused if
+    it would not read back exactly: HDF5 cuts it at a NUL byte)."""
+    _require_storable_strings(np.array(value, dtype=object), f"H5df scalar: {group.name}/{name}\nin the file: "
+                              f"{group.file.filename}")
     raw = value.encode("utf-8")
     size = max(1, len(raw))
     tid = h5t.C_S1.copy()
@@ -497,9 +533,11 @@ class H5dfFormat(FormatWriter):
         with open(self.path, "r+b") as handle:
             size = os.fstat(handle.fileno()).st_size
             if nbytes:
-                if self._open_file.journal is not None:  # (reused space: saved, as a rollback may need it back)
-                    self._open_file.journal.preserve(offset, nbytes)
-                os.posix_fallocate(handle.fileno(), offset, nbytes)
+                journal = self._open_file.journal
+                if journal is not None:  # (reused space: saved, as a rollback may need it back)
+                    journal.preserve(offset, nbytes)
+                if journal is None or not journal.allocate(offset, nbytes):  # (the journal records the new size)
+                    os.posix_fallocate(handle.fileno(), offset, nbytes)
         return offset < size
 
     # Mapping.
@@ -560,6 +598,8 @@ class H5dfFormat(FormatWriter):
         if dataset.size == 0:
             return np.zeros(shape, dtype=dtype)
         reused = self._allocate(dataset, dataset.size * dtype.itemsize)
+        if self._open_file.journal is not None:  # (its writes move the file's time: see JournaledFile.mapping)
+            self._open_file.journal.mapping()
         mapped = self._map_dataset(dataset, np.dtype(np.uint8) if dtype == np.bool_ else dtype, writable=True)
         assert mapped is not None, "an allocated contiguous dataset must be mappable"
         if reused:  # reused space may hold old bytes; fresh space (past the old end of the file) reads as zeros

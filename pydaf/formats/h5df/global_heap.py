@@ -10,6 +10,8 @@ from __future__ import annotations
 import mmap
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -54,6 +56,21 @@ def walk_problem(data: bytes | memoryview | mmap.mmap | np.ndarray, start: int, 
     return None
 
 
+@contextmanager
+def _closing_map(fd: int) -> Iterator[mmap.mmap]:
+    """A read-only map of the whole file, closed on leaving unless an exception (a Ctrl-C) left views of it alive in
+    its traceback: then it closes when they are freed, and the exception goes on (``mmap``'s own ``with`` would replace
+    it with a ``BufferError``)."""
+    data = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+    try:
+        yield data
+    finally:
+        try:
+            data.close()
+        except BufferError:
+            pass
+
+
 def check_string_heaps(path: str, offset: int, count: int, what: str) -> None:
     """Check the collections the ``count`` strings of a contiguous dataset at ``offset`` in the file ``path`` refer
     to; raise :class:`DafFormatError` naming ``what`` if one is broken."""
@@ -63,7 +80,7 @@ def check_string_heaps(path: str, offset: int, count: int, what: str) -> None:
         file_size = os.fstat(handle.fileno()).st_size
         if offset + count * REFERENCE.itemsize > file_size:
             raise DafFormatError(f"the {what}\nin the H5df file: {path}\nends past the end of the file")
-        with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        with _closing_map(handle.fileno()) as data:
             references = np.frombuffer(data, dtype=REFERENCE, count=count, offset=offset)
             collections = np.unique(references["collection"][references["length"] > 0])
             del references  # (the map can't close while a view of it lives)

@@ -14,6 +14,7 @@ from typing import Any
 import h5py
 from h5py import h5f, h5fd, h5p
 
+from ..._os.files import require_regular_file
 from ..._os.locks import LOCK_WAIT_SECONDS, FileLock, LockHold, ProcessRegistry, hold_lock
 from ..._os.maps import FileKey, MapRetainer, detach_region, file_key
 from ...errors import (
@@ -26,7 +27,7 @@ from .undo_journal import JournaledFile, recover
 
 ALIGNMENT = 8
 
-__all__ = ["ALIGNMENT", "LOCK_WAIT_SECONDS", "open_h5_file"]
+__all__ = ["ALIGNMENT", "LOCK_WAIT_SECONDS", "force_rollback", "open_h5_file"]
 
 # (ends the message of a refused open: readers' mapped arrays hold a shared lock too)
 _LOCK_NOTE = ", and dropped the arrays it mapped from it"
@@ -220,6 +221,7 @@ def open_h5_file(path: str, mode: str) -> h5py.File:
             if mode in ("r", "r+"):
                 raise DafFormatError(f"missing H5df file: {path}")
             os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o666))
+        require_regular_file(path, what="the H5df file")  # (a directory, a FIFO: refused before any lock or open)
         hold = hold_lock(path, exclusive=mode != "r", what="H5df file", note=_LOCK_NOTE)
         fid, journal = _open_locked(path, mode)
         if mode != "r":
@@ -227,6 +229,37 @@ def open_h5_file(path: str, mode: str) -> h5py.File:
         record = _OpenFile(fid, hold.lock.key, hold.lock, hold, journal)
         _open_files.add(record.key, record)
         return record.file
+
+
+def force_rollback(path: str) -> bool:
+    """Roll the H5df file ``path`` back to its last commit with the undo journal a killed pydaf writer left, even
+    though the file was changed since (by h5py, Julia...): those later changes are lost. This is the second way out
+    of the refusal a writable open gives such a file (the first, keeping the file as it is, is deleting the journal).
+    The journal must still be the file's (same device and inode) and whole. Takes the file's exclusive lock; returns
+    whether a journal was applied.
+
+    Example:
+        >>> import tempfile, os
+        >>> path = os.path.join(tempfile.mkdtemp(), "x.h5df")
+        >>> _ = open_h5_file(path, "w")
+        >>> force_rollback(path)  # open in this process: refused
+        Traceback (most recent call last):
+        ...
+        pydaf.errors.DafModeError: can't roll back the H5df file: ...
+        while it is open in this process
+    """
+    with _open_files.mutex:
+        key = file_key(path)
+        if key is None:
+            raise DafFormatError(f"missing H5df file: {path}")
+        record = _open_files.get(key)
+        if record is not None and record.fid.valid:
+            raise DafModeError(f"can't roll back the H5df file: {path}\nwhile it is open in this process")
+        hold = hold_lock(path, exclusive=True, what="H5df file", note=_LOCK_NOTE)
+        try:
+            return recover(path, writable=True, force=True)
+        finally:
+            hold.release()
 
 
 def _open_locked(path: str, mode: str) -> tuple[h5f.FileID, JournaledFile | None]:
