@@ -10,11 +10,10 @@ Design: docs/design/zip.md; the framing: docs/spec/FORMATS.md §3.11, §5.7."""
 from __future__ import annotations
 
 import os
-import stat
+import secrets
 import struct
 import threading
 import weakref
-import zipfile
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,11 +21,12 @@ from typing import Any
 
 import numpy as np
 
+from ..._os.files import open_regular_file
 from ..._os.locks import LockHold, Owner, ProcessRegistry, close_descriptor, hold_lock
 from ..._os.maps import FileKey, detach_region, file_key, map_region
 from ..._os.write_errors import storage_error
 from ...errors import DafAppendOnlyError as DafAppendOnlyError  # (defined in errors; importable here as before)
-from ...errors import DafError, DafFormatError, DafModeError, DafStorageError
+from ...errors import DafError, DafFormatError, DafModeError, DafNameError, DafStorageError
 
 #: Entry data starts at a file offset that is a multiple of this (Julia's ``DAF_DATA_OFFSET_ALIGNMENT``).
 ALIGNMENT = 8
@@ -49,6 +49,34 @@ _EXTERNAL_ATTRIBUTES = 0o100644 << 16
 _SENTINEL32, _SENTINEL16 = 0xFFFFFFFF, 0xFFFF
 _MAX_COMMENT = 0xFFFF
 _MAX_DEFLATE_RATIO = 1100  # zlib's best is ~1032:1; a larger declared size is a lie (a zip bomb)
+
+#: The most bytes (UTF-8) an entry's name can have: its length is a 16-bit field of the ZIP headers.
+MAX_ENTRY_NAME_BYTES = 0xFFFF
+
+
+def check_entry_name(name: str, *, what: str, where: str) -> None:
+    """Refuse, with a :class:`~pydaf.DafNameError` naming ``what`` (the property) and the limit, an entry name a ZIP
+    archive can't hold: longer than :data:`MAX_ENTRY_NAME_BYTES` bytes of UTF-8 (a group's path included), or not
+    encodable as UTF-8. Checked before anything is written.
+
+    Example:
+        >>> check_entry_name("scalars/x.json", what="the scalar: x", where="x.daf.zip")
+        >>> try:
+        ...     check_entry_name("scalars/" + "x" * 70000 + ".json", what="the scalar: xxx...", where="x.daf.zip")
+        ... except DafNameError as error:
+        ...     print(str(error).splitlines()[0])
+        too long a name for the scalar: xxx...
+    """
+    if len(what) > 300:
+        what = f"{what[:200]}...{what[-80:]} ({len(what)} characters)"
+    try:
+        length = len(name.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise DafNameError(f"a name that is not valid UTF-8 for {what}\nin the ZIP archive: {where}") from None
+    if length > MAX_ENTRY_NAME_BYTES:
+        raise DafNameError(f"too long a name for {what}\nin the ZIP archive: {where}\n(its ZIP entry name would have "
+                           f"{length} bytes of UTF-8, group path included; a ZIP entry name holds at most "
+                           f"{MAX_ENTRY_NAME_BYTES}: use a shorter name)")
 
 
 @dataclass(frozen=True)
@@ -112,8 +140,10 @@ EMPTY_ARCHIVE = _tail(0, 0, 0)
 """The bytes of an archive without entries (Julia's empty ``MmapZipStore``)."""
 
 
-class _Corrupt(Exception):
-    """The end records or the central directory don't parse (a killed append, or not an archive at all)."""
+class _Corrupt(DafFormatError):
+    """The end records or the central directory don't parse (a killed append, or not an archive at all). Callers
+    catch it to decide (recover, refuse) and say which archive; a :class:`DafFormatError`, so one they miss is still
+    typed."""
 
 
 def _pread(fd: int, size: int, offset: int) -> bytes:
@@ -226,6 +256,23 @@ def _read_directory(fd: int, size: int) -> tuple[list[ZipEntry], list[bytes], in
     return entries, records, cd_offset
 
 
+def _declared_directory_offset(fd: int, size: int) -> int | None:
+    """Where the end records at the very end of the file (as this module writes them: no comment) say the central
+    directory begins, or ``None`` if they don't parse there."""
+    if size < _TAIL_SIZE:
+        return None
+    tail = _pread(fd, _TAIL_SIZE, size - _TAIL_SIZE)
+    record = _EOCD64.unpack_from(tail, 0)
+    locator = _LOCATOR.unpack_from(tail, _EOCD64.size)
+    eocd = _EOCD.unpack_from(tail, _EOCD64.size + _LOCATOR.size)
+    if record[0] != _EOCD64_SIGNATURE or locator[0] != _LOCATOR_SIGNATURE or eocd[0] != _EOCD_SIGNATURE or eocd[7]:
+        return None
+    cd_size, cd_offset = record[8], record[9]
+    if locator[2] != size - _TAIL_SIZE or cd_offset + cd_size != size - _TAIL_SIZE:
+        return None
+    return cd_offset
+
+
 @dataclass(frozen=True)
 class _Walked:
     entry: ZipEntry
@@ -310,6 +357,7 @@ class ZipStore:
         self._children: dict[str, set[str]] = {}
         self._data_offsets: dict[str, int] = {}
         self._end = 0  # where the central directory begins (and the next entry goes)
+        self._seen: tuple[int, int, int, bytes] = (0, 0, 0, b"")  # (the file's state when last read: _refresh)
         self._users = 0
         self._closer = weakref.finalize(self, close_descriptor, fd, Owner())
         self._load(repair=writable)
@@ -318,12 +366,16 @@ class ZipStore:
 
     def _load(self, *, repair: bool) -> None:
         """Read the central directory, or recover the committed entries of an archive a killed writer left."""
-        size = os.fstat(self._fd).st_size
+        status = os.fstat(self._fd)
+        size = status.st_size
+        self._data_offsets = {}  # (an entry another process superseded since has a new local header)
         try:
             entries, records, cd_offset = _read_directory(self._fd, size)
             data_offsets: dict[str, int] = {}
         except _Corrupt as error:
-            walked = self._committed(_walk(self._fd, size))
+            all_walked = _walk(self._fd, size)
+            self._refuse_damage(all_walked, size, error)
+            walked = self._committed(all_walked)
             if not walked and size:  # (nothing was ever committed: not an archive, or one whose creation was killed)
                 raise DafFormatError(f"not a ZIP archive (or a corrupt one): {self.path}\n({error}; nothing in it "
                                      "can be recovered: mode w replaces it)") from error
@@ -341,6 +393,35 @@ class ZipStore:
                                      f"bytes; the data ends at {cd_offset})")
         self._end = cd_offset
         self._install(entries, records, data_offsets)
+        self._seen = self._state()
+
+    def _state(self) -> tuple[int, int, int, bytes]:
+        """What tells whether another process changed the archive since it was read: its size, modification and
+        change times, and its end records."""
+        status = os.fstat(self._fd)
+        tail = os.pread(self._fd, _TAIL_SIZE, max(0, status.st_size - _TAIL_SIZE))
+        return status.st_size, status.st_mtime_ns, status.st_ctime_ns, tail
+
+    def _refresh(self) -> None:
+        """Read the central directory again if another process changed the archive since (a new open of a store this
+        process shares sees what was committed meanwhile; a writable store's lock keeps every other writer out)."""
+        with self._mutex:
+            if self.writable or self._fd < 0:
+                return
+            if self._state() != self._seen:
+                self._load(repair=False)
+
+    def _refuse_damage(self, walked: list[_Walked], size: int, error: _Corrupt) -> None:
+        """Refuse (rather than recover as an earlier state) an archive damaged inside its committed entries: its end
+        records still stand at the end of the file, but following the local headers stops before the central
+        directory they point to. (A killed append only ever overwrites what lies past that point: the walk of what
+        it leaves reaches the old central directory.)"""
+        declared = _declared_directory_offset(self._fd, size)
+        stop = walked[-1].data_offset + walked[-1].entry.compressed_size if walked else 0
+        if declared is not None and stop < declared:
+            raise DafFormatError(f"a damaged ZIP archive: {self.path}\n(its entry at offset {stop} is damaged, inside "
+                                 f"the committed entries that end at offset {declared}; and {error}: nothing is "
+                                 "recovered from it, so that no committed data is silently left out)")
 
     def _committed(self, walked: list[_Walked]) -> list[_Walked]:
         """The walked entries up to the last complete commit entry (later ones are a killed batch's); later copies of
@@ -382,6 +463,10 @@ class ZipStore:
             except BaseException:
                 os.close(fd)
                 raise
+            if file_key(self.path) != file_key(fd):  # (another process replaced it: it is no longer the archive)
+                hold.release()
+                os.close(fd)
+                raise _Replaced()
             self._closer()  # closes the read-only descriptor (exactly once)
             self._fd, self.writable, self._hold = fd, True, hold
             self._closer = weakref.finalize(self, close_descriptor, fd, Owner())
@@ -435,10 +520,11 @@ class ZipStore:
         fd = self._require_open()
         try:
             header = _pread(fd, _LFH.size, entry.header_offset)
+            signature, _, flags, method, *_, name_length, extra_length = _LFH.unpack(header)
+            raw_name = _pread(fd, name_length, entry.header_offset + _LFH.size)
         except _Corrupt as error:
-            raise DafFormatError(f"the ZIP entry: {name}\nin the archive: {self.path}\nhas no local header") from error
-        signature, _, flags, method, *_, name_length, extra_length = _LFH.unpack(header)
-        raw_name = _pread(fd, name_length, entry.header_offset + _LFH.size)
+            raise DafFormatError(f"the ZIP entry: {name}\nin the archive: {self.path}\nhas no whole local header "
+                                 f"({error})") from error
         if signature != _LFH_SIGNATURE or method != entry.method or raw_name != name.encode(
                 "utf-8" if flags & _UTF8_FLAG else "cp437", errors="replace"):
             raise DafFormatError(f"the local header of the ZIP entry: {name}\nin the archive: {self.path}\ndoes not "
@@ -618,6 +704,7 @@ class ZipAppend:
         if not name or name.startswith("/") or "\\" in name or "\0" in name or \
                 any(part in ("", ".", "..") for part in name.split("/")):
             raise DafFormatError(f"invalid ZIP entry name: {name!r}")
+        check_entry_name(name, what=f"the ZIP entry: {_shortened(name)}", where=self._store.path)
         if not replace and (name in self._store._entries or any(entry.name == name for entry in self._entries)):
             raise DafStorageError(f"existing ZIP entry: {name}\nin the append-only archive: {self._store.path}")
         return name.encode("utf-8")
@@ -723,6 +810,11 @@ class ZipAppend:
             store._release()
 
 
+def _shortened(name: str, keep: int = 80) -> str:
+    """A name short enough for a message (a 70,000-character one is shown by its ends and length)."""
+    return name if len(name) <= 2 * keep else f"{name[:keep]}...{name[-keep:]} ({len(name)} characters)"
+
+
 def _index_name(children: dict[str, set[str]], name: str) -> None:
     parts = name.split("/")
     for depth in range(len(parts)):
@@ -743,9 +835,37 @@ def _always(_: str) -> bool:
     return True
 
 
+def _archive_names(fd: int, size: int) -> list[str] | None:
+    """The entry names of the archive open as ``fd`` (its central directory's, or those a killed writer left in its
+    local headers), or ``None`` if it is not a ZIP archive."""
+    try:
+        entries, _, _ = _read_directory(fd, size)
+        return [entry.name for entry in entries]
+    except (_Corrupt, OSError):
+        pass
+    try:
+        walked = _walk(fd, size)
+    except (_Corrupt, OSError):
+        return None
+    return [item.entry.name for item in walked] if walked else None
+
+
+def _replaceable(fd: int, size: int, marker: str) -> bool:
+    if size == 0:
+        return True
+    names = _archive_names(fd, size)
+    return names is not None and (not names or marker in names)
+
+
+def _not_replaceable(path: str, format: str) -> DafModeError:
+    return DafModeError(f"not a daf archive: {path}\n(it is an existing file that is not a {format} data set; "
+                        f"{format} will not erase it in mode w)")
+
+
 def require_replaceable_archive(path: str | os.PathLike, marker: str, format: str) -> None:
     """Refuse to replace (mode ``w``) anything at ``path`` but a missing or empty file, an empty archive or an archive
-    holding the entry ``marker`` (the root of a data set of ``format``): anything else is somebody's data.
+    holding the entry ``marker`` (the root of a data set of ``format``): anything else is somebody's data. A FIFO, a
+    device, a folder or a symbolic link is refused without being opened for reading (it never blocks).
 
     Example:
         >>> import os, tempfile, zipfile
@@ -759,31 +879,46 @@ def require_replaceable_archive(path: str | os.PathLike, marker: str, format: st
         (it is an existing file that is not a ZipDaf data set; ZipDaf will not erase it in mode w)
     """
     text = os.fspath(path)
+    if not os.path.lexists(text):
+        return
+    fd = _open_replaced(text, format)
     try:
-        status = os.lstat(text)
-    except FileNotFoundError:
-        return
-    if stat.S_ISREG(status.st_mode) and status.st_size == 0:
-        return
-    names: list[str] | None = None
-    if stat.S_ISREG(status.st_mode):  # (a FIFO would block, a link or a directory is not ours to replace)
-        try:
-            with zipfile.ZipFile(text) as archive:
-                names = archive.namelist()
-        except (OSError, zipfile.BadZipFile, ValueError, NotImplementedError):
-            names = None
-    if names is None or (names and marker not in names):
-        raise DafModeError(f"not a daf archive: {text}\n(it is an existing file that is not a {format} data set; "
-                           f"{format} will not erase it in mode w)")
+        if not _replaceable(fd, os.fstat(fd).st_size, marker):
+            raise _not_replaceable(text, format)
+    finally:
+        os.close(fd)
+
+
+def _open_replaced(path: str, format: str, flags: int = os.O_RDONLY) -> int:
+    """A descriptor of the regular file (not a link) that mode ``w`` would replace; anything else is refused."""
+    try:
+        fd, _ = open_regular_file(path, what=f"the {format} archive", flags=flags, follow_symlinks=False)
+    except DafFormatError:
+        raise _not_replaceable(path, format) from None
+    except OSError as error:
+        raise storage_error(error, f"can't open the ZIP archive: {path}") from error
+    return fd
+
+
+class _Replaced(Exception):
+    """The archive's path named another file once its lock was taken (another process replaced it): open anew."""
+
+
+_ATTEMPTS = 20  # opens retried when another process keeps replacing the archive meanwhile
 
 
 def acquire_zip_store(path: str | os.PathLike, *, writable: bool, create: bool = False,
                       truncate: tuple[str, str] | None = None, is_commit: Callable[[str], bool] = _always) -> ZipStore:
     """The :class:`ZipStore` of an archive, shared by every opener in this process (by file identity): opened
     writable (upgrading a read-only one) if ``writable``; created empty if missing and ``create``; replaced by an
-    empty archive (a new file renamed over the old one) if ``truncate``, the ``(marker, format)`` of the data sets it
-    may replace (:func:`require_replaceable_archive`). ``is_commit`` tells which entries end a batch (see the module
-    docstring); the first opener's is kept.
+    empty archive (a new file renamed over the old one, while holding the old one's writer lock) if ``truncate``, the
+    ``(marker, format)`` of the data sets it may replace (:func:`require_replaceable_archive`). ``is_commit`` tells
+    which entries end a batch (see the module docstring); the first opener's is kept.
+
+    Every writable open takes the archive's writer lock (waiting up to
+    :data:`~pydaf._os.locks.LOCK_WAIT_SECONDS`, then :class:`~pydaf.DafLockedError` naming the writer's pid) and
+    checks that the path still names the file it locked. A shared store is revalidated (size, time, end records) when
+    opened again, so a new open sees what another process committed since.
 
     Example:
         >>> import os, tempfile
@@ -799,66 +934,190 @@ def acquire_zip_store(path: str | os.PathLike, *, writable: bool, create: bool =
         if not writable:
             raise DafStorageError(f"can't create the ZIP archive: {path}\nin a read-only open")
         if truncate is not None:
-            require_replaceable_archive(path, *truncate)
-        _create_empty(path, replace=truncate is not None)
+            with _stores.mutex:
+                return _truncate(path, truncate, is_commit)
+        _create_empty(path)
     with _stores.mutex:
-        key = file_key(path)
-        if key is None:
-            raise DafFormatError(f"no such file: {path}")
-        store = _stores.get(key)
-        if store is not None:
-            store._users += 1  # (first: a release run by the garbage collector from here on can't close it)
-            if store._fd < 0:  # (closed by such a release just before)
-                store = None
-        if store is None:
-            fd, hold = _open_archive(path, writable)
-            store = ZipStore(path, fd, writable=writable, is_commit=is_commit, hold=hold)
-            store._users += 1
-            _stores.add(key, store)
-        elif writable:
+        for _ in range(_ATTEMPTS):
             try:
-                store._upgrade()
-            except BaseException:
-                store.release()
-                raise
+                return _acquire(path, writable, is_commit)
+            except _Replaced:
+                continue
+    raise DafStorageError(f"can't open the ZIP archive: {path}\n(other processes kept replacing it meanwhile; retry)")
+
+
+def _acquire(path: str, writable: bool, is_commit: Callable[[str], bool]) -> ZipStore:
+    key = file_key(path)
+    if key is None:
+        raise DafFormatError(f"no such file: {path}")
+    store = _stores.get(key)
+    if store is not None:
+        store._users += 1  # (first: a release run by the garbage collector from here on can't close it)
+        if store._fd < 0:  # (closed by such a release just before)
+            store = None
+    if store is None:
+        fd, hold = _open_archive(path, writable, key)
+        store = ZipStore(path, fd, writable=writable, is_commit=is_commit, hold=hold)
+        store._users += 1
+        _stores.add(key, store)
         return store
-
-
-def _open_archive(path: str, writable: bool) -> tuple[int, LockHold | None]:
-    if not os.path.isfile(path):
-        raise DafFormatError(f"not a regular file: {path}")
     try:
-        fd = os.open(path, (os.O_RDWR if writable else os.O_RDONLY) | os.O_CLOEXEC)
+        if writable:
+            store._upgrade()
+        else:
+            store._refresh()
+    except BaseException:
+        store.release()
+        raise
+    return store
+
+
+def _open_archive(path: str, writable: bool, key: FileKey) -> tuple[int, LockHold | None]:
+    """A descriptor of the archive (the file ``key`` names; never blocking on a FIFO or a device) and, to write, its
+    writer lock, taken on that very file and checked to be still the one at ``path``."""
+    try:
+        fd, _ = open_regular_file(path, what="the ZIP archive", flags=os.O_RDWR if writable else os.O_RDONLY)
+    except FileNotFoundError:
+        raise _Replaced() from None
+    except DafError:
+        raise
     except OSError as error:
         raise DafStorageError(f"can't open the ZIP archive: {path}\n({error})") from error
     hold = None
-    if writable:
-        try:
+    try:
+        if file_key(fd) != key:
+            raise _Replaced()
+        if writable:
             hold = _hold_writer_lock(fd, path)
-        except BaseException:
-            os.close(fd)
-            raise
+            if file_key(path) != key:  # (replaced by another process while we waited for its lock)
+                hold.release()
+                raise _Replaced()
+    except BaseException:
+        os.close(fd)
+        raise
     return fd, hold
 
 
-def _create_empty(path: str, *, replace: bool) -> None:
-    """Write an empty archive under a temporary name and rename it into place (atomically replacing an old one, whose
-    maps in this process and others stay valid: they keep the old file)."""
+def _new_file(path: str) -> tuple[str, int]:
+    """A new, empty file beside ``path`` (its folder, a hidden unpredictable name, created exclusively and never
+    through a symbolic link) and a read-write descriptor of it."""
     folder, name = os.path.split(os.path.abspath(path))
-    temporary = os.path.join(folder, f".{name}.pydaf-new-{os.getpid()}")
+    for _ in range(100):
+        temporary = os.path.join(folder, f".{name}.pydaf-new-{os.getpid()}-{secrets.token_hex(8)}")
+        try:
+            fd = os.open(temporary, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+        except FileExistsError:
+            continue
+        except OSError as error:
+            raise storage_error(error, f"can't create the ZIP archive: {path}") from error
+        return temporary, fd
+    raise DafStorageError(f"can't create the ZIP archive: {path}\n(no free temporary name beside it)")
+
+
+def _write_empty(fd: int, path: str) -> None:
     try:
-        with open(temporary, "wb") as handle:
-            handle.write(EMPTY_ARCHIVE)
-        if replace and os.path.lexists(path) and not os.path.isfile(path):
-            raise DafFormatError(f"not a regular file: {path}")
-        if replace:
-            os.replace(temporary, path)
-        else:
-            os.link(temporary, path)  # fails (rather than replace) if another opener created it meanwhile
-            os.remove(temporary)
-    except FileExistsError:
+        _pwrite(fd, EMPTY_ARCHIVE, 0)
+    except OSError as error:
+        raise storage_error(error, f"can't create the ZIP archive: {path}") from error
+
+
+def _create_empty(path: str) -> None:
+    """Create a missing archive: an empty archive written under a new name and linked into place (which fails,
+    rather than replace, if another opener created it meanwhile: then that one is opened)."""
+    temporary, fd = _new_file(path)
+    try:
+        _write_empty(fd, path)
+        try:
+            os.link(temporary, path, follow_symlinks=False)
+        except FileExistsError:
+            pass
+        except OSError as error:
+            raise storage_error(error, f"can't create the ZIP archive: {path}") from error
+    finally:
+        os.close(fd)
         os.remove(temporary)
-    except BaseException:
-        if os.path.exists(temporary):
-            os.remove(temporary)
-        raise
+
+
+def _truncate(path: str, truncate: tuple[str, str], is_commit: Callable[[str], bool]) -> ZipStore:
+    """Mode ``w``: a new empty archive, locked, renamed over the old one while the old one's writer lock is held (so
+    no other process writes it meanwhile, and one that waited for it sees the path name another file and opens that
+    one); arrays mapped from the old file stay valid (it is unlinked, not cut)."""
+    marker, format = truncate
+    old_hold: LockHold | None = None
+    for _ in range(_ATTEMPTS):
+        if not os.path.lexists(path):
+            break
+        old_fd = _open_replaced(path, format, os.O_RDWR)
+        try:
+            key = file_key(old_fd)
+            old_hold = _hold_writer_lock(old_fd, path)
+            if file_key(path) == key and _replaceable(old_fd, os.fstat(old_fd).st_size, marker):
+                break
+            replaced = file_key(path) != key
+            old_hold.release()
+            old_hold = None
+            if not replaced:
+                raise _not_replaceable(path, format)
+        finally:
+            os.close(old_fd)
+    else:
+        raise DafStorageError(f"can't replace the ZIP archive: {path}\n(other processes kept replacing it meanwhile; "
+                              "retry)")
+    try:
+        temporary, fd = _new_file(path)
+        renamed = False
+        try:
+            _write_empty(fd, path)
+            hold = _hold_writer_lock(fd, path)  # (a new file nobody else knows: never waits)
+            try:
+                os.replace(temporary, path)
+            except OSError as error:
+                hold.release()
+                raise storage_error(error, f"can't replace the ZIP archive: {path}") from error
+            renamed = True
+        except BaseException:
+            if not renamed:
+                os.close(fd)
+                os.remove(temporary)
+            raise
+    finally:
+        if old_hold is not None:
+            old_hold.release()
+    store = ZipStore(path, fd, writable=True, is_commit=is_commit, hold=hold)
+    store._users += 1
+    _stores.add(file_key(fd), store)  # type: ignore[arg-type]
+    return store
+
+
+def replace_archive(temporary: str | os.PathLike, path: str | os.PathLike) -> None:
+    """Rename the complete archive ``temporary`` over the archive ``path`` (a conversion's destination) while holding
+    the old archive's writer lock: never while another process writes it (that waits up to
+    :data:`~pydaf._os.locks.LOCK_WAIT_SECONDS`, then :class:`~pydaf.DafLockedError` naming its pid, and nothing is
+    replaced), and a writer that waited for the old file's lock then finds the path names the new one.
+
+    Example:
+        >>> import os, tempfile
+        >>> folder = tempfile.mkdtemp()
+        >>> old, new = os.path.join(folder, "x.daf.zip"), os.path.join(folder, "new.zip")
+        >>> acquire_zip_store(old, writable=True, create=True).release()
+        >>> acquire_zip_store(new, writable=True, create=True).release()
+        >>> replace_archive(new, old)
+        >>> sorted(os.listdir(folder))
+        ['x.daf.zip']
+    """
+    path = os.fspath(path)
+    hold = None
+    if os.path.lexists(path) and not os.path.islink(path) and os.path.isfile(path):
+        try:
+            fd, _ = open_regular_file(path, what="the ZIP archive", flags=os.O_RDWR, follow_symlinks=False)
+        except OSError as error:
+            raise storage_error(error, f"can't replace the ZIP archive: {path}") from error
+        try:
+            hold = _hold_writer_lock(fd, path)
+        finally:
+            os.close(fd)
+    try:
+        os.replace(temporary, path)
+    finally:
+        if hold is not None:
+            hold.release()

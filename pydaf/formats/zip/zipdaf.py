@@ -51,7 +51,7 @@ from ..files.layout import (
 from ..paths import split_container_path
 from ..registry import FormatEntry, PersistentDaf, register_format
 from ..stored import StoredFormat
-from .store import ZipAppend, ZipStore, acquire_zip_store
+from .store import ZipAppend, ZipStore, acquire_zip_store, check_entry_name
 
 #: Entries a ``zip -r`` of a FilesDaf directory bundles that a ZipDaf does not keep (dropped from the central
 #: directory by a writable open; their bytes stay in the archive, unreachable).
@@ -60,6 +60,10 @@ SIDECAR_NAMES = ("metadata.json", "metadata.zip", "axes/metadata.json")
 _MAX_JSON_BYTES = 64 << 20  # descriptors are tiny; a scalar string may be large, but not gigabytes
 _AXIS_ENTRY = re.compile(r"(?:^|/)axes/[^/]+\.txt\Z", re.DOTALL)
 _PATH = re.compile(r"\.dafs?\.zip(?:\Z|#)")
+_LONGEST_SUFFIX = ".colptr"  # (of a property's entries: .json, .data, .nzind, .nzval, .colptr, .rowval)
+#: Group path parts that would put a group's entries among another data set's (``a/scalars`` holds
+#: ``a/scalars/daf.json``, a scalar ``daf`` of the group ``a``) or among a root's sidecars.
+RESERVED_GROUP_PARTS = frozenset({"scalars", "axes", "vectors", "matrices", "daf.json", *SIDECAR_NAMES})
 
 
 def split_zip_path(path: str | os.PathLike) -> tuple[str, str | None]:
@@ -144,6 +148,8 @@ class ZipFormat(StoredFormat):
                                f"{self.path}")
         if not may_create and not os.path.isfile(self.container):
             raise DafFormatError(f"no such file: {self.container}")
+        if group is not None:
+            check_entry_name(self.prefix + "matrices/" + _LONGEST_SUFFIX, what=f"the group: {group}", where=self.path)
         self.store: ZipStore = acquire_zip_store(
             self.container, writable=writable, create=may_create, is_commit=_is_commit,
             truncate=("daf.json", "ZipDaf") if truncate and group is None else None)
@@ -159,6 +165,11 @@ class ZipFormat(StoredFormat):
         if marker not in self.store:
             if not may_create:
                 raise DafNotDafError(f"not a daf data set: {self.path}")
+            reserved = sorted(set(self.prefix.split("/")) & RESERVED_GROUP_PARTS)
+            if reserved:
+                raise DafNameError(f"reserved name in the group path: {self.prefix.rstrip('/')}\nof the daf zip "
+                                   f"archive: {self.container}\n({reserved[0]!r} is a ZipDaf entry name: a group of "
+                                   "that name would mix its entries with another data set's; choose another name)")
             with self.store.append() as batch:
                 batch.add(marker, f'{{"version":[{MAJOR_VERSION},{MINOR_VERSION}]}}\n'.encode())
             return
@@ -233,9 +244,14 @@ class ZipFormat(StoredFormat):
 
     # Scalars.
 
+    def _checked(self, base: str, what: str, suffix: str = _LONGEST_SUFFIX) -> tuple[str, str]:
+        """``(base, what)``, once the longest entry name of the property fits in a ZIP (else a DafNameError)."""
+        check_entry_name(self.prefix + base + suffix, what=what, where=self.path)
+        return base, what
+
     def _scalar(self, name: str) -> tuple[str, str]:
         name = self._name(name, "scalar")
-        return f"scalars/{name}", f"the scalar: {name}"
+        return self._checked(f"scalars/{name}", f"the scalar: {name}", ".json")
 
     def format_has_scalar(self, name: str) -> bool:
         return self._has(lambda: self._scalar(name)[0] + ".json")
@@ -258,7 +274,7 @@ class ZipFormat(StoredFormat):
 
     def _axis(self, axis: str) -> tuple[str, str]:
         axis = self._name(axis, "axis")
-        return f"axes/{axis}.txt", f"the axis: {axis}"
+        return self._checked(f"axes/{axis}.txt", f"the axis: {axis}", "")
 
     def format_has_axis(self, axis: str, *, for_change: bool) -> bool:
         return self._has(lambda: self._axis(axis)[0])
@@ -295,7 +311,7 @@ class ZipFormat(StoredFormat):
 
     def _vector(self, axis: str, name: str) -> tuple[str, str]:
         axis, name = self._name(axis, "axis"), self._name(name, "vector")
-        return f"vectors/{axis}/{name}", f"the vector: {name}\nof the axis: {axis}"
+        return self._checked(f"vectors/{axis}/{name}", f"the vector: {name}\nof the axis: {axis}")
 
     def format_has_vector(self, axis: str, name: str) -> bool:
         return self._has(lambda: self._vector(axis, name)[0] + ".json")
@@ -374,8 +390,8 @@ class ZipFormat(StoredFormat):
     def _matrix(self, rows_axis: str, columns_axis: str, name: str) -> tuple[str, str]:
         rows_axis, columns_axis = self._name(rows_axis, "axis"), self._name(columns_axis, "axis")
         name = self._name(name, "matrix")
-        return (f"matrices/{rows_axis}/{columns_axis}/{name}",
-                f"the matrix: {name}\nof the rows axis: {rows_axis}\nand the columns axis: {columns_axis}")
+        return self._checked(f"matrices/{rows_axis}/{columns_axis}/{name}",
+                             f"the matrix: {name}\nof the rows axis: {rows_axis}\nand the columns axis: {columns_axis}")
 
     def format_has_matrix(self, rows_axis: str, columns_axis: str, name: str) -> bool:
         return self._has(lambda: self._matrix(rows_axis, columns_axis, name)[0] + ".json")
