@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..core.validation import Problem, sparse_matrix_problem, sparse_vector_problem
-from ..errors import DafFormatError
+from ..errors import DafFormatError, DafStorageError
 from ..storage_types import indtype_for_size
 
 
@@ -67,10 +67,23 @@ def sparse_string_matrix(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray, np
     return colptr, (positions % n_rows + 1).astype(indtype), flat[positions]
 
 
+def _empty_strings(shape: tuple[int, ...], stored: int) -> np.ndarray:
+    """A (column-major) array of ``""`` of the shape of its axes, to densify sparse strings into; memory that can't be
+    had is a :class:`~pydaf.DafStorageError` (the caller names the property), never a ``MemoryError``."""
+    try:
+        dense = np.empty(shape, dtype=object, order="F")
+        dense.fill("")
+    except MemoryError:
+        size = int(np.prod(shape, dtype=np.float64))
+        raise DafStorageError(f"not enough memory to make sparse strings dense: {size} strings (8 bytes each, "
+                              f"{stored} of them stored) of the shape: {list(shape)}") from None
+    return dense
+
+
 def dense_string_vector(length: int, nzind: np.ndarray, texts: np.ndarray) -> np.ndarray:
     """A string vector from its sparse form (``""`` where nothing is stored); invalid indices raise."""
     require_sparse_strings((length,), (nzind,), texts)
-    dense = np.full(length, "", dtype=object)
+    dense = _empty_strings((length,), texts.shape[0])
     dense[nzind.astype(np.intp) - 1] = texts
     return dense
 
@@ -79,7 +92,7 @@ def dense_string_matrix(shape: tuple[int, int], colptr: np.ndarray, rowval: np.n
                         texts: np.ndarray) -> np.ndarray:
     """A column-major string matrix from its sparse (1-based CSC) form; invalid indices raise."""
     require_sparse_strings(shape, (colptr, rowval), texts)
-    dense = np.full(shape, "", dtype=object, order="F")
+    dense = _empty_strings(shape, texts.shape[0])
     counts: np.ndarray = np.diff(colptr.astype(np.int64))
     columns = np.repeat(np.arange(shape[1]), counts)
     dense.reshape(-1, order="F")[columns * shape[0] + rowval.astype(np.int64) - 1] = texts

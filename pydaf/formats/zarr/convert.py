@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..._os.exchange import exchange_paths
 from ...abc.format import StoredMatrix, StoredVector
 from ...core.readers import DafReader
 from ...core.writers import DafWriter
@@ -40,7 +41,7 @@ from ...sparse import SparseMatrixCSC, SparseVector
 from ...storage_types import STRING_DTYPE, julia_name
 from ..files.format import FilesDaf
 from ..files.layout import dense_json, sparse_json
-from .format import ZarrDaf, array_metadata, split_zarr_path
+from .format import ZarrDaf, ZarrFormat, array_metadata, split_zarr_path
 
 __all__ = ["convert_linked", "files_to_zarr", "is_linkable_pair", "zarr_to_files"]
 
@@ -202,7 +203,10 @@ def _place(temporary: str, destination: str, *, replace: bool) -> None:
         return
     if not replace:
         raise DafExistsError(f"destination already exists: {destination}")
-    old = _hidden_sibling(absolute, ".old")
+    if exchange_paths(temporary, absolute):  # (one atomic swap: the old data set or the new one at every instant)
+        shutil.rmtree(temporary, ignore_errors=True)
+        return
+    old = _hidden_sibling(absolute, ".old")  # (put back by the next conversion if a kill comes before the new one)
     os.rename(absolute, old)
     os.rename(temporary, absolute)
     shutil.rmtree(old, ignore_errors=True)
@@ -312,6 +316,10 @@ class _Placer:
         relative = os.path.join(*parts)
         files_root, zarr_root = (self.source_root, self.root) if self.to_zarr else (self.root, self.source_root)
         files_base, node = os.path.join(files_root, relative), os.path.join(zarr_root, relative)
+        if not self.to_zarr:  # (where the source read it: the backup of an overwrite a killed writer left, perhaps)
+            source_format = self.source.format
+            assert isinstance(source_format, ZarrFormat)
+            node = source_format.located_path("/".join(parts))
         for component in components:
             files_path, zarr_path = files_base + component.files_suffix, os.path.join(node, component.zarr_key)
             if self.to_zarr:

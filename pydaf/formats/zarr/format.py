@@ -7,6 +7,7 @@ Design: docs/design/zarr.md; the bytes: docs/spec/FORMATS.md §5."""
 
 from __future__ import annotations
 
+import errno
 import itertools
 import json
 import math
@@ -17,13 +18,14 @@ import struct
 import threading
 import weakref
 import zlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 
+from ..._os.files import file_kind, open_regular_file, read_regular_file
 from ..._os.locks import LockHold, ProcessRegistry, hold_lock
 from ..._os.maps import FileKey, file_key, map_region
 from ..._os.write_errors import storage_error
@@ -34,8 +36,13 @@ from ...errors import (
     DafError,
     DafFormatError,
     DafLockedError,
+    DafMissingError,
     DafModeError,
+    DafNameError,
     DafNotDafError,
+    DafPathError,
+    DafStorageError,
+    DafValueError,
     DafZarrVersionError,
 )
 from ...sparse import SparseMatrixCSC, SparseVector
@@ -44,6 +51,8 @@ from ..paths import split_container_path
 from ..registry import FormatEntry, PersistentDaf, register_format
 from ..stored import StoredFormat
 from ..zip.store import ZipAppend, ZipStore, acquire_zip_store
+
+_T = TypeVar("_T")
 
 MAJOR_VERSION = 1
 MINOR_VERSION = 0
@@ -61,6 +70,16 @@ _MAX_CHUNKS = 1 << 20  # chunks of one foreign array (pydaf and Julia write one)
 _MAX_GZIP_RATIO = 1100
 
 _HIDDEN_MARK = ".pydaf-"
+
+#: The most UTF-8 bytes of one name (an axis, a property): a node's hidden temporary, backup or deleted copy
+#: (``.<name>.pydaf-deleted-<pid>-<count>``) must still be a file name (255 bytes), in a directory or once an archive
+#: is unzipped into one.
+_MAX_NAME_BYTES = 200
+#: Names a node can't have: every group's own metadata file is ``<group>/zarr.json`` (Zarr v2's ``.zarray``,
+#: ``.zgroup``, ``.zattrs`` and pydaf's hidden files start with ``.``, which no Daf name does).
+_RESERVED_NAMES = frozenset({"zarr.json"})
+#: A ``vlen-utf8`` chunk stores counts and lengths as ``u32``.
+_MAX_VLEN = 0xFFFFFFFF
 
 _V2_HINT = ("Zarr v2 store at: {path}\nDataAxesFormats requires a Zarr v3 store.\nConvert via `python -m zarr "
             "v2_to_v3 <path>` (zarr-python 3.1.2+),\nthen reopen.")
@@ -98,13 +117,10 @@ def _is_replaceable_directory(path: str) -> bool:
     entries = [entry for entry in os.listdir(path) if not entry.startswith(".")]
     if "zarr.json" not in entries:
         return set(entries) <= {"scalars", "axes", "vectors", "matrices"}
-    metadata_path = os.path.join(path, "zarr.json")
-    try:
-        if not stat.S_ISREG(os.lstat(metadata_path).st_mode):  # (a FIFO would block, a link lead elsewhere)
-            return False
-        with open(metadata_path, "rb") as file:
-            metadata = json.loads(file.read(_MAX_METADATA_BYTES + 1))
-    except (OSError, ValueError):
+    try:  # (a FIFO would block, a link lead elsewhere: neither is ours)
+        metadata = json.loads(read_regular_file(os.path.join(path, "zarr.json"), what="the root zarr.json",
+                                                limit=_MAX_METADATA_BYTES, follow_symlinks=False))
+    except (OSError, ValueError, DafError):
         return False
     attributes = metadata.get("attributes") if isinstance(metadata, dict) else None
     return isinstance(attributes, dict) and "daf" in attributes and metadata.get("node_type") == "group"
@@ -123,6 +139,26 @@ def _is_metadata_key(name: str) -> bool:
 
 def _parent(node: str) -> str:
     return node.rpartition("/")[0]
+
+
+def name_problem(name: str) -> str | None:
+    """Why a ZarrDaf node can't have the (Daf-valid) ``name``, or ``None``: each name is a file name in a directory
+    (or an archive unzipped into one), so it must be UTF-8 of at most ``_MAX_NAME_BYTES`` bytes, and not the name of
+    a group's own metadata file.
+
+    Example:
+        >>> name_problem("age") is None, name_problem("zarr.json"), name_problem("x" * 201)
+        (True, 'a name reserved for Zarr metadata', 'longer than 200 UTF-8 bytes (201)')
+    """
+    if name in _RESERVED_NAMES:
+        return "a name reserved for Zarr metadata"
+    try:
+        size = len(name.encode("utf-8"))
+    except UnicodeEncodeError:
+        return "not encodable as UTF-8 (it holds a lone surrogate)"
+    if size > _MAX_NAME_BYTES:
+        return f"longer than {_MAX_NAME_BYTES} UTF-8 bytes ({size})"
+    return None
 
 
 def array_metadata(dtype: np.dtype, shape: tuple[int, ...]) -> str:
@@ -155,6 +191,9 @@ def encode_strings(values: Iterable[str]) -> bytes:
         '010000000500000068656c6c6f'
     """
     encoded = [value.encode("utf-8") for value in values]
+    if len(encoded) > _MAX_VLEN or any(len(value) > _MAX_VLEN for value in encoded):
+        raise DafValueError(f"a string of more than {_MAX_VLEN} UTF-8 bytes (or more than {_MAX_VLEN} strings in "
+                            "one array): Zarr's vlen-utf8 codec stores lengths and counts as 32-bit numbers")
     lengths = struct.pack(f"<{len(encoded)}I", *map(len, encoded))
     parts = [struct.pack("<I", len(encoded))]
     for index, value in enumerate(encoded):
@@ -340,6 +379,15 @@ class _DirectoryNodes:
         self.axis_lengths: dict[str, int] = {}
         #: Serialises changes of the consolidated metadata (a handle may open while another thread writes).
         self.mutex = threading.RLock()
+        #: The nodes this process renamed aside for an overwrite in flight: their backups are not read in their place
+        #: (any other backup is the committed value of an overwrite a killed writer never finished, which is read).
+        self.aside: set[str] = set()
+        #: The nodes the root's consolidated metadata lists, by parent, with the identity of the root they were read
+        #: from (see :meth:`recorded`).
+        self._record: tuple[tuple[int, ...], dict[str, set[str]]] | None = None
+        #: The nodes whose delete, half done by a killed writer, :meth:`recover` finished (listed until the writable
+        #: open that recovered them rewrites the root).
+        self.finished_deletes: set[str] = set()
 
     def acquire_writer(self) -> bool:
         """Count one more writable handle, taking this process's writer lock on the directory for the first (an
@@ -353,6 +401,11 @@ class _DirectoryNodes:
             self._writers += 1
             return True
 
+    def hold_count(self) -> int:
+        """How many writable handles of this process hold the writer lock (none: another process may write)."""
+        with _directories.mutex:
+            return self._writers
+
     def release_writer(self) -> None:
         """Count one writable handle less; the last one releases the writer lock."""
         with _directories.mutex:
@@ -364,60 +417,286 @@ class _DirectoryNodes:
     def path(self, key: str) -> str:
         return os.path.join(self.root, *key.split("/")) if key else self.root
 
-    def _confined(self, key: str) -> str:
-        """The path of a key, refusing one that a link makes resolve out of the directory."""
+    def locate(self, key: str) -> str:
+        """The path holding a key: its own, or, where a node of it is missing but its backup is there (an overwrite
+        whose writer was killed before its new value was in place, and that no writable open recovered yet), the
+        same key in the backup, which holds the committed value (what recovery would put back)."""
         path = self.path(key)
-        real = os.path.realpath(path)
-        if real != self._real and not real.startswith(self._real + os.sep):
-            raise DafFormatError(f"the file: {key}\nin the ZarrDaf directory: {self.root}\nis a link out of the "
-                                 f"directory (to: {real})")
+        if not key or os.path.lexists(path):
+            return path
+        parts = key.split("/")
+        current = self.root
+        for index, part in enumerate(parts):
+            candidate = os.path.join(current, part)
+            if not os.path.lexists(candidate):
+                backup = os.path.join(current, f".{part}{_HIDDEN_MARK}backup")
+                if "/".join(parts[:index + 1]) in self.aside or not os.path.isdir(backup):
+                    return path
+                candidate = backup
+            current = candidate
+        return current
+
+    def _confined(self, key: str) -> str:
+        """The path of a key (:meth:`locate`), refusing one that a link makes resolve out of the directory."""
+        path = self.locate(key)
+        self._refuse_escape(path, key)
         return path
 
+    def _escape(self, path: str) -> str | None:
+        """Where a path that links out of the directory resolves to (``None`` for a path inside it)."""
+        real = os.path.realpath(path)
+        return None if real == self._real or real.startswith(self._real + os.sep) else real
+
+    def _refuse_escape(self, path: str, key: str) -> None:
+        """Refuse a path that a link makes resolve out of the directory: nothing outside is read or written."""
+        real = self._escape(path)
+        if real is not None:
+            raise DafFormatError(f"the file: {key}\nin the ZarrDaf directory: {self.root}\nis a link out of the "
+                                 f"directory (to: {real})")
+
+    def recorded(self, parent: str, *, fresh: bool = False) -> set[str]:
+        """The children of the node ``parent`` that the root's consolidated metadata lists. A pydaf writer writes a
+        node before it lists it and unlists it before it removes it, so a listed node is a committed one: missing, or
+        not a folder with a regular ``zarr.json``, it is damage (:meth:`missing`), never what a killed writer leaves.
+        Empty without consolidated metadata (Julia may write none: then the nodes that are there are read). Cached by
+        the identity of the root's file (``fresh``: read again)."""
+        try:
+            status = os.stat(os.path.join(self.root, "zarr.json"))
+        except OSError:
+            return set()
+        identity = (status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns, status.st_ctime_ns)
+        record = self._record
+        if fresh or record is None or record[0] != identity:
+            record = (identity, self._read_record())
+            self._record = record
+        return record[1].get(parent, set())
+
+    def _read_record(self) -> dict[str, set[str]]:
+        try:
+            data = self.read("zarr.json", _MAX_METADATA_BYTES)
+            metadata = json.loads(data) if data is not None else None
+        except (DafError, ValueError, UnicodeDecodeError):
+            return {}  # (the root's own problems are refused where the root is read)
+        consolidated = metadata.get("consolidated_metadata") if isinstance(metadata, dict) else None
+        listed = consolidated.get("metadata") if isinstance(consolidated, dict) else None
+        by_parent: dict[str, set[str]] = {}
+        for key in listed if isinstance(listed, dict) else ():
+            parent, _, name = key.rpartition("/")
+            if _is_node_name(name):
+                by_parent.setdefault(parent, set()).add(name)
+        return by_parent
+
+    def missing(self, node: str) -> DafFormatError | None:
+        """The error for a node the root's consolidated metadata lists (:meth:`recorded`) that is not a folder with a
+        regular ``zarr.json``: the data set is damaged (it must never read as if the node did not exist); ``None`` for
+        a node not listed, or the node of an overwrite this process has in flight (listed until it is unlisted)."""
+        parent, _, name = node.rpartition("/")
+        if name not in self.recorded(parent) or name not in self.recorded(parent, fresh=True):
+            return None
+        if any(node == other or node.startswith(other + "/") for other in (*self.aside, *self.finished_deletes)):
+            return None
+        if self._is_metadata_file(self.locate(f"{node}/zarr.json"), f"{node}/zarr.json"):
+            return None  # (there after all: another process's overwrite committed while it was looked for)
+        try:
+            siblings = os.listdir(self.locate(parent))
+        except OSError:
+            siblings = []
+        if any(sibling.startswith(f".{name}{_HIDDEN_MARK}deleted-") for sibling in siblings):
+            return None  # (a delete half done by a killed writer of an earlier pydaf, which unlisted nodes last)
+        return DafFormatError(f"the node: {node}\nof the ZarrDaf directory: {self.root}\nis listed in the "
+                              f"consolidated metadata of its root zarr.json (it was committed), but "
+                              f"{self._node_problem(node)}\n(the data set is damaged: restore the node from a copy; if "
+                              "it was removed on purpose, remove the consolidated_metadata from the root zarr.json, "
+                              "and the nodes that are there are read)")
+
+    def _node_problem(self, node: str) -> str:
+        """What is wrong at a node that should be a folder holding a ``zarr.json``, in words."""
+        path = self.locate(node)
+        try:
+            mode = os.lstat(path).st_mode
+            if stat.S_ISLNK(mode):
+                real = self._escape(path)
+                if real is not None:
+                    return f"it is a link out of the directory (to: {real})"
+                mode = os.stat(path).st_mode
+        except FileNotFoundError:
+            return "it is a dangling symbolic link" if os.path.islink(path) else "its folder is missing"
+        except NotADirectoryError:
+            return "a folder above it is not a folder"
+        except OSError as error:
+            return "it is a loop of symbolic links" if error.errno == errno.ELOOP else \
+                f"its folder can't be read ({error.strerror})"
+        if not stat.S_ISDIR(mode):
+            return f"it is {file_kind(mode)}, not a folder"
+        metadata = os.path.join(path, "zarr.json")
+        if os.path.islink(metadata) and not os.path.exists(metadata):
+            return "its zarr.json is a dangling symbolic link"
+        return "its zarr.json is missing"
+
+    def _unreadable(self, key: str, error: OSError) -> DafError:
+        if error.errno == errno.ENAMETOOLONG:
+            return DafFormatError(f"a path too long for this file system: {key}\nin the ZarrDaf directory: {self.root}")
+        if error.errno == errno.ELOOP:
+            return DafFormatError(f"a loop of symbolic links at: {key}\nin the ZarrDaf directory: {self.root}")
+        return storage_error(error, f"can't read the file: {key}\nin the ZarrDaf directory: {self.root}")
+
     def read(self, key: str, limit: int | None = None) -> bytes | None:
+        """The bytes of a file (at most ``limit`` of them), or ``None`` if it is missing; a FIFO, socket, device or
+        directory planted there is refused without blocking."""
         path = self._confined(key)
         try:
-            with open(path, "rb") as handle:
-                size = os.fstat(handle.fileno()).st_size
-                if limit is not None and size > limit:
-                    raise DafFormatError(f"the file: {key}\nin the ZarrDaf directory: {self.root}\nhas {size} bytes "
-                                         "(too large for metadata)")
-                return handle.read()
-        except FileNotFoundError:
+            return read_regular_file(path, what=f"the file: {key}\nin the ZarrDaf directory: {self.root}",
+                                     limit=(1 << 62) if limit is None else limit)
+        except (FileNotFoundError, NotADirectoryError):
             return None
-        except (IsADirectoryError, NotADirectoryError) as error:
-            raise DafFormatError(f"not a file: {key}\nin the ZarrDaf directory: {self.root}") from error
+        except DafError:
+            raise
+        except OSError as error:
+            raise self._unreadable(key, error) from error
 
     def map(self, key: str, dtype: np.dtype, count: int) -> tuple[np.ndarray, CacheGroup] | None:
         """A read-only map of a chunk file of ``count`` elements, or ``None`` if it is missing; a file of another
-        size is a :class:`~pydaf.DafFormatError`, before anything is mapped."""
+        size (or not a regular file) is a :class:`~pydaf.DafFormatError`, before anything is mapped."""
         path = self._confined(key)
         try:
-            size = os.stat(path).st_size
-        except FileNotFoundError:
+            fd, status = open_regular_file(path, what=f"the chunk: {key}\nin the ZarrDaf directory: {self.root}")
+        except (FileNotFoundError, NotADirectoryError):
             return None
+        except DafError:
+            raise
+        except OSError as error:
+            raise self._unreadable(key, error) from error
+        os.close(fd)
         expected = count * dtype.itemsize
-        if not os.path.isfile(path) or size != expected:
-            raise DafFormatError(f"the chunk: {key}\nin the ZarrDaf directory: {self.root}\nhas {size} bytes instead "
-                                 f"of {expected} ({count} x {dtype})")
-        return map_region(path, 0, expected, writable=False).view(dtype), CacheGroup.MappedData
+        if status.st_size != expected:
+            raise DafFormatError(f"the chunk: {key}\nin the ZarrDaf directory: {self.root}\nhas {status.st_size} "
+                                 f"bytes instead of {expected} ({count} x {dtype})")
+        try:
+            return map_region(path, 0, expected, writable=False).view(dtype), CacheGroup.MappedData
+        except (FileNotFoundError, NotADirectoryError) as error:  # (another process replaced its node meanwhile)
+            raise DafFormatError(f"the chunk: {key}\nin the ZarrDaf directory: {self.root}\nvanished while it was "
+                                 "read") from error
 
     def size(self, key: str) -> int | None:
         try:
             return os.stat(self._confined(key)).st_size
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             return None
+        except OSError as error:
+            raise self._unreadable(key, error) from error
+
+    def _is_metadata_file(self, path: str, key: str) -> bool:
+        """Whether a node's ``zarr.json`` is there; anything but a regular file there (a FIFO, a folder, ...) is
+        refused, rather than the node silently left out."""
+        try:
+            mode = os.lstat(path).st_mode
+            if stat.S_ISLNK(mode):
+                self._refuse_escape(path, key)
+                mode = os.stat(path).st_mode
+        except (FileNotFoundError, NotADirectoryError):
+            return False
+        except OSError as error:
+            if error.errno == errno.ENAMETOOLONG:
+                return False  # (a name no file can have: no such node)
+            raise self._unreadable(key, error) from error
+        if not stat.S_ISREG(mode):
+            raise DafFormatError(f"not a regular file ({file_kind(mode)}): the file: {key}\nin the ZarrDaf "
+                                 f"directory: {self.root}")
+        return True
 
     def has_node(self, node: str) -> bool:
-        return os.path.isfile(self.path(f"{node}/zarr.json" if node else "zarr.json"))
+        """Whether a node is there (a folder with a regular ``zarr.json``, inside the directory); a node the
+        consolidated metadata lists that is not is refused (:meth:`missing`), as is one linked out of the directory."""
+        key = f"{node}/zarr.json" if node else "zarr.json"
+        path = self.locate(key)
+        if self._is_metadata_file(path, key):
+            self._refuse_escape(path, key)
+            return True
+        if node:
+            self._refuse_escape(self.locate(node), node)
+            missing = self.missing(node)
+            if missing is not None:
+                raise missing
+            parent, _, name = node.rpartition("/")
+            if name in self.recorded(parent):  # (listed yet not missing: an overwrite committed meanwhile)
+                return self._is_metadata_file(self.locate(key), key)
+        return False
 
-    def children(self, node: str) -> set[str]:
-        folder = self.path(node)
+    def identity(self, node: str) -> tuple[int, int, int] | None:
+        """What tells whether a node's folder was replaced (an overwrite renames a new folder in) or deleted."""
         try:
-            names = os.listdir(folder)
+            status = os.stat(self.locate(node))
+        except OSError:
+            return None
+        return status.st_dev, status.st_ino, status.st_ctime_ns
+
+    def exists(self, key: str) -> bool:
+        """Whether anything at all is at a key (a node, a file, a folder, a link)."""
+        return os.path.lexists(self.locate(key))
+
+    def entries(self, node: str) -> set[str]:
+        """The names of everything in a node's folder (files and folders, nodes or not; hidden ones left out)."""
+        try:
+            return {name for name in os.listdir(self.locate(node)) if not name.startswith(".")}
         except (FileNotFoundError, NotADirectoryError):
             return set()
-        return {name for name in names if _is_node_name(name) and os.path.isfile(os.path.join(folder, name,
-                                                                                                "zarr.json"))}
+        except OSError as error:
+            raise self._unreadable(node, error) from error
+
+    def _is_child(self, path: str, child: str) -> bool:
+        """Whether an entry of a group's folder is a node (a folder with a regular ``zarr.json``); a regular file is
+        none (the root's own ``zarr.json``, ...), a folder without ``zarr.json`` none yet (a killed group creation);
+        a FIFO, socket, device, link loop or link out of the directory is refused, never silently left out."""
+        try:
+            mode = os.lstat(path).st_mode
+            if stat.S_ISLNK(mode):
+                self._refuse_escape(path, child)
+                mode = os.stat(path).st_mode
+        except (FileNotFoundError, NotADirectoryError):
+            return False  # (gone since listed, or a dangling link: refused by the caller if it is listed)
+        except OSError as error:
+            raise self._unreadable(child, error) from error
+        if stat.S_ISREG(mode):
+            return False
+        if not stat.S_ISDIR(mode):
+            raise DafFormatError(f"not a folder ({file_kind(mode)}): the node: {child}\nin the ZarrDaf directory: "
+                                 f"{self.root}")
+        return self._is_metadata_file(os.path.join(path, "zarr.json"), f"{child}/zarr.json")
+
+    def children(self, node: str) -> set[str]:
+        """The names of the nodes in a group; a node the consolidated metadata lists that is not there is refused
+        (:meth:`missing`), never silently left out."""
+        folder = self.locate(node)
+        try:
+            if node:
+                self._refuse_escape(folder, node)
+            names = os.listdir(folder)
+        except (FileNotFoundError, NotADirectoryError):
+            missing = self.missing(node) if node else None
+            if missing is not None:
+                raise missing from None
+            names = []
+        except OSError as error:
+            raise self._unreadable(node, error) from error
+        found = {name for name in names if _is_node_name(name) and self._is_child(
+            os.path.join(folder, name), f"{node}/{name}".lstrip("/"))}
+        # (and the nodes an overwrite that a killed writer never finished holds in their backups: see locate)
+        suffix = f"{_HIDDEN_MARK}backup"
+        for name in names:
+            original = name[1:-len(suffix)]
+            if name.startswith(".") and name.endswith(suffix) and _is_node_name(original) and original not in found \
+                    and f"{node}/{original}".lstrip("/") not in self.aside \
+                    and not os.path.lexists(os.path.join(folder, original)) \
+                    and os.path.isfile(os.path.join(folder, name, "zarr.json")):
+                found.add(original)
+        for name in self.recorded(node) - found:
+            child = f"{node}/{name}" if node else name
+            missing = self.missing(child)
+            if missing is not None:
+                raise missing
+            if self._is_metadata_file(self.locate(f"{child}/zarr.json"), f"{child}/zarr.json"):
+                found.add(name)  # (an overwrite committed while the folder was listed)
+        return found
 
     def hidden(self, node: str, name: str, kind: str) -> str:
         """The path of a hidden ``kind`` (a temporary, a backup, ...) of the child ``name`` of ``node``."""
@@ -431,7 +710,8 @@ class _DirectoryNodes:
         return _DirectoryWriter(self, node)
 
     def make_group(self, node: str) -> None:
-        """Create a group (and its zarr.json) if it does not exist yet."""
+        """Create a group (and its zarr.json) if it does not exist yet (never through a link out of the directory)."""
+        self._confined(node)
         folder = self.path(node)
         os.makedirs(folder, exist_ok=True)
         if not os.path.isfile(os.path.join(folder, "zarr.json")):
@@ -459,6 +739,7 @@ class _DirectoryNodes:
             if os.path.lexists(backup):
                 shutil.rmtree(backup)
             os.rename(path, backup)
+            self.aside.add(node)
         else:
             self.remove_tree(node)
 
@@ -485,14 +766,28 @@ class _DirectoryNodes:
                 if not name.startswith(".") or _HIDDEN_MARK not in name:
                     continue
                 path = os.path.join(folder, name)
-                original, _, kind = name[1:].partition(_HIDDEN_MARK)
+                original, _, kind = name[1:].rpartition(_HIDDEN_MARK)  # (a name may hold the mark too)
                 if kind == "backup" and not os.path.lexists(os.path.join(folder, original)):
                     os.rename(path, os.path.join(folder, original))
-                elif os.path.isdir(path) and not os.path.islink(path):
+                    continue
+                if kind.startswith("deleted-") and not os.path.lexists(os.path.join(folder, original)):
+                    self.finished_deletes.add(os.path.relpath(os.path.join(folder, original), self.root).replace(
+                        os.sep, "/"))  # (maybe still listed, by an earlier pydaf that unlisted nodes last)
+                if os.path.isdir(path) and not os.path.islink(path):
                     shutil.rmtree(path)
                 else:
                     os.remove(path)
             folders[:] = [name for name in folders if not name.startswith(".")]
+
+    def put_back(self, node: str) -> bool:
+        """Put back a node this process renamed aside for an overwrite that did not happen (its new value failed);
+        returns whether there was one."""
+        self.aside.discard(node)
+        backup, path = self.backup(node), self.path(node)
+        if os.path.lexists(backup) and not os.path.lexists(path):
+            os.rename(backup, path)
+            return True
+        return False
 
 
 class _DirectoryWriter:
@@ -502,6 +797,7 @@ class _DirectoryWriter:
         self._nodes = nodes
         self._node = node
         parent, _, name = node.rpartition("/")
+        nodes._confined(parent)  # (a folder replaced by a link out of the directory: refused before any write)
         os.makedirs(nodes.path(parent), exist_ok=True)
         self._temporary = nodes.hidden(parent, name, f"tmp-{os.getpid()}-{next(nodes._counter)}")
         os.mkdir(self._temporary)
@@ -524,6 +820,7 @@ class _DirectoryWriter:
 
     def commit(self) -> None:
         os.rename(self._temporary, self._nodes.path(self._node))
+        self._nodes.aside.discard(self._node)
         backup = self._nodes.backup(self._node)
         if os.path.lexists(backup):
             shutil.rmtree(backup)
@@ -531,11 +828,7 @@ class _DirectoryWriter:
     def abort(self) -> bool:
         """Drop the temporary; put back a node renamed aside for this overwrite. Returns whether one was."""
         shutil.rmtree(self._temporary, ignore_errors=True)
-        backup = self._nodes.backup(self._node)
-        if os.path.lexists(backup) and not os.path.lexists(self._nodes.path(self._node)):
-            os.rename(backup, self._nodes.path(self._node))
-            return True
-        return False
+        return self._nodes.put_back(self._node)
 
 
 class _ZipNodes:
@@ -580,6 +873,15 @@ class _ZipNodes:
 
     def has_node(self, node: str) -> bool:
         return self._name(f"{node}/zarr.json" if node else "zarr.json") in self.store
+
+    def exists(self, key: str) -> bool:
+        """Whether any entry is at a key or under it."""
+        name = self._name(key)
+        return name in self.store or bool(self.store.children(name))
+
+    def entries(self, node: str) -> set[str]:
+        """The next name of every entry under a node (files and folders, nodes or not)."""
+        return self.store.children(self._name(node).rstrip("/"))
 
     def children(self, node: str) -> set[str]:
         base = self._name(node).rstrip("/")
@@ -632,9 +934,19 @@ def _directory_nodes(root: str) -> _DirectoryNodes:
 
 
 class ZarrFormat(StoredFormat):
-    """The storage of a ZarrDaf data set: a Zarr v3 group in a directory or a ZIP archive."""
+    """The storage of a ZarrDaf data set: a Zarr v3 group in a directory or a ZIP archive.
+
+    Example:
+        >>> ZarrFormat.max_name_bytes, sorted(ZarrFormat.reserved_names)
+        (200, ['zarr.json'])
+    """
 
     type_name = "ZarrDaf"
+
+    #: The limits of the names of axes and properties (checked before anything is written; see :func:`name_problem`):
+    #: at most this many UTF-8 bytes, and none of the reserved names.
+    max_name_bytes: ClassVar[int] = _MAX_NAME_BYTES
+    reserved_names: ClassVar[frozenset[str]] = _RESERVED_NAMES
 
     @property  # (computed: FormatReader declares it as a plain class attribute, hence the ignore)
     def supports_rewrites(self) -> bool:  # type: ignore[override]
@@ -650,6 +962,13 @@ class ZarrFormat(StoredFormat):
         self._closed = False
         self._nodes: _DirectoryNodes | _ZipNodes
         if is_zip:
+            if writable and group is not None:  # (each part of a group is a folder once the archive is unzipped)
+                for part in group.split("/"):
+                    problem = name_problem(part)
+                    if problem is not None:
+                        raise DafPathError(f"invalid group: {part[:80]!r}\nin the path: {self.path[:300]}\n(it is "
+                                           f"{problem}; each part of a group is at most {_MAX_NAME_BYTES} UTF-8 bytes, "
+                                           f"other than {', '.join(sorted(_RESERVED_NAMES))})")
             if truncate and group is not None:
                 raise DafModeError(f"can't truncate a sub-daf inside a zip-backed ZarrDaf; the ZIP backend is "
                                    f"append-only: {self.path}")
@@ -660,8 +979,17 @@ class ZarrFormat(StoredFormat):
                                       truncate=("zarr.json", "ZarrDaf") if truncate and group is None else None)
             self._release = weakref.finalize(self, store.release)
             self._nodes = _ZipNodes(store, group)
+            self._others_may_write = writable or not store.writable
         else:
-            self._nodes = self._open_directory(may_create, truncate)
+            try:
+                self._nodes = self._open_directory(may_create, truncate)
+            except DafError:
+                raise
+            except OSError as error:
+                if error.errno == errno.ENAMETOOLONG:
+                    raise DafPathError(f"a path too long for this file system: {self.container[:300]}...\n(make "
+                                       "the path, or the name of one of its folders, shorter)") from error
+                raise storage_error(error, f"can't open the ZarrDaf directory: {self.container}") from error
         try:
             self._open_root(may_create)
         except BaseException:
@@ -693,6 +1021,11 @@ class ZarrFormat(StoredFormat):
                 raise DafFormatError(f"no such directory: {path}")
             os.makedirs(path, exist_ok=True)
         nodes = _directory_nodes(path)
+        # Unless this process holds the writer lock already, another process may have written since the last open:
+        # this open sees the data set as it is now (the axis lengths, and the shared cache: format_shared_state).
+        self._others_may_write = nodes.hold_count() == 0
+        if self._others_may_write:
+            nodes.axis_lengths.clear()
         if self.is_writable:
             if nodes.acquire_writer():
                 nodes.recover()  # (only the first writer of this process: later ones may be in the middle of a write)
@@ -802,6 +1135,7 @@ class ZarrFormat(StoredFormat):
                 self._nodes.read("zarr.json", _MAX_METADATA_BYTES) == self._root_bytes():
             return
         self._write_root()
+        self._directory().finished_deletes.clear()  # (the root no longer lists them)
 
     def _walk_entries(self) -> dict[str, str]:
         """Every node under the root with its consolidated descriptor, read from the tree."""
@@ -849,8 +1183,11 @@ class ZarrFormat(StoredFormat):
             return
         directory = self._directory()
         with directory.mutex:
-            directory.consolidated = {key: text for key, text in (directory.consolidated or {}).items()
-                                      if not any(key == node or key.startswith(node + "/") for node in nodes)}
+            kept = {key: text for key, text in (directory.consolidated or {}).items()
+                    if not any(key == node or key.startswith(node + "/") for node in nodes)}
+            if directory.consolidated is not None and len(kept) == len(directory.consolidated):
+                return  # (none of them listed)
+            directory.consolidated = kept
             self._write_root()
 
     # Reading nodes.
@@ -858,6 +1195,10 @@ class ZarrFormat(StoredFormat):
     def _node_metadata(self, node: str, what: str) -> dict[str, Any]:
         data = self._nodes.read(f"{node}/zarr.json", _MAX_METADATA_BYTES)
         if data is None:
+            if self._nodes.supports_rewrites:  # (a directory: its consolidated metadata may list the node)
+                damage = self._directory().missing(node)
+                if damage is not None:
+                    raise damage
             raise DafFormatError(f"missing zarr.json of the {what}\nin the daf zarr group: {self.path}")
         try:
             metadata = json.loads(data)
@@ -887,9 +1228,10 @@ class ZarrFormat(StoredFormat):
             mapped = self._nodes.map(key, info.dtype, size)
             if mapped is not None:
                 return mapped
-            return np.full(size, info.fill, dtype=info.dtype), CacheGroup.MemoryData
+            return self._allocate(info.shape, info, what).reshape(-1), CacheGroup.MemoryData
         keys = self._chunk_keys(node, info, what)
-        values = np.full(info.shape, info.fill, dtype=info.dtype)
+        self._check_chunk_sizes(keys, info, what)
+        values = self._allocate(info.shape, info, what)
         grid = [-(-extent // length) for extent, length in zip(info.shape, info.chunks, strict=True)]
         for index, key in zip(itertools.product(*(range(count) for count in grid)), keys, strict=True):
             chunk = self._read_chunk(key, info, what)
@@ -899,6 +1241,45 @@ class ZarrFormat(StoredFormat):
                            for coordinate, length, extent in zip(index, info.chunks, info.shape, strict=True))
             values[target] = chunk[tuple(slice(0, part.stop - part.start) for part in target)]
         return values.reshape(-1), CacheGroup.MemoryData
+
+    def _allocate(self, shape: tuple[int, ...], info: _Array, what: str) -> np.ndarray:
+        """An array of the fill value, for the values of an array (whose shape the caller checked against the axes)
+        that are not stored: zeros come from ``calloc`` (pages are only touched when used); memory that can't be had
+        is a :class:`~pydaf.DafStorageError` naming the property, never a ``MemoryError``."""
+        try:
+            if info.dtype == STRING_DTYPE:
+                values = np.empty(shape, dtype=object)
+                values.fill(info.fill)
+                return values
+            if not np.asarray(info.fill, dtype=info.dtype).reshape(1).view(np.uint8).any():
+                return np.zeros(shape, dtype=info.dtype)
+            return np.full(shape, info.fill, dtype=info.dtype)
+        except MemoryError:
+            size = math.prod(shape)
+            raise DafStorageError(f"not enough memory to read the {what}\nin the daf zarr group: {self.path}\n"
+                                  f"whose {size} {'String' if info.dtype == STRING_DTYPE else info.dtype} values "
+                                  f"({size * info.dtype.itemsize} bytes) are not stored (all the fill value: "
+                                  f"{info.fill!r}) and must be made in memory") from None
+
+    def _check_chunk_sizes(self, keys: list[str], info: _Array, what: str) -> None:
+        """Refuse an array whose stored chunks can't hold what their declared shape says, before anything is
+        allocated: an uncompressed chunk holds exactly its values, a gzip one at most ``_MAX_GZIP_RATIO`` times its
+        size, a ``vlen-utf8`` one at least 4 bytes per string (a missing chunk is the fill value, and the caller
+        checked the array's shape against the axes)."""
+        count = math.prod(info.chunks)
+        needed = 4 + 4 * count if info.dtype == STRING_DTYPE else count * info.dtype.itemsize
+        for key in keys:
+            stored = self._nodes.size(key)
+            if stored is None:
+                continue
+            if info.gzip:
+                fits = needed <= max(stored, 1) * _MAX_GZIP_RATIO
+            else:
+                fits = stored >= needed if info.dtype == STRING_DTYPE else stored == needed
+            if not fits:
+                raise DafFormatError(f"the chunk: {key}\nof the {what}\nin the daf zarr group: {self.path}\nhas "
+                                     f"{stored} bytes{' (gzip)' if info.gzip else ''}: it can't hold the "
+                                     f"{count} values of its declared chunk shape: {list(info.chunks)}")
 
     def _chunk_keys(self, node: str, info: _Array, what: str) -> list[str]:
         """The keys of an array's chunks, in the C order of its chunk grid (no more than ``_MAX_CHUNKS``)."""
@@ -930,7 +1311,7 @@ class ZarrFormat(StoredFormat):
         if info.size and info.flat:
             data = self._nodes.read(f"{node}/{info.chunk_key((0,) * len(info.shape))}")
             if data is None:
-                return np.full(info.size, info.fill, dtype=object)
+                return self._allocate((info.size,), info, what)
             return decode_strings(data, info.size, f"{what}\nin the daf zarr group: {self.path}")
         values, _ = self._read_values(node, info, what)
         return values
@@ -980,7 +1361,8 @@ class ZarrFormat(StoredFormat):
         try:
             yield writer
         except BaseException as error:
-            writer.abort()
+            if writer.abort():
+                self._reconsolidate()  # (the old node of a failed overwrite is back: so is its entry)
             if isinstance(error, OSError) and not isinstance(error, DafError):
                 raise storage_error(error, f"can't write the node: {node}\nof the daf zarr group: {self.path}"
                                     ) from error
@@ -1000,10 +1382,44 @@ class ZarrFormat(StoredFormat):
         if not self._nodes.supports_rewrites:  # (the writer layer refuses first; a format never trusts blindly)
             raise DafAppendOnlyError("can't delete or overwrite properties in a zip-backed ZarrDaf; the ZIP backend "
                                      f"is append-only\nfor the {what}\nin the daf zarr group: {self.path}")
-        self._directory().delete(node, for_set=for_set)
-        self._unconsolidate([node])
+        if not for_set:
+            self._unconsolidate([node])  # (unlisted first: a listed node is a committed one, see `recorded`)
+        try:
+            self._directory().delete(node, for_set=for_set)
+        except OSError as error:
+            if not for_set:
+                self._reconsolidate()  # (still there: listed again)
+            raise storage_error(error, f"can't delete the {what}\nin the daf zarr group: {self.path}") from error
+        if for_set:
+            self._unconsolidate([node])  # (its backup holds the committed value until the new one is in place)
+
+    def located_path(self, key: str) -> str:
+        """The file or folder holding ``key`` (``/``-separated, from the root) of a directory data set: its own path,
+        or its path in the backup of a node whose overwrite a killed writer never finished (the committed value,
+        which this handle reads; see ``_DirectoryNodes.locate``). A linked conversion links the files found here.
+
+        Example:
+            >>> import os, tempfile, pydaf
+            >>> path = os.path.join(tempfile.mkdtemp(), "a.daf.zarr")
+            >>> daf = pydaf.ZarrDaf(path, "w").add_axis("cell", ["A"]).set_vector("cell", "age", [1])
+            >>> os.rename(os.path.join(path, "vectors/cell/age"), os.path.join(path, "vectors/cell/.age.pydaf-backup"))
+            >>> os.path.relpath(pydaf.ZarrDaf(path).format.located_path("vectors/cell/age/c/0"), path)
+            'vectors/cell/.age.pydaf-backup/c/0'
+        """
+        if not self._nodes.supports_rewrites:
+            raise DafFormatError(f"the zip-backed ZarrDaf: {self.path}\nhas no files of its own (they are ZIP entries)")
+        return self._directory().locate(key)
 
     # Identity: StoredFormat's.
+
+    def format_shared_state(self, state: Any) -> Any:
+        """StoredFormat's (one lock and cache per data set in this process), except that an open while this process
+        does not hold the writer lock empties the shared cache: another process may have committed since it was
+        filled, and a new open sees the data set as it is now (so do the older handles, from then on)."""
+        shared = super().format_shared_state(state)
+        if shared is not state and self._others_may_write:
+            shared.cache.empty()
+        return shared
 
     def format_close(self) -> None:
         """Release this handle's hold of the archive (or of the directory's writer lock), after dropping what an
@@ -1016,6 +1432,29 @@ class ZarrFormat(StoredFormat):
         if release is not None:
             release()
 
+    def _consistently(self, node: str, read: Callable[[], _T]) -> _T:
+        """``read()`` a node of a directory; if it fails as damaged while another process replaced or deleted the node
+        (readers take no lock), read again, so a node changed midway is never taken for damage (a deleted one is
+        then a :class:`~pydaf.DafMissingError`)."""
+        if not self._nodes.supports_rewrites:  # (an archive's nodes never change once written)
+            return read()
+        nodes = self._directory()
+        for attempt in range(3):
+            before = nodes.identity(node)
+            try:
+                value = read()
+            except DafFormatError as error:
+                after = nodes.identity(node)
+                if after is None and nodes.missing(node) is None:  # (found by has_*, gone since)
+                    raise DafMissingError(f"the node: {node}\nof the daf zarr group: {self.path}\nwas deleted (by "
+                                          "another process, while it was being read)") from error
+                if attempt == 2 or after == before:
+                    raise
+                continue
+            if attempt == 2 or nodes.identity(node) == before:  # (else a file may have gone midway: read as elided)
+                return value
+        raise AssertionError("unreachable")
+
     # Scalars.
 
     def format_has_scalar(self, name: str) -> bool:
@@ -1025,6 +1464,9 @@ class ZarrFormat(StoredFormat):
         return self._nodes.children("scalars")
 
     def format_get_scalar(self, name: str) -> StorageScalar:
+        return self._consistently(f"scalars/{name}", lambda: self._get_scalar(name))
+
+    def _get_scalar(self, name: str) -> StorageScalar:
         what = f"scalar: {name}"
         info = self._array(f"scalars/{name}", what)
         if info.size != 1 or len(info.shape) > 1:
@@ -1043,11 +1485,14 @@ class ZarrFormat(StoredFormat):
         return str(value) if info.dtype == STRING_DTYPE else info.dtype.type(value)
 
     def format_set_scalar(self, name: str, value: StorageScalar) -> None:
+        self._require_names(("scalar", name))
         dtype = scalar_dtype(value)
         values = np.array([value], dtype=dtype)
         self._write_array(f"scalars/{name}", values, (1,))
 
     def format_delete_scalar(self, name: str, *, for_set: bool) -> None:
+        if for_set:
+            self._require_names(("scalar", name))
         self._delete_node(f"scalars/{name}", f"scalar: {name}", for_set=for_set)
 
     def _array_files(self, values: np.ndarray, shape: tuple[int, ...],
@@ -1063,15 +1508,17 @@ class ZarrFormat(StoredFormat):
         return files, metadata
 
     def _write_array(self, node: str, values: np.ndarray, shape: tuple[int, ...]) -> None:
-        files, metadata = self._array_files(values, shape)
+        with self._putting_back(node):
+            files, metadata = self._array_files(values, shape)
         self._write_node(node, [*files, ("zarr.json", metadata.encode())], [(node, metadata)])
 
     def _write_sparse(self, node: str, components: list[tuple[str, np.ndarray]]) -> None:
         files: list[tuple[str, bytes | np.ndarray]] = []
         metadata: dict[str, str] = {}
-        for name, values in components:
-            chunk, metadata[name] = self._array_files(values, values.shape, f"{name}/")
-            files += chunk
+        with self._putting_back(node):
+            for name, values in components:
+                chunk, metadata[name] = self._array_files(values, values.shape, f"{name}/")
+                files += chunk
         files += [(f"{name}/zarr.json", text.encode()) for name, text in metadata.items()]
         self._write_node(node, [*files, ("zarr.json", _GROUP_FILE)], _sparse_entries(node, metadata))
 
@@ -1084,6 +1531,9 @@ class ZarrFormat(StoredFormat):
         return self._nodes.children("axes")
 
     def format_axis_vector(self, axis: str) -> tuple[np.ndarray, CacheGroup | None]:
+        return self._consistently(f"axes/{axis}", lambda: self._axis_vector(axis))
+
+    def _axis_vector(self, axis: str) -> tuple[np.ndarray, CacheGroup | None]:
         what = f"axis: {axis}"
         self.format_axis_length(axis)  # (checks the declared length against the stored bytes first)
         info = self._axis_info(axis)
@@ -1101,6 +1551,12 @@ class ZarrFormat(StoredFormat):
     def format_axis_length(self, axis: str) -> int:
         length = self._nodes.axis_lengths.get(axis)
         if length is None:
+            length = self._consistently(f"axes/{axis}", lambda: self._axis_length(axis))
+        return length
+
+    def _axis_length(self, axis: str) -> int:
+        length = self._nodes.axis_lengths.get(axis)
+        if length is None:
             info = self._axis_info(axis)
             length = info.shape[0]
             # Every chunk must be stored (entries are distinct, so not all ""), with at least 4 bytes per entry: a
@@ -1114,6 +1570,7 @@ class ZarrFormat(StoredFormat):
         return length
 
     def format_add_axis(self, axis: str, entries: np.ndarray) -> None:
+        self._require_names(("axis", axis))
         others = sorted(self.format_axes_set() - {axis})
         groups = [f"vectors/{axis}", f"matrices/{axis}", f"matrices/{axis}/{axis}",
                   *(f"matrices/{axis}/{other}" for other in others), *(f"matrices/{other}/{axis}" for other in others)]
@@ -1129,8 +1586,9 @@ class ZarrFormat(StoredFormat):
         leftovers = [f"vectors/{axis}", f"matrices/{axis}",
                      *(f"matrices/{other}/{axis}" for other in self._nodes.children("matrices"))]
         nodes = self._directory()
-        if [leftover for leftover in leftovers if nodes.remove_tree(leftover)]:
-            self._unconsolidate(leftovers)
+        self._unconsolidate(leftovers)  # (unlisted before removed: a listed node is a committed one)
+        for leftover in leftovers:
+            nodes.remove_tree(leftover)
         for group in groups:
             nodes.make_group(group)
         self._write_node(f"axes/{axis}", [*files, ("zarr.json", metadata.encode())],
@@ -1142,9 +1600,9 @@ class ZarrFormat(StoredFormat):
         nodes = self._directory()  # (an archive refused the delete above)
         dependents = [f"vectors/{axis}", f"matrices/{axis}",
                       *(f"matrices/{other}/{axis}" for other in nodes.children("matrices"))]
+        self._unconsolidate(dependents)  # (unlisted before removed: a listed node is a committed one)
         for node in dependents:
             nodes.remove_tree(node)
-        self._unconsolidate(dependents)
 
     # Vectors.
 
@@ -1155,6 +1613,9 @@ class ZarrFormat(StoredFormat):
         return self._nodes.children(f"vectors/{axis}")
 
     def format_get_vector(self, axis: str, name: str) -> tuple[StoredVector, CacheGroup | None]:
+        return self._consistently(f"vectors/{axis}/{name}", lambda: self._get_vector(axis, name))
+
+    def _get_vector(self, axis: str, name: str) -> tuple[StoredVector, CacheGroup | None]:
         node, what = f"vectors/{axis}/{name}", f"vector: {name}\nof the axis: {axis}"
         length = self.format_axis_length(axis)
         metadata = self._node_metadata(node, what)
@@ -1167,11 +1628,21 @@ class ZarrFormat(StoredFormat):
         return SparseVector(length, nzind, nzval), weakest_cache_group(nzind_group, nzval_group)
 
     def _nzval(self, node: str, what: str, nnz: int) -> tuple[np.ndarray, CacheGroup]:
-        if not self._nodes.has_node(f"{node}/nzval"):
+        if not self._nodes.has_node(f"{node}/nzval"):  # (refused if the consolidated metadata lists it)
+            if self._nodes.exists(f"{node}/nzval"):  # (its values without their zarr.json: never all-true Bools)
+                raise DafFormatError(f"the nzval of the sparse {what}\nin the daf zarr group: {self.path}\nhas no "
+                                     "zarr.json (it is damaged: its values can't be read)")
+            # Nothing else in the group either (an nzval renamed by damage, say in a ZIP's central directory, which
+            # holds no consolidated metadata): only then is it Julia's all-true Bool pattern.
+            strangers = sorted(self._nodes.entries(node) - {"zarr.json", "nzind", "colptr", "rowval"})
+            if strangers:
+                raise DafFormatError(f"the sparse {what}\nin the daf zarr group: {self.path}\nhas no nzval but holds: "
+                                     f"{', '.join(strangers)[:300]}\n(it is damaged: its values can't be read)")
             return np.ones(nnz, dtype=np.bool_), CacheGroup.MemoryData  # Julia omits an all-true Bool nzval
         return self._component(node, "nzval", what, index=False, length=nnz)
 
     def format_set_vector(self, axis: str, name: str, vector: StoredVector | StorageScalar) -> None:
+        self._require_names(("axis", axis), ("vector", name))
         node = f"vectors/{axis}/{name}"
         length = self.format_axis_length(axis)
         if isinstance(vector, SparseVector):
@@ -1182,11 +1653,17 @@ class ZarrFormat(StoredFormat):
         self._write_array(node, vector, (length,))
 
     def format_delete_vector(self, axis: str, name: str, *, for_set: bool) -> None:
+        if for_set:
+            self._require_names(("axis", axis), ("vector", name))
         self._delete_node(f"vectors/{axis}/{name}", f"vector: {name}\nof the axis: {axis}", for_set=for_set)
 
     # Builders (the chunks are written in place; the zarr.json files, which make the property exist, when filled).
 
     def _start_building(self, node: str, chunks: list[tuple[str, np.dtype, int]]) -> list[np.ndarray]:
+        parts = node.split("/")
+        self._require_names(*((kind, part) for kind, part in zip(
+            {2: ("scalar",), 3: ("axis", "vector"), 4: ("axis", "axis", "matrix")}[len(parts)], parts[1:],
+            strict=True)))
         with self._writing(node) as writer:
             buffers = [writer.reserve(key, count * dtype.itemsize).view(dtype) if count else np.zeros(0, dtype=dtype)
                        for key, dtype, count in chunks]
@@ -1204,12 +1681,39 @@ class ZarrFormat(StoredFormat):
         building, self._building = self._building, None
         if building is None:
             return False
-        if building[1].abort() and self._nodes.consolidated is not None:
+        if building[1].abort():
+            self._reconsolidate()
+        return True
+
+    def _reconsolidate(self) -> None:
+        """Rebuild the consolidated metadata from the tree (after a node renamed aside for an overwrite came back)."""
+        if self._nodes.consolidated is not None:
             nodes = self._directory()
             with nodes.mutex:
-                nodes.consolidated = self._walk_entries()  # (a node renamed aside for this overwrite is back)
+                nodes.consolidated = self._walk_entries()
                 self._write_root()
-        return True
+
+    @contextmanager
+    def _putting_back(self, node: str) -> Iterator[None]:
+        """Put back the old node of an overwrite if preparing its new value fails (a string that can't be encoded,
+        ...), so the failed overwrite keeps the old value."""
+        try:
+            yield
+        except BaseException:
+            if self._nodes.supports_rewrites and self._directory().put_back(node):
+                self._reconsolidate()
+            raise
+
+    def _require_names(self, *names: tuple[str, str]) -> None:
+        """Refuse, before anything is written (or renamed aside), a ``(kind, name)`` a node can't have
+        (:func:`name_problem`)."""
+        for kind, name in names:
+            problem = name_problem(name)
+            if problem is not None:
+                shown = name if len(name) <= 80 else f"{name[:60]}... ({len(name)} characters)"
+                raise DafNameError(f"invalid {kind} name: {shown!r}\nfor the daf zarr group: {self.path}\n(it is "
+                                   f"{problem}; ZarrDaf names are file names of at most {_MAX_NAME_BYTES} UTF-8 "
+                                   f"bytes, other than {', '.join(sorted(_RESERVED_NAMES))}: choose another name)")
 
     def format_get_empty_dense_vector(self, axis: str, name: str, dtype: np.dtype) -> np.ndarray:
         (buffer,) = self._start_building(f"vectors/{axis}/{name}", [("c/0", dtype, self.format_axis_length(axis))])
@@ -1243,6 +1747,10 @@ class ZarrFormat(StoredFormat):
 
     def format_get_matrix(self, rows_axis: str, columns_axis: str, name: str) -> tuple[StoredMatrix,
                                                                                        CacheGroup | None]:
+        return self._consistently(f"matrices/{rows_axis}/{columns_axis}/{name}",
+                                  lambda: self._get_matrix(rows_axis, columns_axis, name))
+
+    def _get_matrix(self, rows_axis: str, columns_axis: str, name: str) -> tuple[StoredMatrix, CacheGroup | None]:
         node = f"matrices/{rows_axis}/{columns_axis}/{name}"
         what = f"matrix: {name}\nof the rows axis: {rows_axis}\nand the columns axis: {columns_axis}"
         shape = (self.format_axis_length(rows_axis), self.format_axis_length(columns_axis))
@@ -1267,6 +1775,7 @@ class ZarrFormat(StoredFormat):
 
     def format_set_matrix(self, rows_axis: str, columns_axis: str, name: str,
                           matrix: StoredMatrix | StorageScalar) -> None:
+        self._require_names(("axis", rows_axis), ("axis", columns_axis), ("matrix", name))
         node = f"matrices/{rows_axis}/{columns_axis}/{name}"
         shape = (self.format_axis_length(rows_axis), self.format_axis_length(columns_axis))
         if isinstance(matrix, SparseMatrixCSC):
@@ -1278,6 +1787,8 @@ class ZarrFormat(StoredFormat):
         self._write_array(node, np.asfortranarray(matrix).T, (shape[1], shape[0]))
 
     def format_delete_matrix(self, rows_axis: str, columns_axis: str, name: str, *, for_set: bool) -> None:
+        if for_set:
+            self._require_names(("axis", rows_axis), ("axis", columns_axis), ("matrix", name))
         self._delete_node(f"matrices/{rows_axis}/{columns_axis}/{name}", f"matrix: {name}\nof the rows axis: "
                           f"{rows_axis}\nand the columns axis: {columns_axis}", for_set=for_set)
 
