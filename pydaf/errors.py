@@ -163,6 +163,12 @@ class DafNotDafError(DafFormatError):
     group or a ZIP archive (group) without Daf's layout."""
 
 
+class DafIncompleteError(DafFormatError):
+    """A data set a copy (:func:`~pydaf.copy_all`) is writing in another process, or that a killed copy left holding
+    part of what it copied (its "incomplete copy" marker is there): the message says what happened and how to
+    recover."""
+
+
 class DafUnknownFormatError(DafFormatError):
     """A path that no registered Daf format recognises (``no known Daf format can open the path``), listing the
     known formats."""

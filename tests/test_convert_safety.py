@@ -77,7 +77,7 @@ def test_converting_a_data_set_onto_its_own_storage_is_refused(tmp_path, layout)
     if seen is not None:
         assert _described(source) == seen
     failed = run("convert", source, destination, "--no-progress")
-    assert failed.returncode == 1 and failed.stderr.startswith("pydaf: can't convert: ")
+    assert failed.returncode == 1 and failed.stderr.startswith("pydaf convert: error: can't convert: ")
     assert _files(tmp_path) == before
 
 
@@ -109,7 +109,7 @@ def test_a_destination_holding_other_data_is_refused(tmp_path, kind):
     before = _files(tmp_path)
     result = run("convert", h5ad, target, "--no-progress")
     assert result.returncode == 1
-    assert result.stderr.startswith("pydaf: not a daf data set: ") and "Traceback" not in result.stderr
+    assert result.stderr.startswith("pydaf convert: error: not a daf data set: ") and "Traceback" not in result.stderr
     assert _files(tmp_path) == before
     if kind == "directory":
         assert (tmp_path / "mine" / "notes.txt").read_text() == "precious"
@@ -136,9 +136,10 @@ def test_a_failed_daf_to_daf_conversion_leaves_the_destination_as_it_was(tmp_pat
     _source(destination)
     before, files = _described(destination), _files(tmp_path)
     refused = run("convert", source, destination, "--no-progress")
-    assert refused.returncode == 1 and refused.stderr.startswith(f"pydaf: the destination exists: {destination}\n")
+    assert refused.returncode == 1
+    assert refused.stderr.startswith(f"pydaf convert: error: the destination exists: {destination}\n")
     result = run("convert", source, destination, "--no-progress", "--overwrite")
-    assert result.returncode == 1 and "pydaf: invalid rowval of the matrix: UMIs" in result.stderr
+    assert result.returncode == 1 and "pydaf convert: error: invalid rowval of the matrix: UMIs" in result.stderr
     assert _described(destination) == before and _files(tmp_path) == files
 
 

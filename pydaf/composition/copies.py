@@ -25,6 +25,7 @@ from ..core.storage import property_text
 from ..core.undef import Undef, UndefType
 from ..core.values import exact_cast, exact_scalar
 from ..errors import DafMissingError, DafValueError
+from ..formats.incomplete_copy import begin_incomplete_copy, end_incomplete_copy
 from ..julia_text import julia_string
 from ..keys import pairs_as_dict
 from ..sparse import SparseMatrixCSC, SparseVector, colptr_from_counts
@@ -474,7 +475,10 @@ def copy_all(destination: DafWriter, source: DafReader, *, empty: Mapping | Iter
     columns_axis, name)`` matrix (a ``(main_axis, rows_axis, columns_axis, name)`` tensor key covers each of its
     matrices, and creates the ones the source lacks); ``types`` converts properties (scalar names or the same keys).
     With ``relayout`` (the default) both layouts of each matrix end up in the destination; without it, each matrix is
-    copied in the layouts the source stores. A progress bar shows (``progress=False`` silences it).
+    copied in the layouts the source stores. A progress bar shows (``progress=False`` silences it). Into a stored data
+    set the copy is marked incomplete from before its first change to after its last
+    (:mod:`pydaf.formats.incomplete_copy`): a process killed in the middle leaves a data set that refuses to open,
+    saying so, never a silently partial one.
 
     Example:
         >>> import numpy as np, pydaf
@@ -489,8 +493,6 @@ def copy_all(destination: DafWriter, source: DafReader, *, empty: Mapping | Iter
         ...     "gene", "cell", "UMIs", relayout=False)
         ('human', [3, 5], False)
     """
-    from tqdm.auto import tqdm
-
     with source.read_lock():
         tensor_keys: list[tuple[str, str, str, str]] = []
         empty = expand_tensors([destination, source], pairs_as_dict(empty) or {}, tensor_keys)
@@ -498,33 +500,53 @@ def copy_all(destination: DafWriter, source: DafReader, *, empty: Mapping | Iter
         what_for = ": data" if not empty else None
         relations = {axis: _relation(destination=destination, destination_axis=axis, source=source, source_axis=axis,
                                      allow_missing=True, what_for=what_for) for axis in sorted(source.axes_set())}
-        for name in sorted(source.scalars_set()):
-            copy_scalar(destination=destination, source=source, name=name, type=types.get(name),
-                        overwrite=overwrite, insist=insist)
-        for axis in relations:
-            if not destination.has_axis(axis):
-                copy_axis(destination=destination, source=source, axis=axis, overwrite=overwrite, insist=insist)
-        vectors = [(axis, name) for axis in relations for name in sorted(source.vectors_set(axis))]
-        matrices = [(rows_axis, columns_axis, name) for rows_axis in relations for columns_axis in relations
-                    if not relayout or columns_axis >= rows_axis
-                    for name in sorted(source.matrices_set(rows_axis, columns_axis, relayout=relayout, tensors=False))]
-        with tqdm(total=len(vectors) + len(matrices), desc="copy", unit="property", disable=not progress,
-                  mininterval=0.5) as bar:
-            for axis, name in vectors:
-                copy_vector(destination=destination, source=source, axis=axis, name=name,
-                            empty=empty.get((axis, name)), eltype=types.get((axis, name)), overwrite=overwrite,
-                            insist=insist, _relation_of_axis=relations[axis])
-                bar.update(1)
-            for rows_axis, columns_axis, name in matrices:
-                _copy_one_matrix(destination, source, rows_axis, columns_axis, name, relations, empty, types,
-                                 overwrite=overwrite, insist=insist, relayout=relayout)
-                bar.update(1)
-        for main_axis, rows_axis, columns_axis, name in tensor_keys:
-            for entry in destination.axis_vector(main_axis).tolist():
-                matrix_name = f"{entry}_{name}"
-                if not destination.has_matrix(rows_axis, columns_axis, matrix_name, relayout=relayout):
-                    _copy_one_matrix(destination, source, rows_axis, columns_axis, matrix_name, relations, empty,
-                                     types, overwrite=overwrite, insist=insist, relayout=relayout)
+        # A stored destination is marked "incomplete copy" from before the first change to after the last (a killed
+        # copy leaves a data set that refuses to open, saying so); a failure raised here drops the mark.
+        path = destination.complete_path()
+        token = None if path is None else begin_incomplete_copy(path, what=f"a copy_all from {source.name}")
+        try:
+            _copy_all(destination, source, relations, empty, types, tensor_keys, overwrite=overwrite, insist=insist,
+                      relayout=relayout, progress=progress)
+            if token is not None and hasattr(destination, "flush"):
+                destination.flush()
+        except Exception:
+            end_incomplete_copy(token)
+            raise
+        end_incomplete_copy(token)
+
+
+def _copy_all(destination: DafWriter, source: DafReader, relations: dict[str, str], empty: dict, types: dict,
+              tensor_keys: list[tuple[str, str, str, str]], *, overwrite: bool, insist: bool, relayout: bool,
+              progress: bool) -> None:
+    from tqdm.auto import tqdm
+
+    for name in sorted(source.scalars_set()):
+        copy_scalar(destination=destination, source=source, name=name, type=types.get(name),
+                    overwrite=overwrite, insist=insist)
+    for axis in relations:
+        if not destination.has_axis(axis):
+            copy_axis(destination=destination, source=source, axis=axis, overwrite=overwrite, insist=insist)
+    vectors = [(axis, name) for axis in relations for name in sorted(source.vectors_set(axis))]
+    matrices = [(rows_axis, columns_axis, name) for rows_axis in relations for columns_axis in relations
+                if not relayout or columns_axis >= rows_axis
+                for name in sorted(source.matrices_set(rows_axis, columns_axis, relayout=relayout, tensors=False))]
+    with tqdm(total=len(vectors) + len(matrices), desc="copy", unit="property", disable=not progress,
+              mininterval=0.5) as bar:
+        for axis, name in vectors:
+            copy_vector(destination=destination, source=source, axis=axis, name=name,
+                        empty=empty.get((axis, name)), eltype=types.get((axis, name)), overwrite=overwrite,
+                        insist=insist, _relation_of_axis=relations[axis])
+            bar.update(1)
+        for rows_axis, columns_axis, name in matrices:
+            _copy_one_matrix(destination, source, rows_axis, columns_axis, name, relations, empty, types,
+                             overwrite=overwrite, insist=insist, relayout=relayout)
+            bar.update(1)
+    for main_axis, rows_axis, columns_axis, name in tensor_keys:
+        for entry in destination.axis_vector(main_axis).tolist():
+            matrix_name = f"{entry}_{name}"
+            if not destination.has_matrix(rows_axis, columns_axis, matrix_name, relayout=relayout):
+                _copy_one_matrix(destination, source, rows_axis, columns_axis, matrix_name, relations, empty,
+                                 types, overwrite=overwrite, insist=insist, relayout=relayout)
 
 
 def _copy_one_matrix(destination: DafWriter, source: DafReader, rows_axis: str, columns_axis: str, name: str,

@@ -19,13 +19,17 @@ from __future__ import annotations
 
 import gc
 import os
+import re
 import shutil
+import stat
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import h5py
 
+from .._os.exchange import exchange_paths
+from .._os.files import file_kind, require_regular_file
 from ..core.readers import DafReader
 from ..core.writers import DafWriter
 from ..errors import (
@@ -33,6 +37,7 @@ from ..errors import (
     DafError,
     DafExistsError,
     DafFormatError,
+    DafIncompleteError,
     DafModeError,
     DafNotDafError,
     DafValueError,
@@ -40,9 +45,10 @@ from ..errors import (
 from ..formats.h5df import FORMAT as H5DF_FORMAT
 from ..formats.h5df.format import H5df, split_h5df_path
 from ..formats.h5df.open_files import open_h5_file
-from ..formats.paths import split_container_path
+from ..formats.incomplete_copy import building_aside, clear_incomplete_copy
+from ..formats.paths import split_container_path, storage_path
 from ..formats.registry import FormatEntry, guess_format, registered_formats
-from ..formats.zip.store import acquire_zip_store
+from ..formats.zip.store import acquire_zip_store, replace_archive
 from ..open import foreign_file_kind
 
 __all__ = [
@@ -50,6 +56,7 @@ __all__ = [
     "Storage",
     "build_daf",
     "check_destination",
+    "clean_leftovers",
     "format_names",
     "formats_by_name_text",
     "is_h5ad",
@@ -305,6 +312,83 @@ def _hidden_sibling(path: str, purpose: str, suffix: str = "") -> str:
     return os.path.join(folder, f".{name}.{purpose}-{os.getpid()}-{uuid.uuid4().hex[:8]}{suffix}")
 
 
+def _leftover_pattern(name: str) -> re.Pattern[str]:
+    """The names a conversion of ``name`` gives its hidden temporaries and set-aside old data sets (and what their own
+    writers put next to them: an HDF5 journal, an incomplete-copy marker), with the process id that made them."""
+    return re.compile(rf"^\.\.?{re.escape(name)}\.(tmp|old)-(\d+)-[0-9a-f]{{8}}")
+
+
+def _process_is_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True
+    return True
+
+
+def _remove_path(path: str) -> None:
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        try:
+            os.remove(path)
+        except FileNotFoundError:
+            pass
+
+
+def _remove_temporary(temporary: str) -> None:
+    """Remove a failed conversion's temporary and what its writer put next to it (an HDF5 undo journal, an incomplete
+    copy marker): nothing is left behind."""
+    folder, name = os.path.split(temporary)
+    _remove_path(temporary)
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return
+    for sibling in names:
+        if sibling.startswith(f".{name}."):
+            _remove_path(os.path.join(folder, sibling))
+
+
+def clean_leftovers(destination: str | os.PathLike) -> list[str]:
+    """Remove what killed conversions into ``destination`` left next to it (hidden temporaries, and old data sets set
+    aside for a replacement, of processes that are gone), first putting back an old data set whose replacement never
+    arrived (on a system that can't swap two directories atomically). Leftovers of live processes are kept (they may be
+    conversions under way). Returns the names removed.
+
+    Example:
+        >>> import os, tempfile
+        >>> folder = tempfile.mkdtemp()
+        >>> os.mkdir(os.path.join(folder, ".x.daf.tmp-999999999-0123abcd.daf"))  # (no such process)
+        >>> clean_leftovers(os.path.join(folder, "x.daf")), os.listdir(folder)
+        (['.x.daf.tmp-999999999-0123abcd.daf'], [])
+    """
+    absolute = os.path.abspath(os.fspath(destination).rstrip("/") or os.fspath(destination))
+    folder, name = os.path.split(absolute)
+    pattern = _leftover_pattern(name)
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError:
+        return []
+    removed = []
+    for leftover in names:
+        match = pattern.match(leftover)
+        if match is None or _process_is_alive(int(match.group(2))):
+            continue
+        path = os.path.join(folder, leftover)
+        set_aside = match.group(1) == "old" or leftover.endswith(".old")  # (ZarrDaf-FilesDaf conversions' name)
+        if set_aside and not leftover.startswith("..") and not os.path.lexists(absolute) and os.path.isdir(path):
+            os.rename(path, absolute)  # (the old data set, moved aside by a replacement killed before the new came)
+            continue
+        _remove_path(path)
+        removed.append(leftover)
+    return removed
+
+
 def _refuse(destination: str, what: str) -> None:
     raise DafNotDafError(f"not a daf data set: {destination}\n(it is {what}; a conversion only replaces a Daf data "
                          "set, to keep anything else safe: remove it or choose another destination)")
@@ -379,6 +463,9 @@ def repack(source: str | os.PathLike, destination: str | os.PathLike, *, progres
         np.int64(1)
     """
     text = os.fspath(source)
+    container = storage_path(text)
+    if os.path.exists(container) and not os.path.isdir(container):
+        require_regular_file(container, what="the data set to repack")  # (a FIFO is refused before it is opened)
     entry = guess_format(text)
     if entry.repack is None:
         able = ", ".join(known.name for known in registered_formats() if known.repack is not None)
@@ -417,6 +504,7 @@ def check_destination(destination: str | os.PathLike, *, format: str | None = No
         (it is the path of a FilesDaf data set: choose another destination)
     """
     text = os.fspath(destination)
+    _refuse_special_file(text)
     chosen = resolve_format(text, format)
     if chosen == ANNDATA:
         if os.path.isdir(text):
@@ -431,6 +519,17 @@ def check_destination(destination: str | os.PathLike, *, format: str | None = No
         require_replaceable(text, _entry(chosen))
     require_absent(text, overwrite=overwrite)
     return chosen
+
+
+def _refuse_special_file(text: str) -> None:
+    """Refuse a destination whose file is a FIFO, a socket or a device (never opened: opening a FIFO blocks)."""
+    container = storage_path(text)
+    try:
+        status = os.stat(container)
+    except (OSError, ValueError):
+        return  # (nothing there, or a dangling link: checked as any new destination)
+    if not stat.S_ISREG(status.st_mode) and not stat.S_ISDIR(status.st_mode):
+        _refuse(text, file_kind(status.st_mode))
 
 
 def _close(daf: DafReader) -> None:
@@ -459,6 +558,8 @@ def require_replaceable(path: str | os.PathLike, entry: FormatEntry | None = Non
     entry = entry or guess_format(text)
     try:
         _close(entry.open(absolute, "r"))
+    except DafIncompleteError:
+        pass  # (a Daf data set a killed copy left incomplete, or one being copied into: replaceable as any other)
     except DafError as error:
         _refuse(text, f"not a {entry.name} data set: {str(error).splitlines()[0]}")
 
@@ -478,22 +579,30 @@ def _build_other(path: str, entry: FormatEntry, fill: Callable[[DafWriter], obje
     require_replaceable(path, entry)
     suffix = next((suffix for suffix in (*_ARCHIVE_SUFFIXES, ".daf.zarr") if absolute.endswith(suffix)), "")
     os.makedirs(os.path.dirname(absolute), exist_ok=True)
+    clean_leftovers(absolute)
     temporary = _hidden_sibling(absolute, "tmp", suffix)
     try:
         # (No reference to the writer is kept here: _fill_temporary lets go of it before the rename.)
-        _fill_temporary(_open_temporary(entry, temporary, path, name), fill)
-        if os.path.isdir(absolute):
+        with building_aside(temporary):
+            _fill_temporary(_open_temporary(entry, temporary, path, name), fill)
+        if os.path.isdir(absolute) and os.path.isdir(temporary) and exchange_paths(temporary, absolute):
+            # (one atomic swap: the destination is the old data set or the new one at every instant; the old one,
+            # now under the temporary name, goes, or is removed by the next conversion if this one is killed)
+            clear_incomplete_copy(absolute)
+            shutil.rmtree(temporary, ignore_errors=True)
+        elif os.path.isdir(absolute):
+            # (no atomic swap here: a kill between the two renames leaves the old data set aside, put back by the
+            # next conversion into this destination, see clean_leftovers)
             old = _hidden_sibling(absolute, "old", suffix)
             os.replace(absolute, old)
             os.replace(temporary, absolute)
+            clear_incomplete_copy(absolute)
             shutil.rmtree(old, ignore_errors=True)
         else:
-            os.replace(temporary, absolute)
+            replace_archive(temporary, absolute)  # (not while another process writes the old archive)
+            clear_incomplete_copy(absolute)
     except BaseException:
-        if os.path.isdir(temporary):
-            shutil.rmtree(temporary, ignore_errors=True)
-        elif os.path.lexists(temporary):
-            os.remove(temporary)
+        _remove_temporary(temporary)
         raise
     return entry.open(path, "r+", name=name)  # type: ignore[return-value]
 
@@ -506,6 +615,7 @@ def _build_archive_group(path: str, entry: FormatEntry, fill: Callable[[DafWrite
     absolute = os.path.abspath(archive)
     suffix = next(suffix for suffix in _GROUPS_SUFFIXES if absolute.endswith(suffix))
     os.makedirs(os.path.dirname(absolute), exist_ok=True)
+    clean_leftovers(absolute)
     temporary = _hidden_sibling(absolute, "tmp", suffix)
     store = acquire_zip_store(absolute, writable=True) if os.path.lexists(absolute) else None
     try:
@@ -518,11 +628,12 @@ def _build_archive_group(path: str, entry: FormatEntry, fill: Callable[[DafWrite
             else:
                 raise DafAppendOnlyError(f"can't replace the data set: {path}\n(it is in an append-only archive; "
                                          "convert into a new group or a new archive)")
-        _fill_temporary(entry.open(f"{temporary}#/{group}", "w+", name=name or path), fill)  # type: ignore[arg-type]
+        with building_aside(f"{temporary}#/{group}"):
+            _fill_temporary(entry.open(f"{temporary}#/{group}", "w+", name=name or path), fill)  # type: ignore[arg-type]
         os.replace(temporary, absolute)
+        clear_incomplete_copy(path)
     except BaseException:
-        if os.path.lexists(temporary):
-            os.remove(temporary)
+        _remove_temporary(temporary)
         raise
     finally:
         if store is not None:
@@ -548,13 +659,15 @@ def _build_file(path: str, fill: Callable[[DafWriter], object], name: str | None
         _require_daf_file(path)
     absolute = os.path.abspath(path)
     os.makedirs(os.path.dirname(absolute), exist_ok=True)
+    clean_leftovers(absolute)
     temporary = _hidden_sibling(absolute, "tmp", ".h5df")
     try:
-        _fill_temporary(H5df(temporary, "w", name=name or path), fill)
+        with building_aside(temporary):
+            _fill_temporary(H5df(temporary, "w", name=name or path), fill)
         os.replace(temporary, absolute)
+        clear_incomplete_copy(absolute)
     except BaseException:
-        if os.path.exists(temporary):
-            os.remove(temporary)
+        _remove_temporary(temporary)
         raise
     return H5df(path, "r+", name=name)
 
@@ -577,19 +690,38 @@ def _require_daf_group(file_path: str, group: str) -> h5py.File | None:
 
 
 def _build_group(file_path: str, group: str, fill: Callable[[DafWriter], object], name: str | None) -> DafWriter:
-    file = _require_daf_group(file_path, group) or open_h5_file(file_path, "a")
+    file = _require_daf_group(file_path, group)
+    if file is None:  # (a new file: built aside whole and renamed in, so a failure or a kill leaves no file)
+        absolute = os.path.abspath(file_path)
+        os.makedirs(os.path.dirname(absolute), exist_ok=True)
+        clean_leftovers(absolute)
+        temporary = _hidden_sibling(absolute, "tmp", ".h5dfs")
+        try:
+            with building_aside(f"{temporary}#{group}"):
+                _fill_temporary(H5df(f"{temporary}#{group}", "w", name=name or f"{file_path}#{group}"), fill)
+            os.replace(temporary, absolute)
+            clear_incomplete_copy(f"{file_path}#{group}")
+        except BaseException:
+            _remove_temporary(temporary)
+            raise
+        return H5df(f"{file_path}#{group}", "r+", name=name)
     parent, _, base = group.rstrip("/").rpartition("/")
+    _clean_group_leftovers(file, file_path, parent, base)
     temporary = f"{parent}/.{base}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     try:
-        _fill_temporary(H5df(f"{file_path}#{temporary}", "w", name=name or f"{file_path}#{group}"),
-                        fill)
+        with building_aside(f"{file_path}#{temporary}"):
+            _fill_temporary(H5df(f"{file_path}#{temporary}", "w", name=name or f"{file_path}#{group}"), fill)
+        old = None
         if group in file:
             old = f"{parent}/.{base}.old-{os.getpid()}-{uuid.uuid4().hex[:8]}"
             file.move(group, old)
-            file.move(temporary, group)
+        file.move(temporary, group)
+        # Both moves in one commit of the file's undo journal: a kill before it rolls both back (the old data set
+        # stays, the temporary is removed by the next conversion), after it the new data set is in place.
+        H5df(file[group], "r+").flush()
+        clear_incomplete_copy(f"{file_path}#{group}")
+        if old is not None:
             _remove_group(file_path, old)
-        else:
-            file.move(temporary, group)
     except BaseException:
         if temporary in file:
             _remove_group(file_path, temporary)
@@ -597,9 +729,25 @@ def _build_group(file_path: str, group: str, fill: Callable[[DafWriter], object]
     return H5df(f"{file_path}#{group}", "r+", name=name)
 
 
-def _remove_group(file_path: str, group: str) -> None:
-    """Delete a data set's group (emptied by H5df's own mode ``w``, which keeps arrays still mapping it valid)."""
-    H5df(f"{file_path}#{group}", "w")
+def _clean_group_leftovers(file: h5py.File, file_path: str, parent: str, base: str) -> None:
+    """Remove the temporary and set-aside groups that killed conversions into ``parent/base`` of an HDF5 file left
+    (of processes that are gone): they would otherwise stay in the file for ever."""
+    pattern = re.compile(rf"^\.{re.escape(base)}\.(tmp|old)-(\d+)-[0-9a-f]{{8}}$")
+    holder = file[parent] if parent else file
+    for leftover in sorted(holder):
+        match = pattern.match(leftover)
+        if match is not None and not _process_is_alive(int(match.group(2))):
+            _remove_group(file_path, f"{parent}/{leftover}", leftover=True)
+
+
+def _remove_group(file_path: str, group: str, *, leftover: bool = False) -> None:
+    """Delete a data set's group (emptied by H5df's own mode ``w``, which keeps arrays still mapping it valid; a
+    ``leftover`` of a killed conversion that H5df does not recognise is deleted as it is)."""
+    try:
+        H5df(f"{file_path}#{group}", "w")
+    except DafError:
+        if not leftover:
+            raise
     file = open_h5_file(file_path, "r+")
     del file[group]
 
@@ -625,12 +773,28 @@ def write_file_then_replace(path: str | os.PathLike, write: Callable[[str], obje
     absolute = os.path.abspath(os.fspath(path))
     if os.path.isdir(absolute):
         _refuse(absolute, "a directory")
+    _refuse_special_file(absolute)
     require_absent(path, overwrite=overwrite)
+    clean_leftovers(absolute)
     temporary = _hidden_sibling(absolute, "tmp", os.path.splitext(absolute)[1])
     try:
         write(temporary)
         os.replace(temporary, absolute)
     except BaseException:
-        if os.path.exists(temporary):
-            os.remove(temporary)
+        _remove_temporary(temporary)
         raise
+
+
+def shares_storage(first: str | os.PathLike, second: str | os.PathLike) -> bool:
+    """Whether two paths share their storage, by any path to it (symbolic or hard links, ``./``, a group of the same
+    file), as :func:`require_distinct` refuses it: writing one would destroy the other (``pydaf manifest``'s output).
+
+    Example:
+        >>> shares_storage("/data/x.daf", "/data/x.daf/manifest.json"), shares_storage("x.h5dfs#/a", "x.h5dfs#/b")
+        (True, False)
+    """
+    try:
+        require_distinct(first, second)
+    except DafModeError:
+        return True
+    return False

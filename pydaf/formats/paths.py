@@ -39,6 +39,9 @@ def split_container_path(path: str | os.PathLike, *, singular: tuple[str, ...], 
         container, group = text.split(marker, 1)
         if not group:
             raise DafPathError(f"empty group name after '#/' in {format} path: {text}")
+        if any(part in (".", "..") for part in group.split("/")):  # (HDF5 would make groups named so)
+            raise DafPathError(f"invalid group name: {group!r}\nin {format} path: {text}\n(a part . or .. names no "
+                               "group: write the group's path from the file's root)")
         if strict and not all(_is_group_part(part) for part in group.split("/")):
             raise DafPathError(f"invalid group name: {group!r}\nin {format} path: {text}\n(each part must be a valid "
                                "Daf name)")
@@ -68,6 +71,18 @@ def split_complete_path(path: str) -> tuple[str, str]:
     """
     container, separator, group = path.partition("#")
     return container, separator + group
+
+
+def storage_path(path: str | os.PathLike) -> str:
+    """The file or directory that holds the data set at ``path``, whatever its format: the part before ``#/`` (a
+    trailing ``/`` dropped), to check before any format opens it.
+
+    Example:
+        >>> storage_path("/data/all.h5dfs#/cells"), storage_path("/data/cells.daf/")
+        ('/data/all.h5dfs', '/data/cells.daf')
+    """
+    container = split_complete_path(os.fspath(path))[0]
+    return container.rstrip("/") or container
 
 
 def _is_group_part(part: str) -> bool:

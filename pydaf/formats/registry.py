@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.readers import DafReader
 from ..core.writers import DafWriter
-from ..errors import DafUnknownFormatError, DafValueError
+from ..errors import DafPathError, DafUnknownFormatError, DafValueError
+from .incomplete_copy import clear_incomplete_copy, refuse_incomplete_copy
 
 if TYPE_CHECKING:
     from importlib.metadata import EntryPoint
@@ -170,6 +171,8 @@ def guess_format(path: str | os.PathLike) -> FormatEntry:
         - H5df: ...
     """
     text = os.fspath(path)
+    if "\0" in text:
+        raise DafPathError(f"a path with a NUL character: {text!r}\n(no file system can hold it)")
     found = _first_opening(text, fallback=False)
     if found is None and load_entry_point_formats():
         found = _first_opening(text, fallback=False)
@@ -224,5 +227,9 @@ class PersistentDaf(DafWriter, metaclass=_OpensInMode):
             >>> hasattr(reader, "set_scalar"), type(reader.base).__name__
             (False, 'H5df')
         """
+        if isinstance(path, (str, os.PathLike)) and mode != "w":  # (w replaces the data set: see below)
+            refuse_incomplete_copy(path, daf_name=name)
         daf = type.__call__(cls, path, mode, name=name)  # __new__ and __init__, bypassing _OpensInMode.__call__
+        if mode == "w" and isinstance(path, (str, os.PathLike)):
+            clear_incomplete_copy(path)  # (the copy a killed process left is gone with the data set it wrote)
         return daf.read_only(name=name) if mode == "r" else daf

@@ -24,10 +24,22 @@ Example:
 from __future__ import annotations
 
 import os
+import stat
 
+from .._os.files import require_regular_file
 from ..composition.copies import copy_all
-from ..composition.destinations import ANNDATA, build_daf, check_destination, is_h5ad, require_distinct, storage_of
+from ..composition.destinations import (
+    ANNDATA,
+    build_daf,
+    check_destination,
+    clean_leftovers,
+    is_h5ad,
+    require_distinct,
+    storage_of,
+)
 from ..errors import DafFormatError, DafUnknownFormatError, DafValueError
+from ..formats.incomplete_copy import clear_incomplete_copy
+from ..formats.paths import storage_path
 from ..formats.registry import guess_format
 from ..formats.zarr.convert import convert_linked, is_linkable_pair
 from ..open import open_daf
@@ -39,6 +51,17 @@ __all__ = ["convert"]
 
 def _is_mudata(path: str | os.PathLike) -> bool:
     return os.fspath(path).endswith(".h5mu")
+
+
+def _refuse_special_source(source: str | os.PathLike) -> None:
+    """Refuse a source whose file is a FIFO, a socket or a device before anything opens it (that would block)."""
+    container = storage_path(source)
+    try:
+        status = os.stat(container)
+    except (OSError, ValueError):
+        return  # (missing: said by the format that reads it)
+    if not stat.S_ISDIR(status.st_mode):
+        require_regular_file(container, what="the source to convert")
 
 
 def convert(source: str | os.PathLike, destination: str | os.PathLike, *, obs_is: str | None = None,
@@ -67,6 +90,7 @@ def convert(source: str | os.PathLike, destination: str | os.PathLike, *, obs_is
         (the destination and the source share their storage; replacing one would destroy the other)
     """
     names = {"obs_is": obs_is, "var_is": var_is, "X_is": X_is}
+    _refuse_special_source(source)
     if _is_mudata(destination):
         raise DafValueError(f"can't convert into the MuData file: {os.fspath(destination)}\n(pydaf imports the "
                             "modalities of MuData files; it writes .h5ad files)")
@@ -110,7 +134,9 @@ def convert(source: str | os.PathLike, destination: str | os.PathLike, *, obs_is
     if any(value is not None for value in names.values()) and kind != ANNDATA:
         raise DafValueError("--obs-is, --var-is and --X-is only apply to conversions from or to h5ad")
     if format is None and is_linkable_pair(source, destination) and not relayout:
+        clean_leftovers(destination)  # (what killed conversions into it left)
         convert_linked(source, destination, progress=progress)  # FilesDaf <-> ZarrDaf directories: hard links
+        clear_incomplete_copy(destination)  # (the data set a killed copy left incomplete is replaced)
         return
     if storage_of(source).path == storage_of(destination).path and storage_of(source).path.endswith(
             (".h5df", ".h5dfs")):
