@@ -38,6 +38,8 @@ class ReadOnlyChainFormat(FormatReader):
     def __init__(self, members: Sequence[DafReader], name: str) -> None:
         self.members = _flatten(members)
         self.name = name
+        # (the deepest nesting of views among the members: see pydaf.composition.views.MAX_VIEW_NESTING)
+        self.view_nesting = max((getattr(member.format, "view_nesting", 0) for member in self.members), default=0)
         _require_same_axes(self.members, name)
 
     # The capabilities of a chain are those of its last member: the one written to, and the one whose arrays a read
@@ -334,9 +336,16 @@ class WriteChainFormat(ReadOnlyChainFormat, FormatWriter):
 
 
 def base_daf_path(path: str, base: str) -> str:
-    """The absolute path of the base recorded (relative to the directory of ``path``, or absolute) by a repository."""
+    """The absolute path of the base recorded (relative to the directory of ``path``, or absolute) by a repository.
+    Only the container's part is normalized: a ``..`` after the ``#`` of a group never climbs out of the container.
+
+    Example:
+        >>> base_daf_path("/data/deeper/more.daf", "../all.h5dfs#/cells"), base_daf_path("/data/x.daf", "y.h5df#/../..")
+        ('/data/all.h5dfs#/cells', '/data/y.h5df#/../..')
+    """
     directory = os.path.dirname(split_complete_path(path)[0])
-    return os.path.abspath(os.path.join(directory, base))
+    container, group = split_complete_path(base)
+    return os.path.abspath(os.path.join(directory, container)) + group
 
 
 def _flatten(members: Sequence[DafReader]) -> list[DafReader]:

@@ -11,26 +11,45 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
+import stat
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
+from .._os.files import file_kind
 from ..core.brief import brief_scalar
-from ..core.readers import DafReader
+from ..core.readers import DafReader, DafReadOnlyWrapper
 from ..core.writers import DafWriter
-from ..errors import DafChainError, DafFormatError, DafModeError, DafValueError
+from ..errors import DafChainError, DafError, DafFormatError, DafModeError, DafPathError, DafValueError
+from ..formats.h5df.format import H5dfFormat
 from ..formats.paths import split_complete_path
 from ..open import open_daf
 from ..queries.base import QueryOperation
-from .chains import base_daf_path, chain_reader, chain_writer
-from .views import ViewFormat, ViewPairs, ViewQuery, make_view, view_pairs
+from .chains import ReadOnlyChainFormat, base_daf_path, chain_reader, chain_writer
+from .views import MAX_VIEW_NESTING, ViewFormat, ViewPairs, ViewQuery, make_view, view_nesting, view_pairs
 
-__all__ = ["complete_chain", "complete_daf"]
+__all__ = ["MAX_CHAIN_DEPTH", "complete_chain", "complete_daf"]
 
 BASE_DAF_REPOSITORY = "base_daf_repository"
 BASE_DAF_VIEW = "base_daf_view"
 BASE_DAF_FINGERPRINT = "base_daf_fingerprint"
+
+#: The most data sets a persistent chain holds (its leaf and every base reached from it by the
+#: ``base_daf_repository`` records). :func:`complete_chain` refuses to build a deeper one and :func:`complete_daf`
+#: refuses to open one (records written by hand or by a program gone wrong), with a :class:`~pydaf.DafChainError`
+#: naming the depth and this limit, before anything deeper is opened. Each base seen through a view nests one more view
+#: in the chain, so a chain with views holds at most :data:`~pydaf.composition.views.MAX_VIEW_NESTING` of them.
+MAX_CHAIN_DEPTH = 64
+#: The longest ``base_daf_repository`` accepted (Linux's ``PATH_MAX``), checked before the path is used.
+MAX_REPOSITORY_CHARACTERS = 4096
+#: The longest ``base_daf_view`` text parsed (a view of tens of thousands of pairs fits).
+MAX_VIEW_CHARACTERS = 1 << 20
+#: The longest ``base_daf_fingerprint`` text parsed (~100 characters per axis of the base).
+MAX_FINGERPRINT_CHARACTERS = 16 << 20
+
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
 
 def _query_text(query: ViewQuery) -> str | None:
@@ -65,24 +84,37 @@ def view_json(axes: list[tuple[Any, ViewQuery]] | None, data: list[tuple[Any, Vi
     return json.dumps(parameters, ensure_ascii=False)
 
 
-def _parse_json_scalar(text: Any, scalar: str, shown: str,
-                       daf: DafReader) -> tuple[Any, Callable[[str], DafFormatError]]:
-    """The JSON value of a recorded scalar (``shown`` in errors), and the maker of its "invalid" errors."""
+def _parse_json_scalar(text: Any, scalar: str, daf: DafReader, limit: int,
+                       daf_path: str | None = None) -> tuple[Any, Callable[[str], DafFormatError]]:
+    """The JSON value of a recorded scalar (at most ``limit`` characters, checked before parsing), and the maker of
+    its "invalid" errors (naming the data set holding it, and its path)."""
     def invalid(why: str) -> DafFormatError:
-        return DafFormatError(f"invalid {scalar}: {shown}\n({why})", daf_name=daf.name)
+        return DafFormatError(f"invalid {scalar}: {brief_scalar(text)}\n({why})", daf_name=daf.name,
+                              hint=None if daf_path is None else f"at: {daf_path}")
 
     if not isinstance(text, str):
         raise invalid("expected a JSON string")
+    if len(text) > limit:
+        raise invalid(f"a text of {len(text)} characters; at most {limit} are read")
     try:
         return json.loads(text), invalid
     except ValueError as error:
         raise invalid(f"not JSON: {error}") from None
+    except RecursionError:
+        raise invalid("not JSON: nested too deeply") from None
 
 
-def parse_view_json(text: Any, daf: DafReader) -> dict[str, list[tuple[Any, Any]]]:
+def parse_view_json(text: Any, daf: DafReader, daf_path: str | None = None) -> dict[str, list[tuple[Any, Any]]]:
     """The :func:`~pydaf.viewer` parameters recorded in a ``base_daf_view`` scalar (Julia's
-    ``parse_view_parameters``); anything else than that layout is a :class:`~pydaf.DafFormatError`."""
-    parsed, invalid = _parse_json_scalar(text, BASE_DAF_VIEW, repr(text), daf)
+    ``parse_view_parameters``); anything else than that layout (or a text of more than
+    :data:`MAX_VIEW_CHARACTERS`) is a :class:`~pydaf.DafFormatError`.
+
+    Example:
+        >>> import pydaf
+        >>> parse_view_json('{"axes": [{"cell": "="}]}', pydaf.MemoryDaf())
+        {'axes': [('cell', '=')]}
+    """
+    parsed, invalid = _parse_json_scalar(text, BASE_DAF_VIEW, daf, MAX_VIEW_CHARACTERS, daf_path)
     if not isinstance(parsed, dict):
         raise invalid("expected a JSON object")
     parameters: dict[str, list[tuple[Any, Any]]] = {}
@@ -149,7 +181,7 @@ def _check_base(daf: DafReader, daf_path: str, repository: str, base_path: str, 
     if text is None:
         return
 
-    recorded, invalid = _parse_json_scalar(text, BASE_DAF_FINGERPRINT, brief_scalar(text), daf)
+    recorded, invalid = _parse_json_scalar(text, BASE_DAF_FINGERPRINT, daf, MAX_FINGERPRINT_CHARACTERS, daf_path)
     if not isinstance(recorded, dict) or not isinstance(recorded.get("axes"), dict) or not all(
             isinstance(axis, dict) and isinstance(axis.get("entries"), int) and isinstance(axis.get("sha256"), str)
             for axis in recorded["axes"].values()):
@@ -179,6 +211,173 @@ def _check_base(daf: DafReader, daf_path: str, repository: str, base_path: str, 
             daf_name=daf.name, daf_preposition=None)
 
 
+def _stored_members(daf: DafReader) -> list[DafReader]:
+    """The data sets ``daf`` reads from: itself, or the members of a chain and the bases of views (read-only
+    wrappers unwrapped), in chain order."""
+    while isinstance(daf, DafReadOnlyWrapper):
+        daf = daf.base
+    if isinstance(daf.format, ViewFormat):
+        return _stored_members(daf.format.base)
+    if isinstance(daf.format, ReadOnlyChainFormat):
+        return [stored for member in daf.format.members for stored in _stored_members(member)]
+    return [daf]
+
+
+def _group_parts(group: str) -> list[str]:
+    return [part for part in group.lstrip("#").split("/") if part not in ("", ".")]
+
+
+def _is_data_set(path: str, daf: DafReader) -> bool:
+    """Whether the data set at the complete ``path`` is ``daf`` (a stored data set), whatever the spelling: a symbolic
+    or hard link to its file or directory, ``./`` or ``..`` parts, an HDF5 group reached by another (soft or hard)
+    link. Never raises: a path that can't be looked at is not ``daf``."""
+    own = daf.complete_path()
+    if own is None:
+        return False
+    if path == own:
+        return True
+    container, group = split_complete_path(path)
+    own_container, own_group = split_complete_path(own)
+    try:
+        if not os.path.samefile(container, own_container):
+            return False
+    except (OSError, ValueError):  # (missing, a NUL byte, too long, not encodable...)
+        return False
+    storage = daf.format
+    if isinstance(storage, H5dfFormat):
+        try:
+            root = storage.root
+            found = root.file.get("/" + "/".join(_group_parts(group)))
+            return found is not None and found == root.file[root.name]
+        except Exception:  # (an unreadable or closed file: not known to be the same)
+            return False
+    return _group_parts(group) == _group_parts(own_group)
+
+
+def _record_context(daf: DafReader, daf_path: str, record: Any) -> str:
+    return f"(the {BASE_DAF_REPOSITORY}: {brief_scalar(record)}\nof the daf data: {daf.name}\nat: {daf_path})"
+
+
+def _recorded_base_path(daf: DafReader, daf_path: str, record: Any) -> str:
+    """The absolute path of the base that ``daf`` (at ``daf_path``) records, checked to be a local path that can be
+    looked at (no NUL byte, valid UTF-8, at most :data:`MAX_REPOSITORY_CHARACTERS`, not a URL) before it is used."""
+    def invalid(why: str) -> DafFormatError:
+        return DafFormatError(f"invalid {BASE_DAF_REPOSITORY}: {brief_scalar(record)}\n({why})", daf_name=daf.name,
+                              hint=f"at: {daf_path}\n(record the base again: complete_chain(base_daf=..., "
+                                   f"new_daf=open_daf({daf_path!r}, \"r+\")))")
+
+    if not isinstance(record, str) or not record:
+        raise invalid("expected a path")
+    if len(record) > MAX_REPOSITORY_CHARACTERS:
+        raise invalid(f"expected a path: a text of {len(record)} characters; at most {MAX_REPOSITORY_CHARACTERS}")
+    if "\0" in record:
+        raise invalid("expected a path: it holds a NUL character")
+    try:
+        record.encode("utf-8")
+    except UnicodeEncodeError:
+        raise invalid("expected a path: it is not valid UTF-8") from None
+    if _URL.match(record):
+        raise invalid("expected a path: a URL; a chain's bases are local paths")
+    return base_daf_path(daf_path, record)
+
+
+def _require_base_storage(path: str, context: str) -> None:
+    """Refuse, without opening it, a base whose file or directory is missing or is neither (a FIFO, a socket, a
+    device: opening those may block)."""
+    container = split_complete_path(path)[0]
+    try:
+        status = os.stat(container)
+    except FileNotFoundError:
+        raise DafChainError(f"missing base daf data: {path}\n{context}\n(it was moved or deleted; put it back, or "
+                            "record the base again with complete_chain)", daf_preposition=None) from None
+    except (OSError, ValueError) as error:
+        raise DafChainError(f"can't look at the base daf data: {path}\n{context}\n({type(error).__name__}: {error})",
+                            daf_preposition=None) from None
+    if not (stat.S_ISREG(status.st_mode) or stat.S_ISDIR(status.st_mode)):
+        raise DafChainError(f"not a daf data set but {file_kind(status.st_mode)}: the base daf data: {path}\n"
+                            f"{context}", daf_preposition=None)
+
+
+def _open_base(path: str, context: str) -> DafReader:
+    """The base at ``path`` opened read-only; any failure names the chain member that records it (``context``)."""
+    _require_base_storage(path, context)
+    try:
+        return open_daf(path, "r")
+    except DafError as error:
+        raise error.with_line(f"for the base daf data: {path}\n{context}") from None
+    except (OSError, ValueError, TypeError, LookupError, UnicodeError, RecursionError) as error:
+        raise DafChainError(f"can't open the base daf data: {path}\n{context}\n({type(error).__name__}: {error})",
+                            daf_preposition=None) from None
+
+
+def _depth_error(what: str) -> DafChainError:
+    return DafChainError(f"too deep chain: {what}\n(a persistent chain holds at most MAX_CHAIN_DEPTH = "
+                         f"{MAX_CHAIN_DEPTH} data sets: a deeper one is refused, so that opening it ends)",
+                         daf_preposition=None)
+
+
+def _require_no_cycle(base_daf: DafReader, base_path: str, new_daf: DafWriter, new_path: str) -> None:
+    """Refuse (before anything is written) a base that is the new data set, by any path, or that is built on it (a
+    member of a chain, or reached by following the ``base_daf_repository`` records from the base), and a base whose
+    recorded chain already holds :data:`MAX_CHAIN_DEPTH` data sets."""
+    target = _stored_members(new_daf)[-1]  # (the data set the records are written to)
+    known = _stored_members(base_daf)
+
+    def cycle(via: str) -> DafChainError:
+        return DafChainError(
+            f"cyclic chain: the base daf data: {base_daf.name}\nat: {base_path}\n{via}the new daf data: "
+            f"{new_daf.name}\nat: {new_path}\n(recording it would make the new daf data its own base; nothing was "
+            "written: choose a base that is not built on the new daf data)", daf_preposition=None)
+
+    for member in known:
+        member_path = member.complete_path()
+        if member is target or (member_path is not None and _is_data_set(member_path, target)):
+            raise cycle("is " if member_path == base_path else f"holds: {member_path}\nwhich is ")
+    # The chain complete_daf would open below the new data set: the base and every base its records reach (those
+    # opened here are closed again: an HDF5 file left open read-only could not be opened for writing afterwards).
+    opened: list[DafReader] = []
+    try:
+        _walk_bases(base_path, target, known, opened, cycle, f"the new daf data: {new_daf.name}\nat: {new_path}\n"
+                    f"would have more than {MAX_CHAIN_DEPTH - 1} bases, reached from: {base_path}")
+    finally:
+        for daf in opened:
+            daf.close()
+
+
+def _walk_bases(path: str, target: DafReader, known: list[DafReader], opened: list[DafReader],
+                cycle: Callable[[str], DafChainError], too_deep: str) -> None:
+    """Follow the ``base_daf_repository`` records from the base at ``path``, refusing one that reaches ``target``
+    (``cycle``) or a chain of more than :data:`MAX_CHAIN_DEPTH` data sets with ``target`` (``too_deep``); a broken
+    record ends the walk (:func:`complete_daf` reports it). ``known``: data sets already open, used as they are;
+    ``opened``: those this opens."""
+    base_path = path
+    seen: list[DafReader] = []
+    while True:
+        if _is_data_set(path, target):
+            raise cycle("is " if path == base_path else f"is built on: {path}\nwhich is ")
+        if any(_is_data_set(path, earlier) for earlier in seen):
+            return  # (a cycle among the bases themselves: complete_daf reports it)
+        if len(seen) + 1 >= MAX_CHAIN_DEPTH:
+            raise _depth_error(too_deep)
+        daf = next((member for member in known if _is_data_set(path, member)), None)
+        if daf is None:
+            try:
+                daf = open_daf(path, "r")
+            except Exception:  # (a broken record of the base is complete_daf's to report)
+                return
+            known.append(daf)
+            opened.append(daf)
+        seen.append(daf)
+        record = daf.get_scalar(BASE_DAF_REPOSITORY, default=None)
+        daf_path = daf.complete_path()
+        if record is None or daf_path is None:
+            return
+        try:
+            path = _recorded_base_path(daf, daf_path, record)
+        except DafError:
+            return
+
+
 def complete_chain(*, base_daf: DafReader, new_daf: DafWriter, name: str | None = None, axes: ViewPairs | None = None,
                    data: ViewPairs | None = None, absolute: bool = False) -> DafWriter:
     """A write chain of ``base_daf`` (or of a :func:`~pydaf.viewer` of it, with ``axes`` and ``data``) and
@@ -186,8 +385,10 @@ def complete_chain(*, base_daf: DafReader, new_daf: DafWriter, name: str | None 
     to ``new_daf``'s directory unless ``absolute``; ``base_daf_view``: the view parameters, if any; and
     ``base_daf_fingerprint``: the identity of the base, its axes' entries, which Julia ignores) so that
     :func:`complete_daf` reopens the same chain later, and refuses a base replaced meanwhile by another data set.
-    Everything is checked before anything is written. Calling it again on the same ``new_daf`` records its base
-    anew (for a base that was replaced on purpose).
+    Everything is checked before anything is written: a base that is ``new_daf`` by any path (a link, another
+    spelling, another HDF5 link to its group), or is built on it (a chain holding it, or records on disk leading to
+    it), and a chain of more than :data:`MAX_CHAIN_DEPTH` data sets are a :class:`~pydaf.DafChainError`. Calling it
+    again on the same ``new_daf`` records its base anew (for a base that was replaced on purpose).
 
     Example:
         >>> import pydaf, tempfile, os
@@ -209,6 +410,7 @@ def complete_chain(*, base_daf: DafReader, new_daf: DafWriter, name: str | None 
             raise DafValueError(f"the {what} daf data: {daf.name}\nhas no path (complete_chain needs data sets on "
                                 "disk)")
     assert new_path is not None and base_path is not None
+    _require_no_cycle(base_daf, base_path, new_daf, new_path)
     recorded_view = None
     base = base_daf
     if axes is not None or data is not None:
@@ -219,6 +421,12 @@ def complete_chain(*, base_daf: DafReader, new_daf: DafWriter, name: str | None 
     chain = chain_writer([base, new_daf], name=name)
     repository = base_path if absolute else _relative_path(base_path, new_path)
     fingerprint = base_daf_fingerprint(base_daf, repository)
+    for scalar, text, limit in ((BASE_DAF_REPOSITORY, repository, MAX_REPOSITORY_CHARACTERS),
+                                (BASE_DAF_VIEW, recorded_view or "", MAX_VIEW_CHARACTERS),
+                                (BASE_DAF_FINGERPRINT, fingerprint, MAX_FINGERPRINT_CHARACTERS)):
+        if len(text) > limit:  # (complete_daf would refuse to read it back)
+            raise DafValueError(f"too long {scalar}: {len(text)} characters (at most {limit})\nfor the base daf "
+                                f"data: {base_path}\nof the new daf data: {new_path}", daf_preposition=None)
     new_daf.set_scalar(BASE_DAF_REPOSITORY, repository, overwrite=True)
     if recorded_view is None:
         new_daf.delete_scalar(BASE_DAF_VIEW, must_exist=False)  # a view recorded before no longer applies
@@ -239,7 +447,11 @@ def complete_daf(path: str | os.PathLike, mode: str = "r", *, name: str | None =
     replaced by another data set, or one that lost or changed an axis) is a :class:`~pydaf.DafChainError`, unless
     ``accept_changed_base`` (which opens the chain as it is, unchecked, and records nothing; calling
     :func:`complete_chain` again records the new base for good). Chains without that record (written by Julia, or by
-    pydaf before it recorded one) open unchecked.
+    pydaf before it recorded one) open unchecked. Records are checked before they are used, and every failure
+    names the member holding the record and the base it names: a cycle, a chain of more than
+    :data:`MAX_CHAIN_DEPTH` data sets or more than :data:`~pydaf.composition.views.MAX_VIEW_NESTING` views, a
+    missing base or one that is not a file or directory (a FIFO is never opened) are a :class:`~pydaf.DafChainError`;
+    a malformed record is a :class:`~pydaf.DafFormatError`.
 
     Example:
         >>> import pydaf, tempfile, os
@@ -254,42 +466,59 @@ def complete_daf(path: str | os.PathLike, mode: str = "r", *, name: str | None =
     path = os.fspath(path)
     if mode not in ("r", "r+"):
         raise DafModeError(f"invalid mode: {mode}\nfor complete_daf: {path}\n(expected r or r+)")
+    if "\0" in path:  # (which the OS refuses with an untyped ValueError)
+        raise DafPathError(f"invalid path: {path!r}\nfor complete_daf\n(it holds a NUL character)")
     name = path if name is None else name
-    members = list(reversed(_collect(path, mode, name, 0, set(), check=not accept_changed_base)))
+    members = list(reversed(_collect(path, mode, name, 0, [], check=not accept_changed_base)))
     if mode == "r+":
         return chain_writer(members, name=f"{name}.complete")
     return chain_reader(members, name=f"{name}.complete")
 
 
-def _collect(path: str, mode: str, name: str, index: int, visited: set[str], *, check: bool) -> list[DafReader]:
+def _collect(path: str, mode: str, name: str, index: int, opened: list[DafReader], *, check: bool,
+             child: tuple[DafReader, str, str] | None = None) -> list[DafReader]:
     """The data sets of a chain from its leaf at ``path`` towards its root (Julia's ``collect_dafs``), each base
-    checked against the identity its child recorded, if ``check``."""
+    checked against the identity its child recorded, if ``check``. ``opened``: every data set of the chain opened so
+    far (for cycles, by identity, and the depth); ``child``: the member recording ``path`` as its base, its path and
+    its record (for errors)."""
     members: list[DafReader] = []
     # The records of the members whose base is the next member: checked once the bases' own bases are open too.
     links: list[tuple[int, str, str, str]] = []
     while True:
-        daf = open_daf(path, mode)
+        if child is None:
+            daf = open_daf(path, mode)
+        else:
+            child_daf, child_path, child_record = child
+            context = _record_context(child_daf, child_path, child_record)
+            earlier = next((member for member in opened if _is_data_set(path, member)), None)
+            if earlier is not None:
+                raise DafChainError(f"cyclic {BASE_DAF_REPOSITORY}\nreaching again the daf data: {earlier.name}\n"
+                                    f"at: {path}\n{context}", daf_preposition=None)
+            if len(opened) >= MAX_CHAIN_DEPTH:
+                raise _depth_error(f"the daf data: {opened[0].name}\nat: {opened[0].complete_path()}\nhas more than "
+                                   f"{MAX_CHAIN_DEPTH - 1} bases\nthe next one: {path}\n{context}")
+            daf = _open_base(path, context)
         complete_path = daf.complete_path() or os.path.abspath(path)
-        if complete_path in visited:
-            raise DafFormatError(f"cyclic {BASE_DAF_REPOSITORY}\nreaching again the daf data: {daf.name}\n"
-                                 f"at: {complete_path}", daf_name=daf.name, daf_preposition=None)
-        visited.add(complete_path)
+        opened.append(daf)
         members.append(daf)
-        base = daf.get_scalar(BASE_DAF_REPOSITORY, default=None)
-        if base is None:
+        record = daf.get_scalar(BASE_DAF_REPOSITORY, default=None)
+        if record is None:
             break
-        if not isinstance(base, str) or not base:
-            raise DafFormatError(f"invalid {BASE_DAF_REPOSITORY}: {brief_scalar(base)}\n(expected a path)",
-                                 daf_name=daf.name)
-        path = base_daf_path(complete_path, base)
+        path = _recorded_base_path(daf, complete_path, record)
+        base = str(record)  # (checked to be a string)
+        child = (daf, complete_path, base)
         recorded_view = daf.get_scalar(BASE_DAF_VIEW, default=None)
         if recorded_view is not None:
-            parameters = parse_view_json(recorded_view, daf)
-            bases = _collect(path, "r", name, index + 1, visited, check=check)
+            parameters = parse_view_json(recorded_view, daf, complete_path)
+            bases = _collect(path, "r", name, index + 1, opened, check=check, child=child)
             if check:
                 _check_base(daf, complete_path, base, path, bases)  # the base itself, not the view of it
             bases.reverse()
             chain = chain_reader(bases, name=f"{name}.chain_{index}")
+            if view_nesting(chain) >= MAX_VIEW_NESTING:
+                raise _depth_error(f"the daf data: {daf.name}\nat: {complete_path}\nis seen through "
+                                   f"{view_nesting(chain) + 1} nested views (its own and its bases' {BASE_DAF_VIEW}; "
+                                   f"at most MAX_VIEW_NESTING = {MAX_VIEW_NESTING})")
             members.append(make_view(chain, name=f"{name}.view_{index}", axes=parameters.get("axes"),
                                      data=parameters.get("data"), path=bases[-1].complete_path()))
             break

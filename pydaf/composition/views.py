@@ -57,6 +57,7 @@ __all__ = [
     "ALL_MATRICES",
     "ALL_SCALARS",
     "ALL_VECTORS",
+    "MAX_VIEW_NESTING",
     "VIEW_ALL_AXES",
     "VIEW_ALL_DATA",
     "VIEW_ALL_MATRICES",
@@ -64,6 +65,7 @@ __all__ = [
     "VIEW_ALL_VECTORS",
     "DafView",
     "ViewFormat",
+    "view_nesting",
     "viewer",
 ]
 
@@ -76,10 +78,32 @@ VIEW_ALL_MATRICES = (ALL_MATRICES, "=")
 #: hides one).
 VIEW_ALL_DATA = (VIEW_ALL_SCALARS, VIEW_ALL_VECTORS, VIEW_ALL_MATRICES)
 
+#: The most views nested in one another (a view of a view, or of a chain holding one, and so on; each base of a
+#: persistent chain seen through a view adds one): a deeper one is refused when it is made, with a
+#: :class:`~pydaf.DafValueError` naming its depth and this limit, as reading through it would exhaust Python's stack.
+MAX_VIEW_NESTING = 16
+
 ViewQuery: TypeAlias = str | QueryOperation | None
 ViewPairs: TypeAlias = Mapping[Any, ViewQuery] | Iterable[tuple[Any, ViewQuery]]
 
 _WILDCARD_QUERIES = ("=", None)
+
+# The version counters of the views already computed by this thread's outermost version-counter request: a view
+# property depends on several base properties, each of which may depend on several of its own base's, so without it
+# nested views would compute the same counters again and again (exponential in the nesting).
+_versions_memo = threading.local()
+
+
+def view_nesting(daf: DafReader) -> int:
+    """How many views are nested in ``daf`` (0 for a data set that holds no view; chains count their deepest member).
+
+    Example:
+        >>> import pydaf
+        >>> daf = pydaf.MemoryDaf()
+        >>> view_nesting(daf), view_nesting(pydaf.viewer(pydaf.viewer(daf, data={}), data={}))
+        (0, 2)
+    """
+    return getattr(daf.format, "view_nesting", 0)
 
 
 def view_pairs(pairs: ViewPairs | None, *, data: bool, name: str, daf_name: str) -> list[tuple[Any, ViewQuery]]:
@@ -241,6 +265,7 @@ class ViewFormat(FormatReader):
         self.base = base
         self.name = name
         self.path = path
+        self.view_nesting = 1 + view_nesting(base)
         # Reversed, so the first match of a search is the last pair that names the property.
         self.axes = list(reversed(axes))
         self.scalars = [(key, query) for key, query in reversed(data) if isinstance(key, str)]
@@ -288,6 +313,19 @@ class ViewFormat(FormatReader):
         return self.base.write_count()
 
     def format_version_counter(self, key: Hashable) -> int:
+        memo = getattr(_versions_memo, "memo", None)
+        if memo is None:
+            _versions_memo.memo = memo = {}
+            try:
+                return self._version_counter(key, memo)
+            finally:
+                _versions_memo.memo = None
+        return self._version_counter(key, memo)
+
+    def _version_counter(self, key: Hashable, memo: dict[tuple[int, Hashable], int]) -> int:
+        found = memo.get((id(self), key))
+        if found is not None:
+            return found
         # The base's counters are read without holding the format's lock: a thread holding the base's read lock
         # (computing a property) may be waiting for that lock, and a base writer waiting for it would then wait forever.
         with self._lock:
@@ -301,6 +339,7 @@ class ViewFormat(FormatReader):
             if tracked.dependencies == dependencies and tracked.versions != versions:
                 tracked.versions = versions
                 tracked.generation += 1
+            memo[(id(self), key)] = tracked.generation
             return tracked.generation
 
     def _base_versions(self, dependencies: tuple[CacheKey, ...]) -> tuple[int, ...]:
@@ -782,6 +821,12 @@ def make_view(daf: DafReader, *, name: str | None, axes: ViewPairs | None, data:
         return daf.read_only(name=name)
     while isinstance(daf, DafReadOnlyWrapper):
         daf = daf.base
+    if view_nesting(daf) >= MAX_VIEW_NESTING:
+        raise DafValueError(f"too deeply nested view: {view_nesting(daf) + 1} views in one another\n(at most "
+                            f"MAX_VIEW_NESTING = {MAX_VIEW_NESTING}: reading through more would exhaust the stack; "
+                            "copy the data of a view into a data set to view it further)",
+                            for_=f"view: {name if name is not None else f'{daf.name}.view'}", daf_name=daf.name,
+                            daf_preposition="of")
     name = unique_name(name if name is not None else f"{daf.name}.view")
     axes_pairs = view_pairs([VIEW_ALL_AXES] if axes is None else axes, data=False, name=name, daf_name=daf.name)
     data_pairs = view_pairs(VIEW_ALL_DATA if data is None else data, data=True, name=name, daf_name=daf.name)
