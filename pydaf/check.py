@@ -23,13 +23,17 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import h5py
 import numpy as np
 
 from . import kernels
+from .composition.destinations import storage_of
 from .core.readers import DafReader
 from .core.storage import CheckedReads, property_text
 from .core.validation import require_entries, require_scalar, require_stored_matrix, require_stored_vector
 from .errors import DafError
+from .formats.h5df.open_files import open_h5_file
+from .formats.registry import guess_format
 from .open import open_daf
 from .sparse import SparseMatrixCSC, dense_column_major
 
@@ -217,6 +221,27 @@ def check_path(path: str | os.PathLike) -> tuple[list[str], dict[str, int]]:
     return checker.problems, checker.counts
 
 
+def _is_data_set_storage(path: str) -> bool:
+    """Whether a data set that fails to open is damaged (its storage is there, of the kind its path names, some format
+    recognises it, and the group it names is in it), rather than no data set at all (nothing there, a directory named
+    like a file, a file no format recognises, a missing group)."""
+    storage = storage_of(path)
+    if not os.path.exists(storage.path) or (os.path.isdir(storage.path) and not storage.is_directory):
+        return False
+    if "#" not in path and not os.path.exists(path):  # (a path through a file: x.h5df/..)
+        return False
+    try:
+        entry = guess_format(path)
+    except DafError:
+        return False
+    if entry.name == "H5df" and storage.group != "/" and h5py.is_hdf5(storage.path):
+        try:
+            return storage.group in open_h5_file(storage.path, "r")
+        except DafError:
+            return True  # (a damaged file)
+    return True
+
+
 def check_main(path: str) -> int:
     """``pydaf check PATH``: print one line per problem (stdout) and return 1, or print a summary and return 0.
 
@@ -229,6 +254,8 @@ def check_main(path: str) -> int:
         0
     """
     problems, counts = check_path(path)
+    if problems and not counts and not _is_data_set_storage(path):
+        open_daf(path, "r")  # (raises what is wrong: not a damaged data set, but no data set at all)
     for problem in problems:
         print(f"{path}: {problem}")
     if problems:

@@ -13,33 +13,113 @@ stops reading early (``| head``) ends quietly.
 from __future__ import annotations
 
 import argparse
+import errno
+import io
 import os
+import re
+import shlex
+import signal
+import stat
 import sys
 import tempfile
+import threading
 import time
 import warnings
+from collections.abc import Callable
+from typing import Any, NoReturn
 
 import numpy as np
 
+from ._os.files import file_kind
 from .check import check_main
 from .composition.destinations import (
+    Storage,
+    check_destination,
     format_names,
     formats_by_name_text,
     is_h5ad,
-    require_absent,
-    resolve_format,
+    storage_of,
     write_file_then_replace,
 )
 from .composition.destinations import repack as repack_data_set
 from .core.readers import DafReader, DafReadOnlyWrapper
-from .demo import build_demo
-from .errors import DafError
+from .demo import MAX_DEMO_VALUES, build_demo, require_demo_sizes
+from .errors import DafError, DafFormatError, DafStorageError, DafValueError
 from .formats.registry import registered_formats
 from .interop.content import UnsupportedElementWarning
 from .interop.convert import convert as convert_paths
 from .manifest import write_manifest
 from .open import foreign_file_kind, open_daf
 from .sparse import SparseMatrixCSC, SparseVector
+
+# Paths are checked before anything is opened or written, whatever the format: a FIFO would block its reader, a device
+# is no data set, and a destination's folder must be there and writable (so a failure is one line, not a half write).
+
+
+def _status(path: str, shown: str) -> os.stat_result | None:
+    """The status of ``path`` (links followed), ``None`` if nothing is there; a path the system can't use (too long,
+    a loop of links, not searchable) is a :class:`~pydaf.DafError` naming ``shown``, the path as given."""
+    try:
+        return os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as error:
+        if error.errno == errno.ENAMETOOLONG:
+            raise DafValueError(f"the path is too long ({len(shown):,} characters): {shown}") from None
+        raise DafStorageError(f"can't use the path: {shown}\nfailed: {error.strerror}") from None
+
+
+def _storage(path: str, role: str) -> Storage:
+    if not path:
+        raise DafValueError(f"empty path for the {role}\n(give the path of a data set)")
+    return storage_of(path)
+
+
+def require_source(path: str, role: str = "source") -> None:
+    """Refuse a path to read that can't be a data set or a file to convert: an empty one, and a FIFO, socket or device
+    (refused before anything opens it: opening a FIFO blocks, reading a device may never end). A missing path is left
+    to the opener, which says what is missing.
+
+    Example:
+        >>> require_source("/dev/null")
+        Traceback (most recent call last):
+        ...
+        pydaf.errors.DafFormatError: not a data set but a character device: /dev/null
+    """
+    status = _status(_storage(path, role).path, path)
+    if status is not None and not (stat.S_ISREG(status.st_mode) or stat.S_ISDIR(status.st_mode)):
+        raise DafFormatError(f"not a data set but {file_kind(status.st_mode)}: {path}")
+
+
+def require_destination(path: str, role: str = "destination") -> None:
+    """Refuse a path to write, before anything is read or written: an empty one, a FIFO, socket or device (even with
+    ``--overwrite``), one whose folder is missing or is not a folder, and one this process can't write (its folder,
+    or for a group of an existing ``.h5dfs`` file, the file).
+
+    Example:
+        >>> require_destination("/no/such/folder/x.h5df")
+        Traceback (most recent call last):
+        ...
+        pydaf.errors.DafStorageError: missing folder: /no/such/folder
+        for the destination: /no/such/folder/x.h5df
+        (create it first: mkdir -p /no/such/folder)
+    """
+    storage = _storage(path, role)
+    status = _status(storage.path, path)
+    if status is not None and not (stat.S_ISREG(status.st_mode) or stat.S_ISDIR(status.st_mode)):
+        raise DafFormatError(f"can't write onto {file_kind(status.st_mode)}: {path}\n(the {role} is a new path, or "
+                             "what --overwrite replaces)")
+    folder = os.path.dirname(storage.path)
+    folder_status = _status(folder, path)
+    if folder_status is None:
+        raise DafStorageError(f"missing folder: {folder}\nfor the {role}: {path}\n(create it first: mkdir -p "
+                              f"{shlex.quote(folder)})")
+    if not stat.S_ISDIR(folder_status.st_mode):
+        raise DafStorageError(f"not a folder but {file_kind(folder_status.st_mode)}: {folder}\nfor the {role}: {path}")
+    written = storage.path if status is not None and storage.group != "/" and ".h5dfs" in path else folder
+    if not os.access(written, os.W_OK):
+        raise DafStorageError(f"can't write in: {written}\nfor the {role}: {path}\n(permission denied, or a "
+                              "read-only file system)")
 
 
 def demo(path: str | None, *, n_cells: int, n_genes: int, progress: bool, overwrite: bool = False) -> None:
@@ -57,13 +137,16 @@ def demo(path: str | None, *, n_cells: int, n_genes: int, progress: bool, overwr
         ...
         @ cell [ donor_age > 60 ] : type * donor_age: DataFrame (8, 17) in ... ms
     """
+    require_demo_sizes(n_cells, n_genes)
     folder = None
     if path is None:
         folder = tempfile.TemporaryDirectory(prefix="pydaf-demo-")
         path = os.path.join(folder.name, "demo.h5df")
     else:
-        resolve_format(path, "h5df")  # a name that says another format is refused
-        require_absent(path, overwrite=overwrite)
+        require_destination(path, "output")
+        if storage_of(path).group != "/":
+            raise DafValueError(f"not a path for the demo: {path}\n(it writes an H5df file, x.h5df, not a group)")
+        check_destination(path, format="h5df", overwrite=overwrite)  # (only an H5df data set is replaced)
     started = time.perf_counter()
     write_file_then_replace(path, lambda temporary: build_demo(temporary, n_cells=n_cells, n_genes=n_genes,
                                                                progress=progress), overwrite=overwrite)
@@ -106,6 +189,7 @@ def query(path: str, text: str) -> None:
     """
     import pandas as pd  # only for printing; importing it costs more than the rest of a small query
 
+    require_source(path)
     result = open_daf(path, "r")[text]
     with pd.option_context("display.max_rows", 20, "display.max_columns", 10, "display.width", 120):
         print(sorted(result) if isinstance(result, set) else result)
@@ -134,6 +218,7 @@ def describe(path: str, *, deep: bool) -> None:
             age: 3 x Float64 (Dense); min 1, max 3.5, 1 NaN
             type: 3 x Str (Dense); 2 distinct: T (2), B (1)
     """
+    require_source(path)
     daf = open_daf(path, "r")
     shown = daf.base if isinstance(daf, DafReadOnlyWrapper) else daf
     print(_with_summaries(shown, shown.description(deep=deep)), end="")
@@ -275,6 +360,8 @@ def repack(source: str, destination: str, *, progress: bool, overwrite: bool = F
         pydaf.errors.DafFormatError: can't repack the FilesDaf data set: ...x.daf
         (only these formats can be repacked: H5df)
     """
+    require_source(source)
+    require_destination(destination)
     repack_data_set(source, destination, progress=progress, overwrite=overwrite)
     print(written_summary(destination))
 
@@ -294,10 +381,10 @@ def manifest(path: str, output: str | None, *, overwrite: bool = False) -> None:
         pydaf.errors.DafExistsError: the destination exists: ...x.json
         (to replace it, pass --overwrite to the pydaf command, or overwrite=True in Python)
     """
-    if output is None:
-        write_manifest(path)
-    else:
-        write_file_then_replace(output, lambda temporary: write_manifest(path, temporary), overwrite=overwrite)
+    require_source(path, "data set")
+    if output is not None:
+        require_destination(output, "output")
+    write_manifest(path, output, overwrite=overwrite)
 
 
 def _print_skipped(message: Warning | str, category: type[Warning], filename: str, lineno: int, file=None,
@@ -333,6 +420,8 @@ def convert(source: str, destination: str, *, obs_is: str | None = None, var_is:
         >>> pydaf.open_daf(os.path.join(folder, "c.daf")).get_matrix("obs", "var", "X").tolist()
         [[7.0]]
     """
+    require_source(source)
+    require_destination(destination)
     with warnings.catch_warnings():
         warnings.simplefilter("always", UnsupportedElementWarning)
         warnings.showwarning = _print_skipped
@@ -340,6 +429,22 @@ def convert(source: str, destination: str, *, obs_is: str | None = None, var_is:
                       unsupported=unsupported, modality=modality, genome=genome, gex_only=gex_only,
                       obsm=obsm, varm=varm, raw=raw, format=format, overwrite=overwrite, progress=progress)
     print(written_summary(destination))
+
+
+def check(path: str) -> int:
+    """``pydaf check PATH`` (:func:`~pydaf.check.check_main`): the exit status, 1 if the data set is damaged; a path
+    that can't be a data set is refused first (:func:`require_source`).
+
+    Example:
+        >>> import os, tempfile, pydaf
+        >>> path = os.path.join(tempfile.mkdtemp(), "x.daf")
+        >>> _ = pydaf.FilesDaf(path, "w").add_axis("cell", ["A"])
+        >>> check(path)  # doctest: +ELLIPSIS
+        /...x.daf: sound (0 scalars, 1 axes, 0 vectors, 0 matrices checked)
+        0
+    """
+    require_source(path)
+    return check_main(path)
 
 
 def _version() -> str:
@@ -374,8 +479,113 @@ examples:
 """
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="pydaf", description="Daf data sets in native Python.")
+#: Longer runs of non-blank characters (a huge path or query) are shown abbreviated in an error line.
+_LONGEST_SHOWN = 300
+
+
+def _abbreviated(match: re.Match) -> str:
+    text = match.group(0)
+    return f"{text[:200]}…{text[-60:]} ({len(text):,} characters)"
+
+
+def error_text(command: str, message: str) -> str:
+    """The lines ``pydaf`` prints on standard error for a failure of ``command``: one line ``<command>: error: ...``
+    (the message's lines joined, control characters escaped, a huge path abbreviated), then at most one hint line,
+    the message's parenthesised advice.
+
+    Example:
+        >>> print(error_text("pydaf convert", "the destination exists: x.h5df\\n(to replace it, pass --overwrite)"))
+        pydaf convert: error: the destination exists: x.h5df
+        (to replace it, pass --overwrite)
+        >>> print(error_text("pydaf query", "missing axis: cel\\nin the daf data: x!\\n(did you mean: cell?)"))
+        pydaf query: error: missing axis: cel; in the daf data: x!
+        (did you mean: cell?)
+    """
+    parts: list[str] = []
+    hints: list[str] = []
+    in_hint = False
+    for line in message.split("\n"):
+        line = line.strip()
+        if not line:
+            continue
+        if in_hint or line.startswith("("):
+            hints.append(line)
+            in_hint = not line.endswith(")")
+        elif parts and parts[-1].endswith(":"):
+            parts[-1] = f"{parts[-1]} {line}"
+        else:
+            parts.append(line)
+    lines = [f"{command}: error: {'; '.join(parts) or 'failed'}"] + ([" ".join(hints)] if hints else [])
+    shown = [re.sub(r"[\x00-\x1f\x7f]", lambda match: f"\\x{ord(match.group(0)):02x}", line) for line in lines]
+    return "\n".join(re.sub(rf"\S{{{_LONGEST_SHOWN + 1},}}", _abbreviated, line) for line in shown)
+
+
+class _Parser(argparse.ArgumentParser):
+    """A parser whose usage errors take the one-line form of every error (and exit status 2, as argparse's);
+    ``commands``, the parser of each sub-command."""
+
+    commands: dict[str, argparse.ArgumentParser]
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{error_text(self.prog, message)}\n(see: {self.prog} --help)\n")
+
+    def _print_message(self, message: str, file: Any = None) -> None:
+        if message:  # (argparse's own drops a failed write: --help into a full disk would succeed)
+            (file or sys.stderr).write(message)
+
+
+def _whole_number(what: str, most: int) -> Callable[[str], int]:
+    """An argparse type: a whole number from 1 to ``most``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text.strip().replace("_", ""))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a whole number of {what}: {text!r}") from None
+        if not 1 <= value <= most:
+            raise argparse.ArgumentTypeError(f"the number of {what} must be from 1 to {most:,}, not {value:,}")
+        return value
+
+    return parse
+
+
+class _CheckedOutput(io.TextIOBase):
+    """Standard output whose write failures (a full disk: ``> /dev/full``) are raised as a
+    :class:`~pydaf.DafStorageError`; a reader gone away (``BrokenPipeError``) is left to :func:`main`."""
+
+    def __init__(self, stream: io.TextIOBase) -> None:
+        self.stream = stream
+
+    def _checked(self, action: Callable[[], object]) -> object:
+        try:
+            return action()
+        except BrokenPipeError:
+            raise
+        except OSError as error:
+            raise DafStorageError(f"can't write the standard output\nfailed: {error.strerror or error}") from None
+
+    def write(self, text: str) -> int:
+        return self._checked(lambda: self.stream.write(text))  # type: ignore[return-value]
+
+    def flush(self) -> None:
+        self._checked(self.stream.flush)
+
+    def writable(self) -> bool:
+        return True
+
+    def isatty(self) -> bool:
+        return self.stream.isatty()
+
+    def fileno(self) -> int:
+        return self.stream.fileno()
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return self.stream.encoding
+
+
+def _parser() -> _Parser:
+    parser = _Parser(prog="pydaf", description="Daf data sets in native Python.")
     parser.add_argument("--version", action="version", version=f"pydaf {_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
     raw = argparse.RawDescriptionHelpFormatter
@@ -386,8 +596,10 @@ def _parser() -> argparse.ArgumentParser:
                                       epilog="writes an H5df file (x.h5df)", formatter_class=raw)
     demo_parser.add_argument("--output", help="where to write the .h5df (default: a temporary file)")
     demo_parser.add_argument("--overwrite", action="store_true", help="replace an existing --output file")
-    demo_parser.add_argument("--cells", type=int, default=20_000)
-    demo_parser.add_argument("--genes", type=int, default=2_000)
+    demo_parser.add_argument("--cells", type=_whole_number("cells", MAX_DEMO_VALUES), default=20_000,
+                             help="how many cells (default: 20,000)")
+    demo_parser.add_argument("--genes", type=_whole_number("genes", MAX_DEMO_VALUES), default=2_000,
+                             help=f"how many genes (default: 2,000; at most {MAX_DEMO_VALUES:,} cells x genes)")
     demo_parser.add_argument("--no-progress", action="store_true")
     demo_parser.set_defaults(func=lambda arguments: demo(arguments.output, n_cells=arguments.cells,
                                                          n_genes=arguments.genes, progress=not arguments.no_progress,
@@ -472,34 +684,97 @@ def _parser() -> argparse.ArgumentParser:
     check_parser = commands.add_parser("check", help="verify a data set's structure (exit status 1 if damaged)",
                                        epilog=_daf_formats(), formatter_class=raw)
     check_parser.add_argument("path", help=paths)
-    check_parser.set_defaults(func=lambda arguments: check_main(arguments.path))
+    check_parser.set_defaults(func=lambda arguments: check(arguments.path))
+    parser.commands = dict(commands.choices)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the ``pydaf`` command line; a :class:`~pydaf.DafError` is printed (without a traceback) and exits 1, as
-    does a damaged data set for ``check``. Output whose reader went away (``pydaf query ... | head``) ends quietly,
-    with exit status 1, as the Python documentation recommends for ``SIGPIPE``.
+    """Run the ``pydaf`` command line. Every failure is reported here, in one place, as :func:`error_text` words it:
+    a :class:`~pydaf.DafError` exits 1 (as does a damaged data set for ``check``), a usage error 2, an interrupt
+    (Ctrl-C) 130; anything else is a bug, shown with its traceback. Output whose reader went away (``pydaf query ... |
+    head``) ends quietly, with exit status 1, as the Python documentation recommends for ``SIGPIPE``.
 
     Example:
-        >>> main(["describe", "/no/such/file.h5df"])  # prints "pydaf: missing H5df file: ..." to stderr
+        >>> main(["describe", "/no/such/file.h5df"])  # prints "pydaf describe: error: missing H5df file: ..." to stderr
         1
     """
-    arguments = _parser().parse_args(argv)
+    command = "pydaf"
+    output = sys.stdout
+    errors = getattr(output, "errors", None)
+    if isinstance(output, io.TextIOWrapper) and errors == "strict":
+        output.reconfigure(errors="surrogateescape")  # (a path of non-UTF-8 bytes is printed as the bytes it is)
+    sys.stdout = _CheckedOutput(output)  # type: ignore[arg-type]
+    interrupts = _Interrupts()
     try:
         try:
+            parser = _parser()
+            arguments, extra = parser.parse_known_args(argv)  # (exits, with status 0 or 2, on --help or bad usage)
+            command = f"pydaf {arguments.command}"
+            if extra:  # (said by the command's parser, as every other usage error of the command)
+                parser.commands[arguments.command].error(f"unrecognized arguments: {' '.join(extra)}")
             status = arguments.func(arguments)
         finally:
-            sys.stdout.flush()  # (a closed pipe fails here, not later when Python flushes at exit)
+            sys.stdout.flush()  # (a closed pipe or a full disk fails here, not later when Python flushes at exit)
     except BrokenPipeError:
-        # Python flushes stdout again at exit: point it at /dev/null so that flush can't fail too.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        _drop_output(output)
         return 1
+    except KeyboardInterrupt:
+        print(f"{command}: error: interrupted", file=sys.stderr)
+        return 130
     except DafError as error:
-        print(f"pydaf: {error}", file=sys.stderr)
+        if interrupts.count:  # (Ctrl-C inside a library's callback, which reported it as its own failure)
+            print(f"{command}: error: interrupted", file=sys.stderr)
+            return 130
+        if isinstance(error, DafStorageError) and "standard output" in error.problem:
+            _drop_output(output)
+        print(error_text(command, str(error)), file=sys.stderr)
         return 1
+    finally:
+        sys.stdout = output
+        interrupts.restore()
+        if isinstance(output, io.TextIOWrapper) and errors == "strict" and not output.closed:
+            output.reconfigure(errors=errors)
     return status or 0
+
+
+class _Interrupted(KeyboardInterrupt):
+    """Ctrl-C, as :class:`_Interrupts` raises it. (A plain ``KeyboardInterrupt`` that Python raises while running code
+    for an extension module makes the process kill itself with SIGINT at exit, whatever status :func:`main` returns;
+    CPython flags only that exact class.)"""
+
+
+class _Interrupts:
+    """While :func:`main` runs, Ctrl-C (SIGINT) raises :class:`_Interrupted` and is counted, so an interrupt that a
+    library reported as its own failure is still reported as an interrupt (exit status 130). Left alone if SIGINT is
+    not Python's default (ignored in a background job, or handled by the caller) or outside the main thread."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.previous = None
+        if threading.current_thread() is threading.main_thread() and \
+                signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            self.previous = signal.signal(signal.SIGINT, self._interrupt)
+
+    def _interrupt(self, signum: int, frame: object) -> None:
+        self.count += 1
+        raise _Interrupted()
+
+    def restore(self) -> None:
+        if self.previous is not None:
+            signal.signal(signal.SIGINT, self.previous)
+
+
+def _drop_output(output: Any) -> None:
+    """Point standard output at ``/dev/null``, so Python's flush at exit can't fail again (what could not be written
+    is dropped)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, output.fileno())
+    except (OSError, ValueError, io.UnsupportedOperation):
+        pass  # (not a file: nothing is flushed at exit)
+    finally:
+        os.close(devnull)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,30 @@ from __future__ import annotations
 
 import numpy as np
 
+from .errors import DafValueError
 from .formats.h5df.format import H5df
+
+#: The most cells x genes the demo writes (about 10% are non-zeros, each stored in both layouts: ~2 GB at most).
+MAX_DEMO_VALUES = 10**9
+
+
+def require_demo_sizes(n_cells: int, n_genes: int, n_types: int = 8) -> None:
+    """Refuse demo sizes that make no data set (fewer than 1 of each) or too large a one (more than
+    :data:`MAX_DEMO_VALUES` cells x genes), before anything is written.
+
+    Example:
+        >>> require_demo_sizes(-5, 10)
+        Traceback (most recent call last):
+        ...
+        pydaf.errors.DafValueError: invalid number of cells: -5
+        (expected at least 1)
+    """
+    for count, what in ((n_cells, "cells"), (n_genes, "genes"), (n_types, "types")):
+        if isinstance(count, bool) or not isinstance(count, int | np.integer) or count < 1:
+            raise DafValueError(f"invalid number of {what}: {count}\n(expected at least 1)")
+    if n_cells * n_genes > MAX_DEMO_VALUES:
+        raise DafValueError(f"the demo is too large: {n_cells:,} cells x {n_genes:,} genes\n(at most "
+                            f"{MAX_DEMO_VALUES:,} values in all)")
 
 
 def build_demo(path: str, *, n_cells: int = 20_000, n_genes: int = 2_000, n_types: int = 8, seed: int = 123,
@@ -23,6 +46,7 @@ def build_demo(path: str, *, n_cells: int = 20_000, n_genes: int = 2_000, n_type
     """
     from tqdm.auto import tqdm  # only the demo needs it, not the start-up of every command
 
+    require_demo_sizes(n_cells, n_genes, n_types)
     generator = np.random.default_rng(seed)
     daf = H5df(path, "w", name="demo!")
     daf.set_scalar("organism", "synthetic").set_scalar("seed", seed)

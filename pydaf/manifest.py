@@ -24,13 +24,17 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 from collections.abc import Iterator
 from typing import Any
 
+import h5py
 import numpy as np
 
+from ._os.files import open_regular_file
+from .composition.destinations import shares_storage, write_file_then_replace
 from .core.readers import DafReader
-from .errors import DafValueError
+from .errors import DafError, DafFormatError, DafModeError, DafNotDafError, DafStorageError, DafValueError
 from .open import open_daf
 from .sparse import SparseMatrixCSC, SparseVector
 from .storage_types import STRING_DTYPE, julia_name, scalar_dtype
@@ -218,9 +222,11 @@ def manifest_json(manifest: dict[str, Any]) -> str:
     return json.dumps(manifest, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
 
 
-def write_manifest(path: str, output: str | None = None) -> None:
+def write_manifest(path: str, output: str | None = None, *, overwrite: bool = False) -> None:
     """``pydaf manifest PATH [--output FILE]``: write the manifest of the data set at ``path`` (any registered format,
-    opened read-only) to the file ``output``, or print it. ``julia/verify.jl`` checks a data set against it.
+    opened read-only) to the file ``output``, or print it. ``julia/verify.jl`` checks a data set against it. The file
+    is written aside and moved into place when complete; it is never the data set itself, nor inside it (by any path
+    to it), and an existing one is replaced only with ``overwrite``, and never if it holds data (HDF5, ZIP).
 
     Example:
         >>> import os, tempfile, pydaf
@@ -239,12 +245,48 @@ def write_manifest(path: str, output: str | None = None) -> None:
          },
         ...
     """
+    if output is not None:
+        _require_manifest_output(path, output, overwrite=overwrite)
     text = manifest_json(daf_manifest(open_daf(path, "r")))
     if output is None:
         print(text, end="")
     else:
-        with open(output, "w", encoding="utf-8") as file:
+        write_file_then_replace(output, lambda temporary: _write_text(temporary, text, output), overwrite=overwrite)
+
+
+def _require_manifest_output(path: str, output: str, *, overwrite: bool) -> None:
+    """Refuse a manifest file that is the data set (or its file), or inside it; with ``overwrite``, a file holding
+    data."""
+    if shares_storage(path, output):
+        raise DafModeError(f"can't write the manifest of: {path}\nonto: {output}\n(it is the data set, or inside it: "
+                           "choose an output outside the data set)")
+    if os.path.isdir(output):
+        raise DafFormatError(f"can't write the manifest onto a directory: {output}\n(give a file's path, e.g. "
+                             f"{os.path.join(output, 'manifest.json')})")
+    if overwrite and os.path.isfile(output) and _is_data_file(output):
+        raise DafNotDafError(f"not a manifest but a data file (HDF5 or ZIP): {output}\n(--overwrite does not replace "
+                             "data with a manifest: remove it or choose another output)")
+
+
+def _is_data_file(path: str) -> bool:
+    """Whether a file holds data (an HDF5 file, a ZIP archive: a data set or an AnnData file), by its first bytes."""
+    try:
+        fd, _ = open_regular_file(path, what="the manifest output")
+    except (DafError, OSError):
+        return False
+    try:
+        head = os.pread(fd, 8, 0)
+    finally:
+        os.close(fd)
+    return head.startswith((b"\x89HDF\r\n\x1a\n", b"PK\x03\x04", b"PK\x05\x06")) or h5py.is_hdf5(path)
+
+
+def _write_text(path: str, text: str, shown: str) -> None:
+    try:
+        with open(path, "x", encoding="utf-8") as file:
             file.write(text)
+    except OSError as error:
+        raise DafStorageError(f"can't write the manifest: {shown}\nfailed: {error.strerror}") from None
 
 
 #: The entries of a property compared by :func:`manifest_differences` (``storage``, how the store holds the values,

@@ -117,7 +117,8 @@ def test_cli_convert_a_modality(h5mu, tmp_path):
     check_daf_holds(pydaf.H5df(str(tmp_path / "atac.h5df"), "r"), read_mudata(h5mu).mod["atac"])
     done = run_pydaf("convert", str(h5mu), str(tmp_path / "x.h5df"), "--no-progress")
     assert done.returncode == 1
-    assert done.stderr == f"pydaf: no modality given for the MuData file: {h5mu}\n(its modalities: rna, atac)\n"
+    assert done.stderr == (f"pydaf convert: error: no modality given for the MuData file: {h5mu}\n"
+                           "(its modalities: rna, atac)\n")
 
 
 def test_cli_prints_one_line_per_skipped_element(tmp_path):

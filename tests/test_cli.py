@@ -66,7 +66,7 @@ def test_query_prints_the_result(tmp_path):
 def test_errors_are_reported_without_a_traceback(tmp_path):
     result = run("describe", str(tmp_path / "missing.h5df"))
     assert result.returncode == 1
-    assert result.stderr.startswith("pydaf: missing H5df file:") and "Traceback" not in result.stderr
+    assert result.stderr.startswith("pydaf describe: error: missing H5df file:") and "Traceback" not in result.stderr
 
 
 def test_commands_open_every_format_through_the_registry(backend, tmp_path):
@@ -93,9 +93,9 @@ def test_unknown_paths_list_the_known_formats(tmp_path):
                       ("convert", str(notes), str(tmp_path / "out.h5df"))):
         result = run(*arguments)
         assert result.returncode == 1 and "Traceback" not in result.stderr
-        assert result.stderr.startswith(f"pydaf: no known Daf format can open the path: {notes}\n"
-                                        "the known formats are:\n- H5df: ")
-        assert ("\n- AnnData: an .h5ad file (for convert)" in result.stderr) == (arguments[0] == "convert")
+        assert result.stderr.startswith(f"pydaf {arguments[0]}: error: no known Daf format can open the path: "
+                                        f"{notes}; the known formats are: - H5df: ")
+        assert ("; - AnnData: an .h5ad file (for convert)" in result.stderr) == (arguments[0] == "convert")
     assert not (tmp_path / "out.h5df").exists()
 
 
@@ -103,6 +103,6 @@ def test_repack_applies_only_to_formats_that_have_it(tmp_path):
     pydaf.FilesDaf(tmp_path / "x.daf", "w").set_scalar("x", 1)
     result = run("repack", str(tmp_path / "x.daf"), str(tmp_path / "y.daf"))
     assert result.returncode == 1
-    assert result.stderr == (f"pydaf: can't repack the FilesDaf data set: {tmp_path / 'x.daf'}\n"
+    assert result.stderr == (f"pydaf repack: error: can't repack the FilesDaf data set: {tmp_path / 'x.daf'}\n"
                              "(only these formats can be repacked: H5df)\n")
     assert not (tmp_path / "y.daf").exists()

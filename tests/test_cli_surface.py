@@ -75,8 +75,8 @@ def test_convert_refuses_to_replace_an_existing_h5ad(tmp_path):
     refused = run("convert", source, str(target), "--obs-is", "cell", "--var-is", "gene", "--X-is", "UMIs",
                   "--no-progress")
     assert refused.returncode == 1 and "Traceback" not in refused.stderr
-    assert refused.stderr == (f"pydaf: the destination exists: {target}\n(to replace it, pass --overwrite to the pydaf "
-                              "command, or overwrite=True in Python)\n")
+    assert refused.stderr == (f"pydaf convert: error: the destination exists: {target}\n(to replace it, pass "
+                              "--overwrite to the pydaf command, or overwrite=True in Python)\n")
     assert target.read_bytes() == before
     replaced = run("convert", source, str(target), "--obs-is", "cell", "--var-is", "gene", "--X-is", "UMIs",
                    "--no-progress", "--overwrite")
@@ -112,7 +112,8 @@ def test_convert_replaces_a_daf_data_set_only_with_overwrite(tmp_path, kind):
         convert(source, destination, progress=False)
     assert pydaf.open_daf(destination).scalars_set() == {"old"}
     refused = run("convert", source, destination, "--no-progress")
-    assert refused.returncode == 1 and refused.stderr.startswith(f"pydaf: the destination exists: {destination}\n")
+    assert refused.returncode == 1 and refused.stderr.startswith(
+        f"pydaf convert: error: the destination exists: {destination}\n")
     assert pydaf.open_daf(destination).scalars_set() == {"old"}
     replaced = run("convert", source, destination, "--no-progress", "--overwrite")
     assert replaced.returncode == 0, replaced.stderr
@@ -151,7 +152,8 @@ def test_tenx_as_daf_replaces_a_destination_only_with_overwrite(tmp_path):
         tenx_as_daf(source, str(destination), progress=False)
     assert pydaf.open_daf(destination).scalars_set() == {"old"}
     refused = run("convert", str(source), str(destination), "--no-progress")
-    assert refused.returncode == 1 and refused.stderr.startswith(f"pydaf: the destination exists: {destination}\n")
+    assert refused.returncode == 1 and refused.stderr.startswith(
+        f"pydaf convert: error: the destination exists: {destination}\n")
     daf = tenx_as_daf(source, str(destination), overwrite=True, progress=False)
     assert not daf.has_scalar("old") and daf.axis_length("cell") == 7
     assert hidden(tmp_path) == []
@@ -164,7 +166,8 @@ def test_repack_and_demo_and_manifest_replace_only_with_overwrite(tmp_path):
     with pytest.raises(pydaf.DafExistsError):
         pydaf.repack(source, target, progress=False)
     refused = run("repack", source, str(target), "--no-progress")
-    assert refused.returncode == 1 and refused.stderr.startswith(f"pydaf: the destination exists: {target}\n")
+    assert refused.returncode == 1
+    assert refused.stderr.startswith(f"pydaf repack: error: the destination exists: {target}\n")
     assert pydaf.open_daf(target).scalars_set() == {"old"}
     replaced = run("repack", source, str(target), "--no-progress", "--overwrite")
     assert replaced.returncode == 0, replaced.stderr
@@ -172,7 +175,7 @@ def test_repack_and_demo_and_manifest_replace_only_with_overwrite(tmp_path):
     assert pydaf.open_daf(target).scalars_set() == {"organism", "reference"}
 
     refused = run("demo", "--output", str(target), "--cells", "50", "--genes", "20", "--no-progress")
-    assert refused.returncode == 1 and "pydaf: the destination exists" in refused.stderr
+    assert refused.returncode == 1 and "pydaf demo: error: the destination exists" in refused.stderr
     assert pydaf.open_daf(target).scalars_set() == {"organism", "reference"}
     demo = run("demo", "--output", str(target), "--cells", "50", "--genes", "20", "--no-progress", "--overwrite")
     assert demo.returncode == 0, demo.stderr
@@ -195,10 +198,11 @@ def test_a_new_destination_whose_name_says_no_format_is_refused(tmp_path, name):
     source = canonical(tmp_path)
     result = run("convert", str(source), str(tmp_path / name), "--no-progress")
     assert result.returncode == 1 and "Traceback" not in result.stderr
-    assert result.stderr.startswith(f"pydaf: can't tell the format of the new data set: {tmp_path / name}\n")
-    assert "--format NAME" in result.stderr
+    assert result.stderr.startswith(f"pydaf convert: error: can't tell the format of the new data set: "
+                                    f"{tmp_path / name}; the formats, by name: - H5df: ")
+    assert "--format NAME" in result.stderr and len(result.stderr.splitlines()) == 2
     for entry in registered_formats():
-        assert f"\n- {entry.name}: " in result.stderr
+        assert f" - {entry.name}: " in result.stderr
     assert "- FilesDaf: a directory named x.daf" in result.stderr
     assert "- h5ad: an AnnData file (x.h5ad)" in result.stderr
     assert not (tmp_path / name).exists()
@@ -220,7 +224,8 @@ def test_a_format_that_needs_its_suffix_says_so(tmp_path):
     source = cells(tmp_path / "cells.h5df")
     result = run("convert", source, str(tmp_path / "out.zarr"), "--format", "zarr", "--no-progress")
     assert result.returncode == 1
-    assert result.stderr.startswith(f"pydaf: can't parse as ZarrDaf path: {tmp_path / 'out.zarr'}\nexpected one of: ")
+    assert result.stderr.startswith(f"pydaf convert: error: can't parse as ZarrDaf path: {tmp_path / 'out.zarr'}; "
+                                    "expected one of: ")
     assert sorted(os.listdir(tmp_path)) == ["cells.h5df"]
 
 
@@ -228,9 +233,10 @@ def test_format_must_agree_with_the_destination_name(tmp_path):
     source = cells(tmp_path / "cells.h5df")
     result = run("convert", source, str(tmp_path / "out.daf.zip"), "--format", "h5df", "--no-progress")
     assert result.returncode == 1
-    assert result.stderr.startswith(f"pydaf: can't write the format: H5df\nat: {tmp_path / 'out.daf.zip'}\n")
+    assert result.stderr.startswith(f"pydaf convert: error: can't write the format: H5df; at: "
+                                    f"{tmp_path / 'out.daf.zip'}\n")
     unknown = run("convert", source, str(tmp_path / "out.h5"), "--format", "loom", "--no-progress")
-    assert unknown.returncode == 1 and unknown.stderr.startswith("pydaf: unknown format: loom\n")
+    assert unknown.returncode == 1 and unknown.stderr.startswith("pydaf convert: error: unknown format: loom\n")
     assert sorted(os.listdir(tmp_path)) == ["cells.h5df"]
 
 
@@ -285,9 +291,9 @@ def test_reading_commands_name_anndata_mudata_and_10x_files(tmp_path):
     for command in ("describe", "query", "manifest"):
         result = run(command, str(source), *((". x",) if command == "query" else ()))
         assert result.returncode == 1 and "Traceback" not in result.stderr
-        assert result.stderr == (f"pydaf: not a Daf data set but an AnnData file: {source}\n(convert it first: pydaf "
-                                 f"convert {source} {tmp_path / 'canonical.h5df'}\nor in Python: "
-                                 f"pydaf.interop.h5ad_as_daf('{source}', '{tmp_path / 'canonical.h5df'}'))\n")
+        assert result.stderr == (f"pydaf {command}: error: not a Daf data set but an AnnData file: {source}\n"
+                                 f"(convert it first: pydaf convert {source} {tmp_path / 'canonical.h5df'} or in "
+                                 f"Python: pydaf.interop.h5ad_as_daf('{source}', '{tmp_path / 'canonical.h5df'}'))\n")
     mudata = tmp_path / "cells.h5mu"
     with h5py.File(mudata, "w") as file:
         file.attrs["encoding-type"] = "MuData"
@@ -295,16 +301,17 @@ def test_reading_commands_name_anndata_mudata_and_10x_files(tmp_path):
         file.create_group("mod/atac")
     result = run("describe", str(mudata))
     assert result.returncode == 1 and result.stderr.startswith(
-        f"pydaf: not a Daf data set but a MuData file: {mudata}\n(convert one of its modalities first: pydaf convert "
-        f"{mudata} {tmp_path / 'cells.h5df'} --modality atac; its modalities: atac, rna\n")
+        f"pydaf describe: error: not a Daf data set but a MuData file: {mudata}\n(convert one of its modalities first: "
+        "pydaf convert "
+        f"{mudata} {tmp_path / 'cells.h5df'} --modality atac; its modalities: atac, rna ")
     from .test_tenx import write_v3
 
     tenx = tmp_path / "filtered_feature_bc_matrix.h5"
     write_v3(tenx)
     result = run("describe", str(tenx))
     assert result.returncode == 1 and result.stderr.startswith(
-        f"pydaf: not a Daf data set but a 10x Cell Ranger matrix: {tenx}\n(convert it first: pydaf convert {tenx} "
-        f"{tmp_path / 'filtered_feature_bc_matrix.h5df'}\n")
+        f"pydaf describe: error: not a Daf data set but a 10x Cell Ranger matrix: {tenx}\n(convert it first: pydaf "
+        f"convert {tenx} {tmp_path / 'filtered_feature_bc_matrix.h5df'} ")
     converted = run("convert", str(tenx), str(tmp_path / "filtered_feature_bc_matrix.h5df"), "--no-progress")
     assert converted.returncode == 0, converted.stderr
     assert converted.stdout.startswith(f'wrote H5df "{tmp_path / "filtered_feature_bc_matrix.h5df"}": 2 axes, ')

@@ -275,4 +275,4 @@ def test_the_command_writes_the_manifest(tmp_path):
     assert printed.stdout == output.read_text(encoding="utf-8")
     missing = subprocess.run([sys.executable, "-m", "pydaf.cli", "manifest", str(tmp_path / "none.h5df")],
                              capture_output=True, text=True)
-    assert missing.returncode == 1 and missing.stderr.startswith("pydaf: ") and not missing.stdout
+    assert missing.returncode == 1 and missing.stderr.startswith("pydaf manifest: error: ") and not missing.stdout

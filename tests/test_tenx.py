@@ -253,5 +253,5 @@ def test_cli_convert_a_10x_matrix(tmp_path):
     check_like_scanpy(pydaf.H5df(str(tmp_path / "mouse.h5df"), "r"),
                       scanpy_read_10x_h5(path, genome="mm10", gex_only=False))
     done = run_pydaf("convert", str(path), str(tmp_path / "x.h5df"), "--genome", "hg19", "--no-progress")
-    assert done.returncode == 1 and done.stderr.startswith("pydaf: missing genome: hg19")
+    assert done.returncode == 1 and done.stderr.startswith("pydaf convert: error: missing genome: hg19")
     assert "Traceback" not in done.stderr and not (tmp_path / "x.h5df").exists()
