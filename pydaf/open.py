@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shlex
+from typing import Any
 
 import h5py
 
@@ -70,6 +71,48 @@ def foreign_file_hint(path: str | os.PathLike) -> str | None:
             f"or in Python: pydaf.interop.h5ad_as_daf({text!r}, {target!r}))")
 
 
+def outside_reference(file: h5py.File) -> str | None:
+    """The first element of ``file`` that refers to another file (an external link, a dataset stored in external files,
+    a virtual dataset), as ``"<path> (<what>)"``, else ``None``. Found by walking the links without following any
+    (opening an external link's target, or reading an external dataset, would open any file it names: a FIFO there
+    blocks forever, a device is read). AnnData, MuData and Cell Ranger write none of these.
+
+    Example:
+        >>> import tempfile, numpy as np
+        >>> with h5py.File(os.path.join(tempfile.mkdtemp(), "x.h5ad"), "w") as file:
+        ...     _ = file.create_dataset("obs/n", data=np.arange(3))
+        ...     print(outside_reference(file))
+        ...     file["uns"] = h5py.ExternalLink("/dev/zero", "/x")
+        ...     outside_reference(file)
+        None
+        '/uns (an external link to: /dev/zero)'
+    """
+    found: list[str] = []
+
+    def visit(name: str, link: Any) -> bool | None:
+        if isinstance(link, h5py.ExternalLink):
+            found.append(f"/{name} (an external link to: {link.filename})")
+        elif isinstance(link, h5py.HardLink):
+            item = h5py.h5o.open(file.id, name.encode())
+            if isinstance(item, h5py.h5d.DatasetID):
+                dcpl = item.get_create_plist()
+                if dcpl.get_layout() == h5py.h5d.VIRTUAL:
+                    source = dcpl.get_virtual_filename(0) if dcpl.get_virtual_count() else "none"
+                    found.append(f"/{name} (a virtual dataset, mapping the file: {source})")
+                elif dcpl.get_external_count():
+                    found.append(f"/{name} (a dataset stored in the external file: "
+                                 f"{os.fsdecode(dcpl.get_external(0)[0])})")
+        return True if found else None
+
+    file.visititems_links(visit)
+    return found[0] if found else None
+
+
+# What h5py raises on a damaged file while we only look at it: a hint is then left out, never a crash (h5py turns
+# some libhdf5 failures into RuntimeError, and a failed lock release into SystemError).
+_SNIFF_ERRORS = (OSError, KeyError, ValueError, TypeError, RuntimeError, SystemError)
+
+
 def foreign_file_kind(path: str | os.PathLike) -> str | None:
     """``"anndata"``, ``"mudata"`` or ``"tenx"`` if ``path`` is such a file (by its suffix, else its content: an
     HDF5 file with AnnData's or MuData's ``encoding-type``, or a 10x matrix's groups), else ``None``.
@@ -89,13 +132,15 @@ def foreign_file_kind(path: str | os.PathLike) -> str | None:
         return "tenx"
     try:
         with h5py.File(text, "r") as file:
+            if outside_reference(file) is not None:  # (a lookup would follow it into another file: not sniffed)
+                return None
             encoding = file.attrs.get("encoding-type")
             encoding = encoding.decode() if isinstance(encoding, bytes) else encoding
             if encoding == "MuData" or isinstance(file.get("mod"), h5py.Group):
                 return "mudata"
             if encoding == "anndata" or ("obs" in file and "var" in file and "daf" not in file):
                 return "anndata"
-    except (OSError, KeyError, ValueError, TypeError):  # unreadable here: no hint
+    except _SNIFF_ERRORS:  # unreadable here: no hint
         return None
     return None
 
@@ -103,9 +148,11 @@ def foreign_file_kind(path: str | os.PathLike) -> str | None:
 def _modalities(text: str) -> list[str]:
     try:
         with h5py.File(text, "r") as file:
+            if outside_reference(file) is not None:
+                return []
             modalities = file.get("mod")
             return sorted(modalities) if isinstance(modalities, h5py.Group) else []
-    except (OSError, KeyError, ValueError, TypeError):
+    except _SNIFF_ERRORS:
         return []
 
 
@@ -124,8 +171,8 @@ def is_tenx_h5(path: str | os.PathLike) -> bool:
         return False
     try:
         with h5py.File(text, "r") as file:
-            return tenx_layout(file) is not None
-    except (OSError, KeyError, ValueError, TypeError):
+            return outside_reference(file) is None and tenx_layout(file) is not None
+    except _SNIFF_ERRORS:
         return False
 
 

@@ -13,6 +13,7 @@ every map it copies, so no other thread can unmap it meanwhile (docs/design/h5df
 from __future__ import annotations
 
 import ctypes
+import errno
 import mmap
 import os
 import sys
@@ -25,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import DafFormatError
+from ..errors import DafFormatError, DafPathError
 
 _PROT_READ, _PROT_WRITE = mmap.PROT_READ, mmap.PROT_WRITE
 _MAP_PRIVATE, _MAP_ANONYMOUS = mmap.MAP_PRIVATE, mmap.MAP_ANONYMOUS
@@ -56,8 +57,12 @@ def file_key(path: str | os.PathLike | int) -> FileKey | None:
     """
     try:
         status = os.fstat(path) if isinstance(path, int) else os.stat(path)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         return None
+    except OSError as error:
+        if error.errno in (errno.ELOOP, errno.ENAMETOOLONG):  # (a planted link loop, a hostile path: typed)
+            raise DafPathError(f"can't reach the path: {path}\n({os.strerror(error.errno)})") from None
+        raise
     return status.st_dev, status.st_ino
 
 

@@ -4,10 +4,12 @@ Two rules, both applied by the reader/writer layer (never by a backend), to ever
 of every call:
 
 - :func:`require_valid_name`, for names being *created* (``set_*``, ``add_axis``, the ``empty_*`` builders): a
-  non-empty string, not starting with ``.``, without ``/``, ``\\``, NUL or a newline, so every backend can hold it
-  and copies between backends never fail on a name;
+  non-empty string of Unicode text (no lone surrogate: every format stores names as UTF-8), not starting with ``.``,
+  without ``/``, ``\\``, NUL or a newline, so every backend can hold it and copies between backends never fail on a
+  name (each format also checks its own limits: FilesDaf's file-name length);
 - :func:`require_lookup_name`, for names being *looked up* (``get_*``, ``has_*``, ``delete_*``, the axes of every
-  call, the names a query uses): a non-empty string other than ``.`` and ``..``, without ``/``, ``\\`` or NUL. Such a
+  call, the names a query uses): a non-empty string of Unicode text other than ``.`` and ``..``, without ``/``,
+  ``\\`` or NUL. Such a
   name can only ever address one property of one data set, in any backend (in HDF5 ``/`` starts a path and ``.`` is
   the group itself; in a directory they escape it). Names that a store may legitimately hold but pydaf does not
   create (a leading ``.``, a newline, as a file written elsewhere may have) stay readable and deletable.
@@ -64,9 +66,34 @@ def require_valid_name(name: Any, *, what: str, daf_name: str) -> None:
         return
     if not isinstance(name, str):
         raise DafNameError(f"invalid {what} name: {name!r}\n(expected a string)", daf_name=daf_name)
+    if not is_text(name):
+        raise DafNameError(_not_text(name, what), daf_name=daf_name)
     raise DafNameError(
         f"invalid {what} name: {name!r}\n(names must be non-empty, must not start with '.', and must not contain "
         "'/', '\\', NUL or a newline)", daf_name=daf_name)
+
+
+def is_text(name: str) -> bool:
+    """Whether a string is Unicode text that UTF-8 can encode (a lone surrogate, as ``os.fsdecode`` makes of bytes
+    that are not UTF-8, is not).
+
+    Example:
+        >>> is_text("âge"), is_text("a\\udc80")
+        (True, False)
+    """
+    if name.isascii():
+        return True
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _not_text(name: str, what: str) -> str:
+    position = next(index for index, character in enumerate(name) if not is_text(character))
+    return (f"invalid {what} name: {name!r}\n(it holds a lone surrogate {name[position]!r} at the position "
+            f"{position}, which no format can store: names are UTF-8 text)")
 
 
 def is_valid_name(name: Any) -> bool:
@@ -77,7 +104,7 @@ def is_valid_name(name: Any) -> bool:
         (True, False, False)
     """
     return isinstance(name, str) and bool(name) and not name.startswith(".") and not any(
-        character in name for character in _FORBIDDEN_CHARACTERS)
+        character in name for character in _FORBIDDEN_CHARACTERS) and is_text(name)
 
 
 def require_lookup_name(name: Any, *, what: str, daf_name: str) -> None:
@@ -95,10 +122,12 @@ def require_lookup_name(name: Any, *, what: str, daf_name: str) -> None:
     """
     # The common case first: a handful of C-level substring tests (this runs on every call of the API).
     if type(name) is str and name and "/" not in name and "\\" not in name and "\0" not in name \
-            and name != "." and name != "..":
+            and name != "." and name != ".." and is_text(name):
         return
     if not isinstance(name, str):
         raise DafNameError(f"invalid {what} name: {name!r}\n(expected a string)", daf_name=daf_name)
+    if not is_text(name):
+        raise DafNameError(_not_text(name, what), daf_name=daf_name)
     if not name or name in (".", "..") or any(character in name for character in ("/", "\\", "\0")):
         raise DafNameError(
             f"invalid {what} name: {name!r}\n(names must be non-empty strings other than '.' and '..', and must not "

@@ -50,7 +50,12 @@ def plain_values(value: Any, *, what: str = "value", daf_name: str | None = None
         if type(value).__module__.startswith("pandas"):
             return _pandas_values(value, what, daf_name)
         return value.to_numpy()
-    return np.asarray(value)
+    array = np.asarray(value)
+    if array.dtype.kind == "U":  # (numpy's fixed-width text drops trailing NULs: "a\0" would become "a")
+        strings = np.asarray(value, dtype=object)
+        if strings.shape == array.shape and all(isinstance(item, str) for item in strings.flat):
+            return strings
+    return array
 
 
 def _pandas_values(value: Any, what: str, daf_name: str | None) -> np.ndarray:

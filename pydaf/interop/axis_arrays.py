@@ -47,6 +47,7 @@ from .h5ad_elements import (
     read_dataframe,
     read_element,
     read_guarded,
+    require_stored_size,
 )
 
 if TYPE_CHECKING:
@@ -129,12 +130,17 @@ def read_h5ad_axis_arrays(root: h5py.Group, content: Content, member: str, keep:
             value, entries, encoding = read_guarded(element[key], lambda item: _h5ad_axis_array(item, names))
             sort_axis_array(content, into, key, value, entries=entries, encoding=encoding)
     else:
-        rows = read_guarded(element, lambda dataset: dataset[()])
+        rows = read_guarded(element, _whole_dataset)
         for key in chosen:
             values = rows[key]
             value = (MatrixSource("dense", values.shape, values.dtype, np.ascontiguousarray(values))
                      if values.ndim == 2 else Unsupported(f"{values.ndim}-dimensional array"))
             sort_axis_array(content, into, key, value)
+
+
+def _whole_dataset(dataset: h5py.Dataset) -> np.ndarray:
+    require_stored_size(dataset)  # (before its declared size is allocated)
+    return dataset[()]
 
 
 def _h5ad_axis_array(element: Any, names: np.ndarray) -> tuple[Any, Any, str | None]:

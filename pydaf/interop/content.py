@@ -28,6 +28,7 @@ import h5py
 import numpy as np
 
 from .. import kernels
+from .._os.files import require_regular_file
 from .._os.maps import populate_pages
 from ..composition.destinations import build_daf, require_distinct
 from ..core.names import is_valid_name
@@ -35,6 +36,7 @@ from ..core.validation import NUMBA_THRESHOLD, sparse_matrix_problem
 from ..core.writers import DafWriter
 from ..errors import DafError, DafFormatError, DafShapeError, DafTypeError, DafUnsupportedError, DafValueError
 from ..formats.memory import MemoryDaf
+from ..open import outside_reference
 from ..sparse import SparseMatrixCSC
 from ..storage_types import STRING_DTYPE, scalar_value, storage_dtype
 from .h5ad_elements import Column, MatrixSource, Unsupported
@@ -209,6 +211,11 @@ def sort_columns(content: Content, member: str, columns: Any) -> dict[str, Any]:
     if isinstance(columns, Unsupported):
         raise DafFormatError(f"can't read the AnnData {member}: {columns.reason}\nin {content.origin}")
     kept: dict[str, Any] = {}
+    index = columns.get("_index") if isinstance(columns, dict) else None
+    if not isinstance(index, Column) or index.values.ndim != 1:
+        reason = index.reason if isinstance(index, Unsupported) else "missing" if index is None else "not a vector"
+        raise DafFormatError(f"can't read the names (index) of the AnnData {member}: {reason}\nin {content.origin}\n"
+                             "(an obs/var dataframe needs a 1-dimensional index: the entries of its Daf axis)")
     for name, column in columns.items():
         where = f"{member}/{name}" if name != "_index" else f"{member} names"
         if isinstance(column, Unsupported):
@@ -223,6 +230,9 @@ def sort_columns(content: Content, member: str, columns: Any) -> dict[str, Any]:
         try:
             storage_dtype(column.values.dtype)
         except DafTypeError:
+            if name == "_index":
+                raise DafFormatError(f"can't read the names (index) of the AnnData {member}: element type "
+                                     f"{column.values.dtype}\nin {content.origin}") from None
             content.unsupported.append(f"unsupported element: {where} (element type: {column.values.dtype})")
             continue
         if name != "_index":
@@ -814,9 +824,20 @@ def open_source(path: str | os.PathLike, destination: Any, kind: str) -> h5py.Fi
     if target is not None:
         require_distinct(text, target)
     try:
-        return h5py.File(text, "r")
+        require_regular_file(text, what=f"the {kind} file")  # (a FIFO or device would block HDF5's open forever)
+        file = h5py.File(text, "r")
     except OSError as error:
         raise DafFormatError(f"can't open the {kind} file: {text}\n({error})") from error
+    try:
+        outside = outside_reference(file)
+    except Exception as error:  # (a damaged link table)
+        file.close()
+        raise DafFormatError(f"can't read the {kind} file: {text}\n({type(error).__name__}: {error})") from error
+    if outside is not None:
+        file.close()
+        raise DafFormatError(f"the {kind} file: {text}\nrefers to another file: {outside}\n(pydaf reads nothing "
+                             "outside the file it converts; AnnData, MuData and Cell Ranger never write such elements)")
+    return file
 
 
 def column_order_scalar(axis: str) -> str:

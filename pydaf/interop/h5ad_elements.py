@@ -19,6 +19,7 @@ Example:
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -29,7 +30,8 @@ import numpy as np
 from ..errors import DafError, DafFormatError
 
 __all__ = ["READERS", "Column", "MatrixSource", "Unsupported", "categorical_column", "compound_fields",
-           "legacy_string_scalar", "nullable_name", "read_compound_dataframe", "read_element", "read_guarded", "reads"]
+           "legacy_string_scalar", "nullable_name", "read_compound_dataframe", "read_element", "read_guarded", "reads",
+           "require_stored_size"]
 
 
 @dataclass
@@ -176,7 +178,50 @@ def _dispatch(element: Any) -> Any:
     return reader(element)
 
 
+# A chunked (compressed) or unallocated dataset may declare more bytes than its file stores, but not without bound:
+# reading one allocates all of it. zlib compresses at most ~1032:1 (the bound H5df uses too).
+_MAX_EXPANSION = 1024
+
+# The least bytes a variable-length string (or other variable-length element) takes once read: a Python object.
+_VARIABLE_ITEMSIZE = 16
+
+
+def require_stored_size(dataset: Any, what: str | None = None) -> None:
+    """Refuse an HDF5 dataset whose declared shape its storage can't hold, *before* anything is allocated for it: a
+    contiguous dataset must fit in its file, a chunked or unallocated one may declare at most ~1024 times the bytes
+    it stores (zlib's best ratio); a :class:`~pydaf.DafFormatError` names the element (``what``, else its path) and
+    the file. Anything but an h5py dataset passes (an in-memory array holds what it says).
+
+    Example:
+        >>> import tempfile, os
+        >>> with h5py.File(os.path.join(tempfile.mkdtemp(), "x.h5"), "w") as file:
+        ...     require_stored_size(file.create_dataset("small", data=np.arange(10)))
+        ...     try:
+        ...         require_stored_size(file.create_dataset("huge", shape=(3 << 30,), dtype="f4", chunks=True))
+        ...     except DafFormatError as error:
+        ...         print(str(error).splitlines()[0])
+        the AnnData element: /huge
+    """
+    if not isinstance(dataset, h5py.Dataset):
+        return
+    string = h5py.check_string_dtype(dataset.dtype)
+    variable = h5py.check_vlen_dtype(dataset.dtype) is not None or (string is not None and string.length is None)
+    nbytes = int(dataset.size or 0) * max(_VARIABLE_ITEMSIZE if variable else dataset.dtype.itemsize, 1)
+    if nbytes <= 1 << 20:  # (small enough to read whatever it holds)
+        return
+    file_size = os.path.getsize(dataset.file.filename)
+    dcpl = dataset.id.get_create_plist()
+    contiguous = dcpl.get_layout() == h5py.h5d.CONTIGUOUS and dataset.id.get_offset() is not None \
+        and not dcpl.get_external_count()
+    limit = file_size if contiguous else max(int(dataset.id.get_storage_size()), 1 << 20) * _MAX_EXPANSION
+    if nbytes > limit:
+        raise DafFormatError(f"the AnnData element: {what or dataset.name}\nin the file: {dataset.file.filename}\n"
+                             f"declares {nbytes} bytes (shape: {dataset.shape}, element type: {dataset.dtype})\n"
+                             f"which its storage ({file_size} bytes of file) can't hold")
+
+
 def _strings(dataset: h5py.Dataset) -> np.ndarray:
+    require_stored_size(dataset)
     values = dataset[()]
     if isinstance(values, bytes | str):
         values = np.array([values], dtype=object)
@@ -192,6 +237,7 @@ def _is_string_dataset(dataset: h5py.Dataset) -> bool:
 
 
 def _numbers(dataset: h5py.Dataset) -> np.ndarray:
+    require_stored_size(dataset)
     values = np.empty(dataset.shape, dtype=dataset.dtype)
     if values.size:
         dataset.read_direct(values)
@@ -212,6 +258,7 @@ def read_array(dataset: Any) -> Any:
     if dataset.ndim == 2:
         if _is_string_dataset(dataset):
             return Unsupported("string matrix")
+        require_stored_size(dataset)
         return MatrixSource("dense", (int(dataset.shape[0]), int(dataset.shape[1])), dataset.dtype, dataset)
     if dataset.ndim == 0:
         return read_scalar(dataset)
@@ -228,6 +275,7 @@ def read_string_array(dataset: Any) -> Any:
 @reads("numeric-scalar", "0.2.0")
 @reads("string", "0.2.0")
 def read_scalar(dataset: Any) -> Any:
+    require_stored_size(dataset)
     value = dataset[()]
     if isinstance(value, bytes):
         return value.decode()
@@ -259,6 +307,8 @@ def _sparse(group: Any, kind: str, shape: Any) -> Any:
         if part.dtype.kind not in "iu":
             raise ValueError(f"the {part.name.rpartition('/')[2]} of a {kind} matrix has the element type: "
                              f"{part.dtype} (expected integers)")
+    for part in (data, indices, indptr):
+        require_stored_size(part)  # (a declared nnz or shape is no allocation before it is known to be stored)
     if indices.shape != data.shape:
         raise ValueError(f"a {kind} matrix has {data.shape[0]} data values but {indices.shape[0]} indices")
     major = int(sizes[0] if kind == "csr" else sizes[1])
@@ -432,6 +482,7 @@ def read_compound_dataframe(dataset: h5py.Dataset) -> Any:
     fields = dataset.dtype.fields
     if dataset.ndim != 1 or not fields:
         return Unsupported("dataframe stored as a dataset that is not a 1-dimensional compound dataset")
+    require_stored_size(dataset)
     rows = dataset[()]
     names = list(dataset.dtype.names)
     columns: dict[str, Any] = {"_index": _field_column(rows[names[0]], fields[names[0]][0])}

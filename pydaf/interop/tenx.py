@@ -37,7 +37,7 @@ from ..core.writers import DafWriter
 from ..errors import DafError, DafFormatError, DafMissingError, DafValueError
 from ..open import is_tenx_h5, tenx_layout
 from .content import Content, content_as_daf, open_source, sort_columns
-from .h5ad_elements import Column, MatrixSource, Unsupported, read_element, read_guarded
+from .h5ad_elements import Column, MatrixSource, Unsupported, read_element, read_guarded, require_stored_size
 
 __all__ = ["is_tenx_h5", "make_names_unique", "tenx_as_daf"]
 
@@ -99,6 +99,8 @@ def _matrix_source(group: h5py.Group, n_cells: int, n_features: int, mask: np.nd
     if indices.dtype.kind not in "iu" or indptr.dtype.kind not in "iu" or data.dtype.kind not in "biuf":
         raise DafFormatError(f"the 10x matrix: {group.name}\nin the file: {group.file.filename}\nhas the types: "
                              f"{data.dtype} data, {indices.dtype} indices, {indptr.dtype} indptr")
+    for part in (data, indices, indptr):
+        require_stored_size(part)  # (a declared nnz is no allocation before it is known to be stored)
     if indices.shape != data.shape or indptr.shape != (n_cells + 1,):
         raise DafFormatError(f"the 10x matrix: {group.name}\nin the file: {group.file.filename}\nhas {data.shape[0]} "
                              f"data values, {indices.shape[0]} indices and {indptr.shape[0]} indptr entries for "
@@ -108,6 +110,7 @@ def _matrix_source(group: h5py.Group, n_cells: int, n_features: int, mask: np.nd
 
 
 def _shape(group: h5py.Group) -> tuple[int, int]:
+    require_stored_size(group["shape"])
     shape = np.asarray(group["shape"][()]).ravel()
     if shape.shape != (2,) or shape.dtype.kind not in "iu" or (shape < 0).any():
         raise DafFormatError(f"invalid 10x shape: {shape.tolist()}\nin the file: {group.file.filename}\n(expected 2 "
@@ -115,15 +118,28 @@ def _shape(group: h5py.Group) -> tuple[int, int]:
     return int(shape[0]), int(shape[1])
 
 
+def _require_length(group: h5py.Group, name: str, values: np.ndarray, expected: int, what: str) -> None:
+    """Refuse a dataset of names whose length is not the matrix's declared shape says (a declared size is checked
+    against the data before anything of that size is allocated)."""
+    if values.shape != (expected,):
+        raise DafFormatError(f"the 10x dataset: {group[name].name}\nin the file: {group.file.filename}\nhas "
+                             f"{values.shape[0]} entries, but the 10x shape declares {expected} {what}")
+
+
 def _read_v3(file: h5py.File, genome: str | None, gex_only: bool, origin: str) -> Content:
     content = Content(origin=origin)
     matrix = file["matrix"]
     n_features, n_cells = _shape(matrix)
     features = matrix["features"]
-    obs: dict[str, Column | Unsupported] = {"_index": Column(_texts(matrix, "barcodes"))}
+    barcodes = Column(_texts(matrix, "barcodes"))
+    obs: dict[str, Column | Unsupported] = {"_index": barcodes}
     if "filtered_barcodes" in matrix:
+        require_stored_size(matrix["filtered_barcodes"])
         obs["filtered_barcodes"] = Column(np.asarray(matrix["filtered_barcodes"][()]).astype(bool))
     names, feature_types = Column(_texts(features, "name")), Column(_texts(features, "feature_type"))
+    _require_length(features, "name", names.values, n_features, "features")
+    _require_length(features, "feature_type", feature_types.values, n_features, "features")
+    _require_length(matrix, "barcodes", barcodes.values, n_cells, "barcodes")
     var: dict[str, Column | Unsupported] = {"_index": names}
     if "gene_id" in features:  # a probe-barcode matrix
         var["gene_ids"], var["probe_ids"] = Column(_texts(features, "gene_id")), Column(_texts(features, "id"))
@@ -174,8 +190,11 @@ def _read_v2(file: h5py.File, genome: str | None, origin: str) -> Content:
     group = file[genome]
     content = Content(origin=origin)
     n_features, n_cells = _shape(group)
-    content.obs = sort_columns(content, "obs", {"_index": Column(_texts(group, "barcodes"))})
-    content.var = sort_columns(content, "var", {"_index": Column(make_names_unique(_texts(group, "gene_names"))),
+    barcodes, gene_names = _texts(group, "barcodes"), _texts(group, "gene_names")
+    _require_length(group, "barcodes", barcodes, n_cells, "barcodes")
+    _require_length(group, "gene_names", gene_names, n_features, "features")
+    content.obs = sort_columns(content, "obs", {"_index": Column(barcodes)})
+    content.var = sort_columns(content, "var", {"_index": Column(make_names_unique(gene_names)),
                                                 "gene_ids": Column(_texts(group, "genes"))})
     content.matrices.append(("X", "X", _matrix_source(group, n_cells, n_features, None)))
     return content

@@ -432,15 +432,101 @@ REGEX_SECONDS = 1.0
 REGEX_SECONDS_PER_VALUE = 1e-4
 
 
+#: The largest count of a ``{n}``/``{n,m}`` quantifier: PCRE's (Julia refuses larger ones: "number too big in {}
+#: quantifier").
+REGEX_MAX_REPEAT = 65535
+
+#: The largest size of a regular expression once its repetitions are expanded (atoms times the counts of the
+#: quantifiers around them): the ``regex`` module expands ``(a{1000}){1000}`` into a million nodes (gigabytes, and
+#: seconds, before it fails), as PCRE does before refusing it ("regular expression is too large").
+REGEX_MAX_SIZE = 1 << 17
+
+# What an empty group weighs: the regex module compiles ``(){n}`` in time cubic in n (8000: 2 s; 65535: minutes).
+_EMPTY_GROUP_SIZE = 64
+
+_QUANTIFIER = re.compile(r"\{\s*(\d*)\s*(?:(,)\s*(\d*)\s*)?\}")
+_BRACED_ESCAPES = frozenset("pPNxgkuUo")
+
+
+def _regex_size_problem(pattern: str) -> str | None:
+    """Why ``pattern`` is too large to compile (a repetition count above :data:`REGEX_MAX_REPEAT`, or an expanded size
+    above :data:`REGEX_MAX_SIZE`), else ``None``. A linear scan without recursion (however deep the groups nest):
+    escapes, character classes and comments count as one atom; a group weighs what it holds."""
+    stack: list[tuple[int, int]] = []  # (size before the group, size of the atom before it)
+    size = last = 0
+    index, length = 0, len(pattern)
+    while index < length:
+        character = pattern[index]
+        start = index
+        index += 1
+        if character == "\\":
+            if index < length and pattern[index] in _BRACED_ESCAPES and pattern.startswith("{", index + 1):
+                closing = pattern.find("}", index + 1)
+                index = length if closing < 0 else closing + 1
+            else:
+                index += 1
+        elif character == "[":
+            index += 1 if pattern.startswith("^", index) else 0
+            index += 1 if pattern.startswith("]", index) else 0
+            while index < length and pattern[index] != "]":
+                index += 2 if pattern[index] == "\\" else 1
+            index += 1
+        elif character == "(" and pattern.startswith("?#", index):
+            closing = pattern.find(")", index)
+            index = length if closing < 0 else closing + 1
+            continue
+        elif character == "(":
+            stack.append((size, last))
+            size = last = 0
+            continue
+        elif character == ")" and stack:
+            inner = size
+            size, _ = stack.pop()
+            last = inner or _EMPTY_GROUP_SIZE
+            size += last
+            continue
+        elif character in "*+?":
+            continue  # (a quantifier that repeats at most as many times as the atom is matched: no expansion)
+        elif character == "{":
+            match = _QUANTIFIER.match(pattern, start)
+            if match is not None and (match.group(1) or match.group(3)):
+                counts = [int(text) for text in (match.group(1), match.group(3)) if text]
+                if max(counts) > REGEX_MAX_REPEAT:
+                    return f"number too big in {{}} quantifier: {max(counts)} (at most {REGEX_MAX_REPEAT})"
+                size += last * (max(counts) - 1) if last else 0
+                last *= max(counts)
+                index = match.end()
+                if size > REGEX_MAX_SIZE:
+                    return f"regular expression is too large (more than {REGEX_MAX_SIZE} expanded atoms)"
+                continue
+        last = 1
+        size += 1
+        if size > REGEX_MAX_SIZE:
+            return f"regular expression is too large (more than {REGEX_MAX_SIZE} expanded atoms)"
+    return None
+
+
 def compile_regex(pattern: str) -> regex.Pattern:
     """Compile the regular expression of a ``~``/``!~`` comparison (the ``regex`` module: Python's ``re`` syntax plus
-    much of PCRE's, and a time limit per match); raises ``regex.error`` for an invalid pattern.
+    much of PCRE's, and a time limit per match); raises ``regex.error`` for an invalid pattern, and for one too large
+    to compile in bounded memory (a count above :data:`REGEX_MAX_REPEAT`, nested counts expanding beyond
+    :data:`REGEX_MAX_SIZE`; Julia's PCRE refuses these too).
 
     Example:
         >>> compile_regex(r"\\p{Lu}+").fullmatch("ABC") is not None
         True
+        >>> compile_regex("a{1000000000}")
+        Traceback (most recent call last):
+        ...
+        regex._regex_core.error: number too big in {} quantifier: 1000000000 (at most 65535)
     """
-    return regex.compile(pattern)
+    problem = _regex_size_problem(pattern)
+    if problem is not None:
+        raise regex.error(problem)
+    try:
+        return regex.compile(pattern)
+    except (MemoryError, OverflowError, RecursionError, ValueError) as error:  # (what the engine raises untyped)
+        raise regex.error(f"can't compile: {type(error).__name__}: {error}") from None
 
 
 def full_matches(pattern: regex.Pattern, values: np.ndarray) -> np.ndarray:

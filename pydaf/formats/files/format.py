@@ -77,6 +77,7 @@ _CREATE_FLAGS = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXE
 _TEMPORARY = re.compile(r"\..*\.tmp-[0-9a-f]+", re.DOTALL)
 _MAX_JSON_BYTES = 64 << 20  # descriptors are tiny; a scalar string may be large, but not gigabytes
 _MAX_NAME_BYTES = 255 - len(".nzval.zip.backup") - 1  # a property's hidden backup must still be a valid file name
+_MAX_AXIS_BYTES = 255 - len(".txt")  # (an axis has no backup: its file is replaced by a short-named temporary)
 _WRITE_CHUNK = 1 << 28
 _READ_ATTEMPTS = 200  # a reader racing a writer re-reads; each attempt sleeps a little longer (≤ ~2 s in total)
 
@@ -760,7 +761,13 @@ class FilesFormat(FormatWriter):
     def format_axis_vector(self, axis: str) -> tuple[np.ndarray, CacheGroup | None]:
         def read(fd: int, status: os.stat_result, what: str) -> np.ndarray:
             data = _read_fd(fd, status.st_size, status.st_size, axis + ".txt")
-            return lines(data, data.count(b"\n"), what)
+            entries = lines(data, data.count(b"\n"), what)
+            if len(set(entries.tolist())) != entries.shape[0]:  # (Julia's add_axis! refuses them: a damaged file)
+                seen: set[str] = set()
+                repeated = next(entry for entry in entries.tolist() if entry in seen or seen.add(entry))  # type: ignore[func-returns-value]
+                raise DafFormatError(f"duplicate entry: {repeated!r}\nof {what}\n(the entries of an axis are unique: "
+                                     "the axis file was written or edited by something other than Daf)")
+            return entries
 
         return self._axis_file(axis, read), CacheGroup.MemoryData
 
@@ -779,6 +786,9 @@ class FilesFormat(FormatWriter):
     def format_add_axis(self, axis: str, entries: np.ndarray) -> None:
         axis = self._name(axis, "axis")
         what = f"the axis: {axis}"
+        if len(axis.encode("utf-8")) > _MAX_AXIS_BYTES:  # (checked before anything is written)
+            raise DafNameError(f"the name of {what}\nis too long for the daf directory: {self.path}\n(at most "
+                               f"{_MAX_AXIS_BYTES} bytes of UTF-8, so its file axes/<axis>.txt is a valid file name)")
         lock = self._require_writable(what)
         data = lines_bytes(entries, f"the entries of {what}")
         with lock.mutex, self._doing(f"adding {what}"), self._folder(("axes",), create=True) as axes:

@@ -11,6 +11,7 @@ declares is checked against the axes and the stored sizes before anything is map
 from __future__ import annotations
 
 import json
+import math
 from contextlib import suppress
 from typing import Any, Protocol
 
@@ -271,9 +272,32 @@ def scalar_value(descriptor: Any, what: str) -> StorageScalar:
     raise DafFormatError(f"invalid value: {str(value)[:100]}\nof {what}\n(expected a value of type: {eltype})")
 
 
+def _refuse_constant(constant: str) -> Any:
+    raise ValueError(f"non-standard JSON constant: {constant} (JSON.jl neither writes nor reads it)")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"the number {text[:40]} is out of the range of a Float64")
+    return value
+
+
 def parse_json(data: bytes, what: str) -> Any:
+    """A descriptor's JSON: standard JSON only (``NaN``, ``Infinity`` and numbers beyond a Float64 are refused, as
+    JSON.jl refuses them), any problem a :class:`~pydaf.DafFormatError` naming ``what``.
+
+    Example:
+        >>> parse_json(b'{"type":"Float64","value":0.5}', "the scalar: x")
+        {'type': 'Float64', 'value': 0.5}
+        >>> parse_json(b'{"type":"Float64","value":NaN}', "the scalar: x")
+        Traceback (most recent call last):
+        ...
+        pydaf.errors.DafFormatError: invalid JSON in the descriptor of the scalar: x
+        (non-standard JSON constant: NaN (JSON.jl neither writes nor reads it))
+    """
     try:
-        return json.loads(data)
+        return json.loads(data, parse_constant=_refuse_constant, parse_float=_finite_float)
     except (ValueError, RecursionError) as error:  # UnicodeDecodeError is a ValueError
         raise DafFormatError(f"invalid JSON in the descriptor of {what}\n({str(error)[:200]})") from error
 
