@@ -93,8 +93,11 @@ def open_regular_file(path: str | os.PathLike, *, what: str, flags: int = os.O_R
     except OSError as error:
         if error.errno == errno.ELOOP and not follow_symlinks:
             raise _refuse(path, what, stat.S_IFLNK, daf_name) from None
-        if error.errno in (errno.ENXIO, errno.EISDIR):  # (a FIFO without a reader, opened to write; a directory)
-            mode = stat.S_IFIFO if error.errno == errno.ENXIO else stat.S_IFDIR
+        if error.errno in (errno.ENXIO, errno.EISDIR):  # (a FIFO without a reader or a socket; a directory)
+            try:
+                mode = os.stat(path, dir_fd=dir_fd, follow_symlinks=follow_symlinks).st_mode
+            except OSError:
+                mode = stat.S_IFDIR if error.errno == errno.EISDIR else stat.S_IFSOCK
             raise _refuse(path, what, mode, daf_name) from None
         raise
     try:
