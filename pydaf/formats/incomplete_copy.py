@@ -96,8 +96,8 @@ def refuse_incomplete_copy(path: str | os.PathLike, *, daf_name: str | None = No
         pydaf.errors.DafIncompleteError: incomplete copy: ...x.h5df
         (a copy_all into it, started 2026-01-01 00:00:00 UTC by the process 0, was interrupted before it ended:
         the data set holds part of what was copied)
-        to recover: copy again into it (overwrite=True), or replace it (pydaf convert SOURCE DESTINATION --overwrite),
-        or restore it from a backup; to open it as it is, remove the marker: ...
+        to recover: replace it (pydaf convert SOURCE DESTINATION --overwrite), or restore it from a backup;
+        to open it as it is (and copy into it again, with overwrite=True), remove the marker: ...
     """
     marker = marker_path(path)
     if not os.path.lexists(marker):
@@ -117,8 +117,8 @@ def refuse_incomplete_copy(path: str | os.PathLike, *, daf_name: str | None = No
     by = f" by the process {pid}" if pid >= 0 else ""
     raise DafIncompleteError(
         f"incomplete copy: {text}\n({what} into it, started {started}{by}, was interrupted before it ended:\nthe data "
-        "set holds part of what was copied)\nto recover: copy again into it (overwrite=True), or replace it (pydaf "
-        "convert SOURCE DESTINATION --overwrite),\nor restore it from a backup; to open it as it is, remove the "
+        "set holds part of what was copied)\nto recover: replace it (pydaf convert SOURCE DESTINATION --overwrite), or "
+        "restore it from a backup;\nto open it as it is (and copy into it again, with overwrite=True), remove the "
         f"marker: {marker}", daf_name=daf_name)
 
 
