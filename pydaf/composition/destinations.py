@@ -30,6 +30,7 @@ import h5py
 
 from .._os.exchange import exchange_paths
 from .._os.files import file_kind, require_regular_file
+from .._os.locks import process_is_alive
 from ..core.readers import DafReader
 from ..core.writers import DafWriter
 from ..errors import (
@@ -318,18 +319,6 @@ def _leftover_pattern(name: str) -> re.Pattern[str]:
     return re.compile(rf"^\.\.?{re.escape(name)}\.(tmp|old)-(\d+)-[0-9a-f]{{8}}")
 
 
-def _process_is_alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OverflowError):
-        return True
-    return True
-
-
 def _remove_path(path: str) -> None:
     if os.path.isdir(path) and not os.path.islink(path):
         shutil.rmtree(path, ignore_errors=True)
@@ -377,7 +366,7 @@ def clean_leftovers(destination: str | os.PathLike) -> list[str]:
     removed = []
     for leftover in names:
         match = pattern.match(leftover)
-        if match is None or _process_is_alive(int(match.group(2))):
+        if match is None or process_is_alive(int(match.group(2))):
             continue
         path = os.path.join(folder, leftover)
         set_aside = match.group(1) == "old" or leftover.endswith(".old")  # (ZarrDaf-FilesDaf conversions' name)
@@ -736,7 +725,7 @@ def _clean_group_leftovers(file: h5py.File, file_path: str, parent: str, base: s
     holder = file[parent] if parent else file
     for leftover in sorted(holder):
         match = pattern.match(leftover)
-        if match is not None and not _process_is_alive(int(match.group(2))):
+        if match is not None and not process_is_alive(int(match.group(2))):
             _remove_group(file_path, f"{parent}/{leftover}", leftover=True)
 
 

@@ -35,6 +35,7 @@ import uuid
 from collections.abc import Iterator
 
 from .._os.files import read_regular_file
+from .._os.locks import process_is_alive
 from ..errors import DafError, DafIncompleteError, DafStorageError
 from .paths import split_complete_path, storage_path
 
@@ -69,18 +70,6 @@ def marker_path(path: str | os.PathLike) -> str:
     return os.path.join(folder, f".{name}{MARKER_SUFFIX}{tail}")
 
 
-def _process_is_alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OverflowError, ValueError):
-        return pid > 0
-    return pid > 0
-
-
 def refuse_incomplete_copy(path: str | os.PathLike, *, daf_name: str | None = None) -> None:
     """Raise a :class:`~pydaf.errors.DafIncompleteError` if a copy into the data set at ``path`` is under way in
     another process, or was interrupted (its marker is there); the process writing a copy may open it.
@@ -111,7 +100,7 @@ def refuse_incomplete_copy(path: str | os.PathLike, *, daf_name: str | None = No
     except Exception:  # (a marker cut short by a kill, or unreadable: the copy is still not known to be complete)
         pid, started, what = -1, "at an unknown time", "a copy"
     text = os.fspath(path)
-    if pid > 0 and pid != os.getpid() and _process_is_alive(pid):
+    if pid > 0 and pid != os.getpid() and process_is_alive(pid):
         raise DafIncompleteError(f"incomplete copy: {text}\n({what} into it, started {started} by the process {pid}, "
                                  "is under way: open it when it ends)", daf_name=daf_name)
     by = f" by the process {pid}" if pid >= 0 else ""
