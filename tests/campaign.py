@@ -547,6 +547,21 @@ def _set_json(path: str, edit: Callable[[Any], Any]) -> None:
         json.dump(edit(content), handle)
 
 
+def _lie_in_zarr_metadata(folder: str, rng: random.Random) -> tuple[str, str]:
+    """Edit one array's metadata, in the root's consolidated metadata and in its own ``zarr.json``: (its key, what was
+    edited)."""
+    key, edit, what = _zarr_metadata_edits(rng)
+
+    def change(meta: Any) -> Any:
+        inner = meta["consolidated_metadata"]["metadata"]
+        inner[key] = edit(inner[key])
+        return meta
+    _set_json(os.path.join(folder, "zarr.json"), change)
+    with contextlib.suppress(FileNotFoundError, KeyError, TypeError):
+        _set_json(os.path.join(folder, key, "zarr.json"), edit)
+    return key, what
+
+
 def _zarr_metadata_edits(rng: random.Random) -> tuple[str, Callable[[Any], Any], str]:
     """A lying but well-formed edit of a ZarrDaf array's metadata: (array key, edit, description)."""
     arrays = ["axes/cell", "axes/gene", "vectors/cell/age", "vectors/cell/score/nzind", "vectors/cell/score/nzval",
@@ -627,26 +642,10 @@ def damage_zarr_folder(folder: str, rng: random.Random, outside: str, kind: str)
         replace_with(os.path.join(folder, name), what, outside)
         return f"{what} at the node {name}"
     if kind == "consolidated":  # lie in the consolidated metadata of the root (what pydaf and zarr-python read)
-        key, edit, what = _zarr_metadata_edits(rng)
-
-        def change(meta: Any) -> Any:
-            inner = meta["consolidated_metadata"]["metadata"]
-            inner[key] = edit(inner[key])
-            return meta
-        _set_json(os.path.join(folder, "zarr.json"), change)
-        with contextlib.suppress(FileNotFoundError, KeyError, TypeError):
-            _set_json(os.path.join(folder, key, "zarr.json"), edit)
+        key, what = _lie_in_zarr_metadata(folder, rng)
         return f"{what} in the metadata of {key}"
     if kind == "elide":  # a lying array with its chunk removed: nothing to read, a declared size to allocate
-        key, edit, what = _zarr_metadata_edits(rng)
-
-        def change(meta: Any) -> Any:
-            inner = meta["consolidated_metadata"]["metadata"]
-            inner[key] = edit(inner[key])
-            return meta
-        _set_json(os.path.join(folder, "zarr.json"), change)
-        with contextlib.suppress(FileNotFoundError, KeyError, TypeError):
-            _set_json(os.path.join(folder, key, "zarr.json"), edit)
+        key, what = _lie_in_zarr_metadata(folder, rng)
         shutil.rmtree(os.path.join(folder, key, "c"), ignore_errors=True)
         return f"{what} in {key}, its chunks removed"
     if kind == "unconsolidated":  # drop the consolidated metadata: every node's own zarr.json is read

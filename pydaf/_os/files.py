@@ -28,7 +28,7 @@ import stat
 
 from ..errors import DafFormatError, DafStorageError
 
-__all__ = ["file_kind", "open_regular_file", "read_regular_file", "require_regular_file"]
+__all__ = ["file_kind", "open_regular_file", "read_regular_file", "refuse_special_file", "require_regular_file"]
 
 
 def file_kind(mode: int) -> str:
@@ -69,6 +69,29 @@ def require_regular_file(path: str | os.PathLike, *, what: str, follow_symlinks:
     if not stat.S_ISREG(status.st_mode):
         raise _refuse(path, what, status.st_mode, daf_name)
     return status
+
+
+def refuse_special_file(path: str | os.PathLike, *, what: str, daf_name: str | None = None) -> None:
+    """Refuse a FIFO, socket or device at ``path`` (where a data set's file or directory is expected) before anything
+    opens it; a regular file or a directory passes, and a missing path is left to the caller.
+
+    Example:
+        >>> import os, tempfile
+        >>> fifo = os.path.join(tempfile.mkdtemp(), "x.h5df")
+        >>> os.mkfifo(fifo)
+        >>> refuse_special_file(os.path.dirname(fifo), what="the source")  # (a directory passes)
+        >>> try:
+        ...     refuse_special_file(fifo, what="the source")
+        ... except DafFormatError as error:
+        ...     print(str(error).splitlines()[0])
+        not a regular file (a FIFO): the source
+    """
+    try:
+        status = os.stat(path)
+    except (OSError, ValueError):
+        return
+    if not stat.S_ISREG(status.st_mode) and not stat.S_ISDIR(status.st_mode):
+        raise _refuse(path, what, status.st_mode, daf_name)
 
 
 def open_regular_file(path: str | os.PathLike, *, what: str, flags: int = os.O_RDONLY, dir_fd: int | None = None,

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import h5py
 
 from .._os.exchange import exchange_paths
-from .._os.files import file_kind, require_regular_file
+from .._os.files import file_kind, refuse_special_file
 from .._os.locks import process_is_alive
 from ..core.readers import DafReader
 from ..core.writers import DafWriter
@@ -452,9 +452,7 @@ def repack(source: str | os.PathLike, destination: str | os.PathLike, *, progres
         np.int64(1)
     """
     text = os.fspath(source)
-    container = storage_path(text)
-    if os.path.exists(container) and not os.path.isdir(container):
-        require_regular_file(container, what="the data set to repack")  # (a FIFO is refused before it is opened)
+    refuse_special_file(storage_path(text), what="the data set to repack")  # (opening a FIFO would block)
     entry = guess_format(text)
     if entry.repack is None:
         able = ", ".join(known.name for known in registered_formats() if known.repack is not None)

@@ -24,9 +24,8 @@ Example:
 from __future__ import annotations
 
 import os
-import stat
 
-from .._os.files import require_regular_file
+from .._os.files import refuse_special_file
 from ..composition.copies import copy_all
 from ..composition.destinations import (
     ANNDATA,
@@ -51,17 +50,6 @@ __all__ = ["convert"]
 
 def _is_mudata(path: str | os.PathLike) -> bool:
     return os.fspath(path).endswith(".h5mu")
-
-
-def _refuse_special_source(source: str | os.PathLike) -> None:
-    """Refuse a source whose file is a FIFO, a socket or a device before anything opens it (that would block)."""
-    container = storage_path(source)
-    try:
-        status = os.stat(container)
-    except (OSError, ValueError):
-        return  # (missing: said by the format that reads it)
-    if not stat.S_ISDIR(status.st_mode):
-        require_regular_file(container, what="the source to convert")
 
 
 def convert(source: str | os.PathLike, destination: str | os.PathLike, *, obs_is: str | None = None,
@@ -90,7 +78,7 @@ def convert(source: str | os.PathLike, destination: str | os.PathLike, *, obs_is
         (the destination and the source share their storage; replacing one would destroy the other)
     """
     names = {"obs_is": obs_is, "var_is": var_is, "X_is": X_is}
-    _refuse_special_source(source)
+    refuse_special_file(storage_path(source), what="the source to convert")  # (opening a FIFO would block)
     if _is_mudata(destination):
         raise DafValueError(f"can't convert into the MuData file: {os.fspath(destination)}\n(pydaf imports the "
                             "modalities of MuData files; it writes .h5ad files)")

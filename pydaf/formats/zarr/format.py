@@ -27,7 +27,7 @@ import numpy as np
 
 from ..._os.files import file_kind, open_regular_file, read_regular_file
 from ..._os.locks import LockHold, ProcessRegistry, hold_lock
-from ..._os.maps import FileKey, file_key, map_region
+from ..._os.maps import FileKey, file_key, map_file, map_region
 from ..._os.write_errors import storage_error
 from ...abc.format import CacheGroup, StoredMatrix, StoredVector, parse_mode, weakest_cache_group
 from ...errors import (
@@ -566,16 +566,15 @@ class _DirectoryNodes:
             raise
         except OSError as error:
             raise self._unreadable(key, error) from error
-        os.close(fd)
-        expected = count * dtype.itemsize
-        if status.st_size != expected:
-            raise DafFormatError(f"the chunk: {key}\nin the ZarrDaf directory: {self.root}\nhas {status.st_size} "
-                                 f"bytes instead of {expected} ({count} x {dtype})")
         try:
-            return map_region(path, 0, expected, writable=False).view(dtype), CacheGroup.MappedData
-        except (FileNotFoundError, NotADirectoryError) as error:  # (another process replaced its node meanwhile)
-            raise DafFormatError(f"the chunk: {key}\nin the ZarrDaf directory: {self.root}\nvanished while it was "
-                                 "read") from error
+            expected = count * dtype.itemsize
+            if status.st_size != expected:
+                raise DafFormatError(f"the chunk: {key}\nin the ZarrDaf directory: {self.root}\nhas "
+                                     f"{status.st_size} bytes instead of {expected} ({count} x {dtype})")
+            # (mapped from the descriptor just checked: reopening the path could meet a file planted meanwhile)
+            return map_file(fd, path, 0, expected, writable=False).view(dtype), CacheGroup.MappedData
+        finally:
+            os.close(fd)
 
     def size(self, key: str) -> int | None:
         try:
