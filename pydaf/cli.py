@@ -31,6 +31,7 @@ from typing import Any, NoReturn
 import numpy as np
 
 from ._os.files import file_kind
+from ._os.interrupts import InterruptRequested, clear_interrupt, request_interrupt
 from .check import check_main
 from .composition.destinations import (
     Storage,
@@ -714,6 +715,8 @@ def main(argv: list[str] | None = None) -> int:
             if extra:  # (said by the command's parser, as every other usage error of the command)
                 parser.commands[arguments.command].error(f"unrecognized arguments: {' '.join(extra)}")
             status = arguments.func(arguments)
+            if interrupts.count:  # (raised in a callback that dropped it: the command ended as if not interrupted)
+                raise InterruptRequested()
         finally:
             sys.stdout.flush()  # (a closed pipe or a full disk fails here, not later when Python flushes at exit)
     except BrokenPipeError:
@@ -738,16 +741,12 @@ def main(argv: list[str] | None = None) -> int:
     return status or 0
 
 
-class _Interrupted(KeyboardInterrupt):
-    """Ctrl-C, as :class:`_Interrupts` raises it. (A plain ``KeyboardInterrupt`` that Python raises while running code
-    for an extension module makes the process kill itself with SIGINT at exit, whatever status :func:`main` returns;
-    CPython flags only that exact class.)"""
-
-
 class _Interrupts:
-    """While :func:`main` runs, Ctrl-C (SIGINT) raises :class:`_Interrupted` and is counted, so an interrupt that a
-    library reported as its own failure is still reported as an interrupt (exit status 130). Left alone if SIGINT is
-    not Python's default (ignored in a background job, or handled by the caller) or outside the main thread."""
+    """While :func:`main` runs, Ctrl-C (SIGINT) raises :class:`~pydaf._os.interrupts.InterruptRequested`, is counted
+    and recorded (:func:`~pydaf._os.interrupts.request_interrupt`), so an interrupt that a library reported as its own
+    failure, or dropped, is still reported as an interrupt (exit status 130) and never followed by a commit. Left
+    alone if SIGINT is not Python's default (ignored in a background job, or handled by the caller) or outside the
+    main thread."""
 
     def __init__(self) -> None:
         self.count = 0
@@ -755,14 +754,25 @@ class _Interrupts:
         if threading.current_thread() is threading.main_thread() and \
                 signal.getsignal(signal.SIGINT) is signal.default_int_handler:
             self.previous = signal.signal(signal.SIGINT, self._interrupt)
+            self.previous_hook = sys.unraisablehook
+            sys.unraisablehook = self._unraisable
+
+    def _unraisable(self, unraisable: Any) -> None:
+        """Python's report of an exception raised where it can't propagate (a weakref callback, ``__del__``): the
+        interrupt raised there is recorded already, so it is not printed as an error."""
+        if not isinstance(unraisable.exc_value, InterruptRequested):
+            self.previous_hook(unraisable)
 
     def _interrupt(self, signum: int, frame: object) -> None:
         self.count += 1
-        raise _Interrupted()
+        request_interrupt()  # (the raise below may land in a callback that drops it: conversions check the record)
+        raise InterruptRequested()
 
     def restore(self) -> None:
         if self.previous is not None:
             signal.signal(signal.SIGINT, self.previous)
+            sys.unraisablehook = self.previous_hook
+            clear_interrupt()
 
 
 def _drop_output(output: Any) -> None:

@@ -380,7 +380,7 @@ def big_source(tmp_path_factory) -> Path:
     return folder / "big.h5df"
 
 
-@pytest.mark.parametrize("destination", ["o.daf", "o.daf.zarr", "o.daf.zip", "o.h5ad"])
+@pytest.mark.parametrize("destination", ["o.daf", "o.daf.zarr", "o.daf.zip", "o.h5ad", "o.h5df"])
 def test_ctrl_c_during_a_convert_exits_130_and_leaves_the_destination_as_it_was(tmp_path, big_source, destination):
     source = big_source
     extra = ["--obs-is", "cell", "--var-is", "gene", "--X-is", "UMIs"] if destination.endswith(".h5ad") else []

@@ -30,6 +30,7 @@ import h5py
 
 from .._os.exchange import exchange_paths
 from .._os.files import file_kind, refuse_special_file
+from .._os.interrupts import raise_if_interrupted
 from .._os.locks import process_is_alive
 from ..core.readers import DafReader
 from ..core.writers import DafWriter
@@ -572,6 +573,7 @@ def _build_other(path: str, entry: FormatEntry, fill: Callable[[DafWriter], obje
         # (No reference to the writer is kept here: _fill_temporary lets go of it before the rename.)
         with building_aside(temporary):
             _fill_temporary(_open_temporary(entry, temporary, path, name), fill)
+        raise_if_interrupted()
         if os.path.isdir(absolute) and os.path.isdir(temporary) and exchange_paths(temporary, absolute):
             # (one atomic swap: the destination is the old data set or the new one at every instant; the old one,
             # now under the temporary name, goes, or is removed by the next conversion if this one is killed)
@@ -617,6 +619,7 @@ def _build_archive_group(path: str, entry: FormatEntry, fill: Callable[[DafWrite
                                          "convert into a new group or a new archive)")
         with building_aside(f"{temporary}#/{group}"):
             _fill_temporary(entry.open(f"{temporary}#/{group}", "w+", name=name or path), fill)  # type: ignore[arg-type]
+        raise_if_interrupted()
         os.replace(temporary, absolute)
         clear_incomplete_copy(path)
     except BaseException:
@@ -651,6 +654,7 @@ def _build_file(path: str, fill: Callable[[DafWriter], object], name: str | None
     try:
         with building_aside(temporary):
             _fill_temporary(H5df(temporary, "w", name=name or path), fill)
+        raise_if_interrupted()
         os.replace(temporary, absolute)
         clear_incomplete_copy(absolute)
     except BaseException:
@@ -686,6 +690,7 @@ def _build_group(file_path: str, group: str, fill: Callable[[DafWriter], object]
         try:
             with building_aside(f"{temporary}#{group}"):
                 _fill_temporary(H5df(f"{temporary}#{group}", "w", name=name or f"{file_path}#{group}"), fill)
+            raise_if_interrupted()
             os.replace(temporary, absolute)
             clear_incomplete_copy(f"{file_path}#{group}")
         except BaseException:
@@ -698,6 +703,7 @@ def _build_group(file_path: str, group: str, fill: Callable[[DafWriter], object]
     try:
         with building_aside(f"{file_path}#{temporary}"):
             _fill_temporary(H5df(f"{file_path}#{temporary}", "w", name=name or f"{file_path}#{group}"), fill)
+        raise_if_interrupted()
         old = None
         if group in file:
             old = f"{parent}/.{base}.old-{os.getpid()}-{uuid.uuid4().hex[:8]}"
@@ -766,6 +772,7 @@ def write_file_then_replace(path: str | os.PathLike, write: Callable[[str], obje
     temporary = _hidden_sibling(absolute, "tmp", os.path.splitext(absolute)[1])
     try:
         write(temporary)
+        raise_if_interrupted()
         os.replace(temporary, absolute)
     except BaseException:
         _remove_temporary(temporary)
