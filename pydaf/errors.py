@@ -217,6 +217,13 @@ class DafQueryError(DafError, ValueError):
     the offending part of the query)."""
 
 
+class DafContractError(DafValueError):
+    """A computation that broke its contract (:mod:`pydaf.composition.contracts`): a required input missing or of
+    the wrong type, an output not created, data accessed that the contract does not list, an input modified, an
+    unused required input; or a contract that is inconsistent, or two contracts that can't be merged. The message is
+    Julia's, naming the computation and the data set."""
+
+
 # The errors of the Julia bridge (pydaf.julia; also importable from pydaf.julia.errors).
 
 

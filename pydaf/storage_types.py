@@ -40,6 +40,37 @@ STRING_DTYPE = np.dtype(object)
 StorageNumber: TypeAlias = bool | int | float | np.bool_ | np.integer | np.floating
 StorageScalar: TypeAlias = StorageNumber | str
 
+# Julia's storage type unions, as tuples of the numpy scalar types (``str`` for strings), usable with ``isinstance``
+# on scalars and ``issubclass`` on an array's ``dtype.type``. Python's ``bool``/``int``/``float`` are left out on
+# purpose: ``bool`` is an ``int`` in Python, so ``isinstance(True, StorageInteger)`` would be true where Julia's
+# ``true isa StorageInteger`` is false; :func:`scalar_value` turns Python numbers into these numpy types.
+# (``StorageScalar`` above stays a type alias for annotations; ``StorageScalarBase`` is its tuple form.)
+
+
+def _same_width_aliases(canonical: tuple[type[np.generic], ...]) -> tuple[Any, ...]:
+    # numpy has distinct scalar classes of one dtype (``np.longlong`` beside ``np.int64`` on Linux): an array of
+    # dtype "q" has ``dtype.type is np.longlong``, so the tuples hold those classes too (after the canonical ones).
+    dtypes = {np.dtype(scalar_type) for scalar_type in canonical}
+    aliases = {scalar_type for scalar_type in set(np.sctypeDict.values())
+               if np.dtype(scalar_type) in dtypes and scalar_type not in canonical}
+    return canonical + tuple(sorted(aliases, key=lambda scalar_type: (np.dtype(scalar_type).itemsize,
+                                                                     scalar_type.__name__)))
+
+
+#: Julia's ``StorageSigned``: the signed integer element types.
+StorageSigned: tuple[type[np.signedinteger], ...] = _same_width_aliases((np.int8, np.int16, np.int32, np.int64))
+#: Julia's ``StorageUnsigned``: the unsigned integer element types.
+StorageUnsigned: tuple[type[np.unsignedinteger], ...] = _same_width_aliases((np.uint8, np.uint16, np.uint32,
+                                                                            np.uint64))
+#: Julia's ``StorageInteger``: the integer element types.
+StorageInteger: tuple[type[np.integer], ...] = StorageSigned + StorageUnsigned
+#: Julia's ``StorageFloat``: the floating point element types.
+StorageFloat: tuple[type[np.floating], ...] = _same_width_aliases((np.float32, np.float64))
+#: Julia's ``StorageReal``: the number element types (``Bool`` included).
+StorageReal: tuple[type[np.generic], ...] = (np.bool_, *StorageInteger, *StorageFloat)
+#: Julia's ``StorageScalarBase``: every element type, numbers and strings.
+StorageScalarBase: tuple[type, ...] = (*StorageReal, str)
+
 #: What may be passed where an element type is expected: a numpy dtype, a Python/numpy type, or a Julia name.
 EltypeLike: TypeAlias = np.dtype | type | str
 

@@ -32,10 +32,11 @@ from typing import Any, ClassVar, NamedTuple, TypeAlias
 
 import numpy as np
 
-from ..errors import DafModeError
+from ..errors import DafModeError, DafUnsupportedError
 from ..kernels.relayout import transpose_csc_into, transpose_dense_into
 from ..sparse import SparseMatrixCSC, SparseVector
 from ..storage_types import STRING_DTYPE, StorageScalar
+from .reorder import CrashCounter, FormatReorderPlan, ReorderProgress
 
 StoredVector: TypeAlias = np.ndarray | SparseVector
 StoredMatrix: TypeAlias = np.ndarray | SparseMatrixCSC
@@ -438,6 +439,45 @@ class FormatWriter(FormatReader):
             buffer = self.format_get_empty_dense_matrix(columns_axis, rows_axis, name, matrix.dtype)
             transpose_dense_into(matrix, buffer)
             self.format_filled_empty_dense_matrix(columns_axis, rows_axis, name, buffer)
+
+    # Reorder (Julia's ``Reorder`` hooks; see :mod:`pydaf.abc.reorder` for the steps and what each may assume).
+
+    #: Whether this storage implements the reorder hooks below (a leaf that does not, e.g. an append-only ZIP
+    #: archive, is refused by :func:`pydaf.reorder_axes` before anything changes).
+    supports_reorder: ClassVar[bool] = False
+
+    def format_lock_reorder(self, operation_id: str) -> None:
+        """Claim the reorder: from now until :meth:`format_cleanup_reorder`, :meth:`format_has_reorder_lock` is
+        true (also for another process opening the storage, for persistent storage). ``operation_id`` (a UUID) is
+        shared by every writer of one ``reorder_axes`` call, so storage shared by several writers (the groups of one
+        HDF5 file) can tell its own lock from a foreign one."""
+        raise self._no_reorder()
+
+    def format_backup_reorder(self, plan: FormatReorderPlan) -> None:
+        """Save whatever :meth:`format_reset_reorder` needs to restore every axis, vector and matrix of ``plan``."""
+        raise self._no_reorder()
+
+    def format_replace_reorder(self, plan: FormatReorderPlan, progress: ReorderProgress,
+                               crash_counter: CrashCounter | None) -> None:
+        """Write the permuted axes, vectors and matrices of ``plan``; call ``progress(n)`` as elements are written
+        and ``tick_crash_counter(crash_counter)`` after each property."""
+        raise self._no_reorder()
+
+    def format_cleanup_reorder(self) -> None:
+        """Drop the backup and the lock: the reorder is done."""
+        raise self._no_reorder()
+
+    def format_has_reorder_lock(self) -> bool:
+        """Whether a reorder was claimed and not cleaned up (one in progress, or interrupted)."""
+        return False
+
+    def format_reset_reorder(self) -> bool:
+        """Roll an interrupted reorder back to the old order and drop its lock; whether there was one."""
+        return False
+
+    def _no_reorder(self) -> DafUnsupportedError:
+        return DafUnsupportedError(f"{self.type_name} does not support reorder_axes",
+                                   hint="(copy the data set to a format that does: MemoryDaf, FilesDaf, H5df, ZarrDaf)")
 
 
 def parse_mode(mode: str) -> tuple[bool, bool, bool]:

@@ -1317,6 +1317,23 @@ def _counted_text(key: tuple[str, int], count: int, counted: int, size: int) -> 
     return f"{count} X {' '.join(parts)}"
 
 
+def is_leaf(daf_or_type: DafReader | type) -> bool:
+    """Whether a data set (or a data set class) is a leaf storage format that owns its in-memory or on-disk state
+    directly (:class:`~pydaf.MemoryDaf`, :class:`~pydaf.FilesDaf`, :class:`~pydaf.H5df`, :class:`~pydaf.ZarrDaf`,
+    :class:`~pydaf.ZipDaf`), rather than a wrapper (a view, a chain, a read-only wrapper, a contract's data set);
+    Julia's ``is_leaf``. Only leaf formats can be reordered in place. A class opts in with a true ``leaf_format``
+    class attribute.
+
+    Example:
+        >>> import pydaf
+        >>> daf = pydaf.MemoryDaf(name="x!")
+        >>> is_leaf(daf), is_leaf(pydaf.MemoryDaf), is_leaf(daf.read_only()), is_leaf(pydaf.DafReader)
+        (True, True, False, False)
+    """
+    daf_type = daf_or_type if isinstance(daf_or_type, type) else type(daf_or_type)
+    return issubclass(daf_type, DafReader) and getattr(daf_type, "leaf_format", False) is True
+
+
 # The public methods of DafWriter that DafReader lacks, set when core.writers defines DafWriter (this module can't
 # import it): the attributes a read-only data set refuses with a DafReadOnlyError rather than an AttributeError.
 _WRITE_METHODS: frozenset[str] = frozenset()

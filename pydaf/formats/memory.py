@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import numpy as np
 
 from ..abc.format import CacheGroup, FormatWriter, StoredMatrix, StoredVector
+from ..abc.reorder import (
+    CrashCounter,
+    FormatReorderPlan,
+    ReorderProgress,
+    permute_stored_matrix,
+    permute_stored_vector,
+    tick_crash_counter,
+)
 from ..core.writers import DafWriter
 from ..sparse import SparseMatrixCSC, SparseVector
 from ..storage_types import StorageScalar, scalar_dtype
@@ -26,6 +36,11 @@ class MemoryFormat(FormatWriter):
         self._replaced_matrices: dict[tuple[str, str, str], StoredMatrix] = {}
         self._building_vectors: list[tuple[str, str]] = []
         self._building_matrices: list[tuple[str, str, str]] = []
+        # The old axes, vectors and matrices of a reorder in progress (None outside one): its backup. A reorder
+        # replaces each array by a new permuted one, so the old arrays (maybe the caller's) are never written.
+        self._reorder_backup: tuple[dict, dict, dict] | None = None
+
+    supports_reorder = True
 
     def format_stores_references(self) -> bool:
         return True
@@ -190,6 +205,62 @@ class MemoryFormat(FormatWriter):
         self._building_matrices.append((rows_axis, columns_axis, name))
         return colptr, rowval, nzval
 
+    # Reorder (as Julia's MemoryDaf: the backup is the old arrays themselves).
+
+    def format_lock_reorder(self, operation_id: str) -> None:
+        self._reorder_backup = ({}, {}, {})
+
+    def format_backup_reorder(self, plan: FormatReorderPlan) -> None:
+        assert self._reorder_backup is not None
+        axes, vectors, matrices = self._reorder_backup
+        for axis in plan.planned_axes:
+            if axis in self.axes:
+                axes[axis] = self.axes[axis]
+        for vector in plan.planned_vectors:
+            vectors[(vector.axis, vector.name)] = self.vectors[vector.axis][vector.name]
+        for matrix in plan.planned_matrices:
+            matrices[(matrix.rows_axis, matrix.columns_axis, matrix.name)] = \
+                self.matrices[(matrix.rows_axis, matrix.columns_axis)][matrix.name]
+
+    def format_replace_reorder(self, plan: FormatReorderPlan, progress: ReorderProgress,
+                               crash_counter: CrashCounter | None) -> None:
+        assert self._reorder_backup is not None
+        _, vectors, matrices = self._reorder_backup
+        for axis, planned_axis in plan.planned_axes.items():
+            if axis in self.axes:
+                self.axes[axis] = planned_axis.new_entries
+        for vector in plan.planned_vectors:
+            self.vectors[vector.axis][vector.name] = permute_stored_vector(
+                vectors[(vector.axis, vector.name)], plan.planned_axes[vector.axis])
+            if progress is not None:
+                progress(vector.n_replacement_elements)
+            tick_crash_counter(crash_counter)
+        for matrix in plan.planned_matrices:
+            self.matrices[(matrix.rows_axis, matrix.columns_axis)][matrix.name] = permute_stored_matrix(
+                matrices[(matrix.rows_axis, matrix.columns_axis, matrix.name)],
+                plan.planned_axes.get(matrix.rows_axis), plan.planned_axes.get(matrix.columns_axis))
+            if progress is not None:
+                progress(matrix.n_replacement_elements)
+            tick_crash_counter(crash_counter)
+
+    def format_cleanup_reorder(self) -> None:
+        self._reorder_backup = None
+
+    def format_has_reorder_lock(self) -> bool:
+        return self._reorder_backup is not None
+
+    def format_reset_reorder(self) -> bool:
+        if self._reorder_backup is None:
+            return False
+        axes, vectors, matrices = self._reorder_backup
+        self.axes.update(axes)
+        for (axis, name), vector in vectors.items():
+            self.vectors[axis][name] = vector
+        for (rows_axis, columns_axis, name), matrix in matrices.items():
+            self.matrices[(rows_axis, columns_axis)][name] = matrix
+        self._reorder_backup = None
+        return True
+
 
 class MemoryDaf(DafWriter):
     """An in-memory data set: the default scratch data set. It keeps references to the arrays it is given.
@@ -201,6 +272,9 @@ class MemoryDaf(DafWriter):
         name: cells!
         type: MemoryDaf
     """
+
+    #: A leaf storage format (see :func:`pydaf.is_leaf`): it owns its state and can be reordered in place.
+    leaf_format: ClassVar[bool] = True
 
     def __init__(self, *, name: str = "memory") -> None:
         super().__init__(MemoryFormat(), name=name)

@@ -685,12 +685,15 @@ _OPERATIONS: dict[str, tuple[Callable[..., QueryOperation], bool | None]] = {
 
 
 def parse_query(query_string: str, operand_only: Callable[[str], QueryOperation] | None = None) -> QueryOperation:
-    """Parse a query string into a :class:`QuerySequence` (errors point at the offending token, as Julia's do). If the
-    string is a single name and ``operand_only`` is given, that operation is built from the name.
+    """Parse a query string into a :class:`QuerySequence`, or the operation itself when the string holds just one, as
+    Julia's ``parse_query`` (errors point at the offending token, as Julia's do). If the string is a single name and
+    ``operand_only`` is given, that operation is built from the name.
 
     Example:
         >>> str(parse_query("@cell[age>60]:donor"))
         '@ cell [ age > 60 ] : donor'
+        >>> parse_query("@ cell")
+        Axis('@ cell')
         >>> parse_query("age", LookupVector)
         LookupVector(': age')
     """
@@ -702,7 +705,7 @@ def parse_query(query_string: str, operand_only: Callable[[str], QueryOperation]
     while index < len(tokens):
         operation, index = _next_operation(tokens, index)
         operations.append(operation)
-    return _sequence_of(operations)
+    return operations[0] if len(operations) == 1 else _sequence_of(operations)
 
 
 def _next_operation(tokens: list[Token], index: int) -> tuple[QueryOperation, int]:

@@ -849,6 +849,96 @@ class DafConformance:
         assert daf.axis_vector("cell").tolist() == ["A", "B", "C", "D"]
         assert (daf.get_matrix("gene", "cell", "m") == 1).all()
 
+    # Reorder.
+
+    def _reorder_values(self, daf: pydaf.DafReader) -> dict:
+        """Every axis, vector and matrix (in both layouts), dense, for comparing orders."""
+        values: dict = {}
+        for axis in sorted(daf.axes_set()):
+            values[axis] = daf.axis_vector(axis).tolist()
+            for name in sorted(daf.vectors_set(axis)):
+                values[(axis, name)] = np.asarray(daf.get_vector(axis, name)).tolist()
+        for rows_axis in sorted(daf.axes_set()):
+            for columns_axis in sorted(daf.axes_set()):
+                for name in sorted(daf.matrices_set(rows_axis, columns_axis)):
+                    matrix = daf.get_matrix(rows_axis, columns_axis, name)
+                    values[(rows_axis, columns_axis, name)] = np.asarray(
+                        matrix.toarray() if sp.issparse(matrix) else matrix).tolist()
+        return values
+
+    @staticmethod
+    def _permuted(values: dict, permutations: dict[str, list[int]]) -> dict:
+        """What :meth:`_reorder_values` gives after ``permutations`` (0-based)."""
+        permuted = {}
+        for key, value in values.items():
+            axes = (key,) if isinstance(key, str) else key[:-1]
+            array = np.asarray(value, dtype=object)
+            for dimension, axis in enumerate(axes):
+                if axis in permutations:
+                    array = np.take(array, permutations[axis], axis=dimension)
+            permuted[key] = array.tolist()
+        return permuted
+
+    def _reorderable(self, daf: pydaf.DafWriter) -> pydaf.DafWriter:
+        self.rich(self.cells(daf))
+        daf.set_matrix("cell", "cell", "similar", sample_values(np.float32, (4, 4), seed=3))
+        return daf.add_axis("donor", ["d1", "d2"]).set_vector("donor", "sex", ["F", "M"])
+
+    def test_reorder_axes_permutes_every_property(self, daf):
+        """``reorder_axes`` permutes axes, vectors and matrices (both layouts, square, sparse, strings) in storage,
+        leaves other axes alone, and bumps the version counters; storage that can't reorder refuses untouched."""
+        self._reorderable(daf)
+        before = self._reorder_values(daf)
+        permutations = {"cell": [2, 0, 3, 1], "gene": [1, 2, 0]}
+        if not daf.format.supports_reorder:
+            with pytest.raises(pydaf.DafError, match="reorder"):
+                pydaf.reorder_axes(daf, permutations, progress=False)
+            assert self._reorder_values(self.reopen(daf)) == before
+            return
+        counter = daf.vector_version_counter("cell", "age")
+        pydaf.reorder_axes(daf, permutations, progress=False)
+        expected = self._permuted(before, permutations)
+        assert self._reorder_values(daf) == expected
+        assert daf.vector_version_counter("cell", "age") > counter
+        assert self._reorder_values(self.reopen(daf)) == expected
+        assert not pydaf.reset_reorder_axes(daf)
+
+    def test_reorder_interrupted_at_each_step_is_reset(self, daf):
+        """A reorder interrupted after each replaced property (``_simulate_crash``) is rolled back by
+        ``reset_reorder_axes``, and a later reorder completes."""
+        self._reorderable(daf)
+        if not daf.format.supports_reorder:
+            pytest.skip(f"the backend: {self.backend.name} does not reorder")
+        before = self._reorder_values(daf)
+        permutations = {"cell": [3, 2, 1, 0]}
+        crash = 1
+        while True:
+            try:
+                pydaf.reorder_axes(daf, permutations, progress=False, _simulate_crash=crash)
+            except pydaf.SimulatedCrash:
+                with pytest.raises(pydaf.DafError, match="reset_reorder_axes"):
+                    pydaf.reorder_axes(daf, permutations, progress=False)
+                assert pydaf.reset_reorder_axes(daf)
+                assert self._reorder_values(daf) == before, crash
+                assert self._reorder_values(self.reopen(daf)) == before, crash
+                crash += 1
+                continue
+            break
+        assert crash > 3  # (the data set has more than three properties on the cell axis)
+        assert self._reorder_values(daf) == self._permuted(before, permutations)
+
+    def test_refused_reorders_leave_the_data_unchanged(self, daf):
+        """Invalid permutations are refused before anything changes."""
+        self._reorderable(daf)
+        before = self._reorder_values(daf)
+        for permutations in ({"cell": [0, 1, 2]}, {"cell": [0, 0, 1, 2]}, {"cell": [0, 1, 2, 4]},
+                             {"cell": [0.0, 1.0, 2.0, 3.0]}, {"cell": [[0, 1, 2, 3]]}, {"nothing": [0]}):
+            with pytest.raises(pydaf.DafError):
+                pydaf.reorder_axes(daf, permutations, progress=False)
+            assert self._reorder_values(daf) == before, permutations
+        if daf.format.supports_reorder:
+            assert not pydaf.reset_reorder_axes(daf)
+
     # Storage, seen through the backdoor (format_* behaviour the public API cannot show).
 
     def snapshot(self, daf: pydaf.DafReader) -> dict:

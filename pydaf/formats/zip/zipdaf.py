@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import re
 import weakref
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -220,6 +220,11 @@ class ZipFormat(StoredFormat):
 
     def _append_only(self, doing: str, what: str) -> DafAppendOnlyError:
         return DafAppendOnlyError(f"ZipDaf is append-only; can't {doing} {what}\nin: {self.path}")
+
+    def _no_reorder(self) -> DafAppendOnlyError:
+        # (supports_reorder stays False: reorder_axes refuses before anything changes, with Julia's words)
+        return DafAppendOnlyError(f"ZipDaf is append-only; can't reorder\nin: {self.path}",
+                                  hint="(to reorder it: copy it to a FilesDaf, reorder that, and zip it again)")
 
     def _refuse_existing(self, base: str, what: str) -> None:
         if self.prefix + base + ".json" in self.store:
@@ -454,6 +459,9 @@ class ZipDaf(PersistentDaf):
         >>> zipfile.ZipFile(path).namelist()
         ['daf.json', 'axes/cell.txt', 'vectors/cell/age.data', 'vectors/cell/age.json']
     """
+
+    #: A leaf storage format (see :func:`pydaf.is_leaf`): it owns its state and can be reordered in place.
+    leaf_format: ClassVar[bool] = True
 
     _format: ZipFormat
 
