@@ -390,3 +390,15 @@ def test_a_full_query_of_another_axis_is_refused():
     with pytest.raises(pydaf.DafValueError, match=r"^the entries of the result of the query: @ gene : name\n"
                                                   r"are not the entries of the view axis\nfor the vector: wrong\n"):
         view.get_vector("cell", "wrong")
+
+
+def test_a_matrix_query_with_its_own_axes_is_relaid_out_for_the_other_layout():
+    """``("cell", "gene", "UMIs"): "@ obs @ var :: X"`` gives an obs x var result: the gene,cell layout is its
+    relayout (it was evaluated as if it were gene x cell, and refused as entries that differ)."""
+    base = pydaf.MemoryDaf(name="counts!").add_axis("obs", ["c1", "c2", "c3"]).add_axis("var", ["g1", "g2"])
+    base.set_matrix("obs", "var", "X", np.array([[0, 2], [1, 0], [4, 4]], np.uint16))
+    view = pydaf.viewer(base, axes=[("cell", "@ obs"), ("gene", "@ var")],
+                        data=[(("cell", "gene", "UMIs"), "@ obs @ var :: X")])
+    assert view.matrices_set("gene", "cell", relayout=False) == set()
+    assert view.get_np_query("@ cell @ gene :: UMIs >| Sum").tolist() == [2, 1, 8]
+    assert np.asarray(view.get_matrix("gene", "cell", "UMIs")).tolist() == [[0, 1, 4], [2, 0, 4]]

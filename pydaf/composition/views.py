@@ -168,6 +168,14 @@ def _patched(query: QuerySequence, replacements: dict[str, QuerySequence]) -> Qu
     return QuerySequence(*operations)
 
 
+def _has_own_axes(query: ViewQuery, name: str) -> bool:
+    """Whether a view matrix's query names its own axes (``@ obs @ var :: X``, not the ``__rows_axis__`` placeholder),
+    so its result has that layout whichever layout is asked for."""
+    prepared = _prepared(query, name, LookupMatrix)
+    return prepared is not None and bool(prepared.operations) and type(prepared.operations[0]) is Axis and \
+        prepared.operations[0].axis_name not in ("__rows_axis__", "__columns_axis__")
+
+
 def _prepared(query: ViewQuery, name: str, operand: Callable[[str], QueryOperation]) -> QuerySequence | None:
     """A view query as a query sequence: ``None`` stays ``None``, ``"="`` is the lookup of ``name`` itself (built, not
     parsed, so any name works), a single name is a lookup of that name, anything else is parsed."""
@@ -542,8 +550,10 @@ class ViewFormat(FormatReader):
                             main_axis, key_name, key_rows_axis, key_columns_axis).tolist()):
                         return self._resolved_matrix(rows_query, rows_axis, columns_query, columns_axis, query, name)
             for (key_rows_axis, key_columns_axis, key_name), query in self.matrices:
-                for test_rows_axis, test_columns_axis in ((key_rows_axis, key_columns_axis),
-                                                          (key_columns_axis, key_rows_axis)):
+                for flipped, (test_rows_axis, test_columns_axis) in enumerate(((key_rows_axis, key_columns_axis),
+                                                                               (key_columns_axis, key_rows_axis))):
+                    if flipped and key_rows_axis != key_columns_axis and _has_own_axes(query, name):
+                        continue  # (its result is in the key's layout; the other one is a relayout of it)
                     if test_rows_axis in (rows_axis, "*") and test_columns_axis in (columns_axis, "*") and (
                             key_name == name or (key_name == "*" and self._base_has_matrix(
                                 base_rows_axis, base_columns_axis, name))):
@@ -620,8 +630,9 @@ class ViewFormat(FormatReader):
         def matrices() -> Iterable[tuple[str, ViewQuery]]:
             for (key_rows_axis, key_columns_axis, key_name), query in self.matrices:
                 if any(test_rows_axis in (rows_axis, "*") and test_columns_axis in (columns_axis, "*")
-                       for test_rows_axis, test_columns_axis in ((key_rows_axis, key_columns_axis),
-                                                                 (key_columns_axis, key_rows_axis))):
+                       for flipped, (test_rows_axis, test_columns_axis) in enumerate(
+                           ((key_rows_axis, key_columns_axis), (key_columns_axis, key_rows_axis)))
+                       if not (flipped and key_rows_axis != key_columns_axis and _has_own_axes(query, key_name))):
                     for name in base_names() if key_name == "*" else [key_name]:
                         yield name, query
 
