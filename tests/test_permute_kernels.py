@@ -68,3 +68,39 @@ def test_string_matrix(path):
     rows, columns = _axis(rng, 4), _axis(rng, 5)
     result = permute_stored_matrix(strings, rows, columns)
     assert result.tolist() == strings[rows.permutation][:, columns.permutation].tolist()
+
+
+def test_many_blocks_of_moved_rows(path):
+    """Rows moved in many blocks of output columns (the numba path's bucketing, per block)."""
+    rng = np.random.default_rng(10)
+    dense = np.asfortranarray(rng.random((50, 400)) * (rng.random((50, 400)) < 0.3))
+    rows, columns = _axis(rng, 50), _axis(rng, 400)
+    csc = sp.csc_matrix(dense)
+    stored = SparseMatrixCSC(dense.shape, csc.indptr + 1, csc.indices + 1, csc.data)
+    for columns_axis in (None, columns):
+        expected = dense[rows.permutation, :]
+        if columns_axis is not None:
+            expected = expected[:, columns_axis.permutation]
+        result = permute_stored_matrix(stored, rows, columns_axis)
+        assert np.array_equal(result.to_dense(), expected)
+        assert all(np.all(np.diff(result.rowval[result.colptr[c] - 1:result.colptr[c + 1] - 1]) > 0)
+                   for c in range(400))
+
+
+def test_write_permuted_dense(tmp_path, monkeypatch):
+    """The blocked pwrite of a permuted dense matrix (a few columns per block) is the fancy-indexed matrix."""
+    monkeypatch.setattr(permute, "_WRITE_BLOCK_BYTES", 3 * 7 * 8)
+    rng = np.random.default_rng(11)
+    dense = np.asfortranarray(rng.random((7, 10)))
+    rows, columns = rng.permutation(7), rng.permutation(10)
+    for rows_permutation, columns_permutation in ((rows, columns), (None, columns), (rows, None)):
+        path = tmp_path / "out.data"
+        with open(path, "wb") as file:
+            file.write(b"header")
+            ticks = []
+            permute.write_permuted_dense(dense, rows_permutation, columns_permutation, file.fileno(), 6, ticks.append)
+        expected = dense if rows_permutation is None else dense[rows_permutation]
+        expected = expected if columns_permutation is None else expected[:, columns_permutation]
+        data = path.read_bytes()
+        assert data[:6] == b"header" and sum(ticks) == 70
+        assert np.array_equal(np.frombuffer(data[6:]).reshape((7, 10), order="F"), expected)

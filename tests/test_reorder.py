@@ -4,6 +4,9 @@ The formats' own hooks are tested by the conformance suite and tests/test_reorde
 
 from __future__ import annotations
 
+import doctest
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -106,3 +109,9 @@ def test_an_interrupted_reorder_must_be_reset_first():
     assert pydaf.reset_reorder_axes([daf]) and not pydaf.reset_reorder_axes(daf)
     assert daf.get_vector("cell", "age").tolist() == [1, 2, 3]
     assert daf.get_matrix("cell", "gene", "UMIs").tolist() == [[0, 1], [2, 3], [4, 5]]
+
+
+def test_the_docs_page_runs():
+    page = Path(__file__).parent.parent / "docs" / "reorder.md"
+    failures, attempted = doctest.testfile(str(page), module_relative=False, optionflags=doctest.ELLIPSIS)
+    assert attempted > 0 and failures == 0

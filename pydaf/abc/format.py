@@ -32,7 +32,7 @@ from typing import Any, ClassVar, NamedTuple, TypeAlias
 
 import numpy as np
 
-from ..errors import DafModeError, DafUnsupportedError
+from ..errors import DafError, DafModeError, DafUnsupportedError
 from ..kernels.relayout import transpose_csc_into, transpose_dense_into
 from ..sparse import SparseMatrixCSC, SparseVector
 from ..storage_types import STRING_DTYPE, StorageScalar
@@ -475,7 +475,7 @@ class FormatWriter(FormatReader):
         """Roll an interrupted reorder back to the old order and drop its lock; whether there was one."""
         return False
 
-    def _no_reorder(self) -> DafUnsupportedError:
+    def _no_reorder(self) -> DafError:  # (an append-only format's says so: DafAppendOnlyError)
         return DafUnsupportedError(f"{self.type_name} does not support reorder_axes",
                                    hint="(copy the data set to a format that does: MemoryDaf, FilesDaf, H5df, ZarrDaf)")
 

@@ -104,7 +104,8 @@ class FormatReorderPlan:
 
     def n_replacement_elements(self) -> int:
         """The progress ticks of the replacement step: the sum over the planned vectors and matrices."""
-        return sum(planned.n_replacement_elements for planned in (*self.planned_vectors, *self.planned_matrices))
+        return sum(vector.n_replacement_elements for vector in self.planned_vectors) + sum(
+            matrix.n_replacement_elements for matrix in self.planned_matrices)
 
 
 class CrashCounter:

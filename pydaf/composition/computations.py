@@ -139,8 +139,11 @@ def _fill_documentation(doc: str | None, metadata: FunctionMetadata) -> str | No
             continue  # (the blank line after a dropped placeholder, when one precedes it)
         dropped = False
         indent = line[:len(line) - len(line.lstrip())]
-        filled = _PLACEHOLDER.sub(lambda match, indent=indent: _placeholder_text(match, metadata).replace(
-            "\n", "\n" + indent), line)
+
+        def indented(match: re.Match, indent: str = indent) -> str:
+            return _placeholder_text(match, metadata).replace("\n", "\n" + indent)
+
+        filled = _PLACEHOLDER.sub(indented, line)
         if filled.strip() == "" and line.strip() != "":
             dropped = True  # (an empty contract alone on its line: an empty paragraph, which Markdown drops)
             continue

@@ -808,9 +808,11 @@ class _Tracking:
             if isinstance(key, str):
                 self._verify_scalar_data(key, tracker, is_for_output)
             elif len(key) == 2:
-                self._verify_vector_data(*key, tracker, is_for_output)
+                axis, name = key
+                self._verify_vector_data(axis, name, tracker, is_for_output)
             elif len(key) == 3:
-                self._verify_matrix_data(*key, tracker, is_for_output)
+                rows_axis, columns_axis, name = key
+                self._verify_matrix_data(rows_axis, columns_axis, name, tracker, is_for_output)
         if not is_for_output:
             return
         daf = self.daf

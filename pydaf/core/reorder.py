@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -28,7 +28,7 @@ from ..abc.reorder import (
 from ..errors import DafIncompleteError, DafMissingError, DafTypeError, DafUnsupportedError, DafValueError
 from ..sparse import SparseMatrixCSC
 from .cache import AxisCacheKey, MatrixCacheKey, VectorCacheKey
-from .readers import DafReader
+from .readers import DafReader, is_leaf
 from .writers import DafWriter
 
 
@@ -89,12 +89,12 @@ def reorder_axes(daf_or_dafs: DafWriter | Sequence[DafWriter], axes_permutations
     operation_id = str(uuid.uuid4())
     with _write_locks(dafs):
         for daf in dafs:
-            if daf.format.format_has_reorder_lock():
+            if _storage(daf).format_has_reorder_lock():
                 raise DafIncompleteError(
                     "an interrupted reorder_axes left its backup", daf_name=daf.name,
                     hint="(call pydaf.reset_reorder_axes(daf) to roll it back first)")
         planned_axes = _planned_axes(dafs, axes_permutations)
-        formats = [daf.format for daf in dafs]
+        formats = [_storage(daf) for daf in dafs]
         claimed: list[FormatWriter] = []
         for storage in formats:
             if any(storage is other for other in claimed):
@@ -106,6 +106,10 @@ def reorder_axes(daf_or_dafs: DafWriter | Sequence[DafWriter], axes_permutations
             storage.format_backup_reorder(plan)
         crash_counter = None if _simulate_crash is None else CrashCounter(_simulate_crash)
         total = sum(plan.n_replacement_elements() for plan in plans)
+        # (Dropped before the replacement too: a cached map of bytes rewritten in place would first be copied aside
+        # into private memory by the storage, to keep it valid for whoever holds it; nobody but the cache does.)
+        for daf in dafs:
+            _invalidate(daf, planned_axes)
         try:
             with _progress_bar(total, progress) as bar:
                 for storage, plan in zip(claimed, plans, strict=True):
@@ -133,9 +137,9 @@ def reset_reorder_axes(daf_or_dafs: DafWriter | Sequence[DafWriter]) -> bool:
     did_work = False
     with _write_locks(dafs):
         for daf in dafs:
-            if daf.format.format_reset_reorder():
+            if _storage(daf).format_reset_reorder():
                 did_work = True
-                _invalidate(daf, {axis: None for axis in daf.format.format_axes_set()})
+                _invalidate(daf, {axis: None for axis in _storage(daf).format_axes_set()})
     return did_work
 
 
@@ -146,21 +150,19 @@ def _leaves(daf_or_dafs: DafWriter | Sequence[DafWriter], given_to: str) -> list
         if not isinstance(daf, DafWriter):
             raise DafTypeError(f"not a writable daf data: {daf!r}\ngiven to {given_to}",
                                hint="(open it for writing: pydaf.open_daf(path, \"r+\"))")
-        if not _is_leaf(daf):
+        if not is_leaf(daf):
             raise DafUnsupportedError(f"non-leaf type: {_julia_type_name(daf)}\nfor the daf data: {daf.name}\n"
                                       f"given to {given_to}",
                                       hint="(reorder the leaf data sets the chain or view is made of)")
-        if not daf.format.supports_reorder:
-            raise daf.format._no_reorder()
+        if not _storage(daf).supports_reorder:
+            raise _storage(daf)._no_reorder()
     # A stable order (by path, then creation), so two concurrent calls over the same data sets lock them alike.
     return sorted(dafs, key=lambda daf: (0, daf.complete_path()) if daf.complete_path() else (1, str(id(daf.format))))
 
 
-def _is_leaf(daf: DafWriter) -> bool:
-    from . import readers
-
-    is_leaf = getattr(readers, "is_leaf", None)
-    return bool(is_leaf(daf)) if is_leaf is not None else type(daf).__module__.startswith("pydaf.formats")
+def _storage(daf: DafWriter) -> FormatWriter:
+    """A writable data set's storage (``DafReader.format`` is typed as the reader's)."""
+    return cast(FormatWriter, daf.format)
 
 
 def _julia_type_name(daf: DafWriter) -> str:
@@ -180,7 +182,7 @@ def _planned_axes(dafs: list[DafWriter], axes_permutations: Mapping[str, Any]) -
     planned_axes = {}
     for axis, permutation in axes_permutations.items():
         entries = None
-        first = None
+        first: DafWriter = dafs[0]
         for daf in dafs:
             if not daf.format.format_has_axis(axis, for_change=False):
                 continue

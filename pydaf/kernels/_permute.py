@@ -7,7 +7,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["permute_csc_columns"]
+__all__ = ["permute_csc_columns", "permute_csc_rows"]
 
 
 @numba.njit(cache=True, nogil=True)
@@ -32,3 +32,40 @@ def permute_csc_columns(colptr, rowval, nzval, inverse_rows, columns, out_colptr
             for k in range(end - start):
                 out_rowval[at + k] = rows[order[k]] + 1
                 out_nzval[at + k] = nzval[start + order[k]]
+
+
+@numba.njit(cache=True, nogil=True)
+def permute_csc_rows(colptr, rowval, nzval, inverse_rows, columns, out_colptr, out_rowval, out_nzval, first, last,
+                     counts, positions, sources):  # pragma: no cover - jit
+    """As :func:`permute_csc_columns` with permuted rows (``inverse_rows`` not empty), without sorting: the entries of
+    output columns ``[first, last)`` are bucketed by their new row (a counting sort: ``counts`` has one more entry
+    than there are rows, ``positions``/``sources`` room for the block's entries), then scattered in that order to
+    their columns, which leaves each column's rows increasing."""
+    n_rows = counts.shape[0] - 1
+    counts[:] = 0
+    for column in range(first, last):
+        source = columns[column] if columns.shape[0] else column
+        for k in range(np.int64(colptr[source]) - 1, np.int64(colptr[source + 1]) - 1):
+            counts[inverse_rows[np.int64(rowval[k]) - 1] + 1] += 1
+    for row in range(n_rows):
+        counts[row + 1] += counts[row]
+    for column in range(first, last):
+        source = columns[column] if columns.shape[0] else column
+        for k in range(np.int64(colptr[source]) - 1, np.int64(colptr[source + 1]) - 1):
+            row = inverse_rows[np.int64(rowval[k]) - 1]
+            at = counts[row]
+            counts[row] = at + 1
+            positions[at] = column
+            sources[at] = k
+    base = np.int64(out_colptr[first]) - 1
+    n_entries = np.int64(out_colptr[last]) - 1 - base
+    next_at = np.empty(last - first, dtype=np.int64)
+    for column in range(first, last):
+        next_at[column - first] = np.int64(out_colptr[column]) - 1
+    for at in range(n_entries):
+        column = positions[at]
+        k = sources[at]
+        to = next_at[column - first]
+        next_at[column - first] = to + 1
+        out_rowval[to] = inverse_rows[np.int64(rowval[k]) - 1] + 1
+        out_nzval[to] = nzval[k]

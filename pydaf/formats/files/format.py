@@ -19,7 +19,7 @@ import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 
@@ -27,6 +27,7 @@ from ..._os.locks import FileLock, LockHold, hold_lock
 from ..._os.maps import map_file
 from ..._os.write_errors import storage_error
 from ...abc.format import CacheGroup, FormatWriter, StoredMatrix, StoredVector, parse_mode
+from ...abc.reorder import CrashCounter, FormatReorderPlan, ReorderProgress
 from ...errors import (
     DafClosedError,
     DafError,
@@ -39,6 +40,7 @@ from ...errors import (
 from ...sparse import SparseMatrixCSC, SparseVector
 from ...storage_types import StorageScalar, julia_name
 from ..registry import FormatEntry, PersistentDaf, register_format
+from . import reorder as _reorder
 from .layout import (
     MAJOR_VERSION,
     MINOR_VERSION,
@@ -400,9 +402,11 @@ class FilesFormat(FormatWriter):
             self._verify_version()
             if first:
                 self._recover()
+            _reorder.recover_at_open(self, first)  # (an interrupted reorder_axes is rolled back, with a warning)
             self._ensure_metadata()
         else:
             self._verify_version()
+            _reorder.refuse_at_read_only_open(self)
 
     def _open_root(self, may_create: bool) -> int:
         flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC  # the path itself is the caller's: links in it are fine
@@ -944,6 +948,29 @@ class FilesFormat(FormatWriter):
                 for _, temporary in build.files:
                     _unlink(folder, temporary)
 
+    # Reorder: Julia's ``.reorder.backup`` directory, crash-safe (pydaf/formats/files/reorder.py).
+
+    supports_reorder: ClassVar[bool] = True
+
+    def format_lock_reorder(self, operation_id: str) -> None:
+        _reorder.lock_reorder(self, operation_id)
+
+    def format_backup_reorder(self, plan: FormatReorderPlan) -> None:
+        _reorder.backup_reorder(self, plan)
+
+    def format_replace_reorder(self, plan: FormatReorderPlan, progress: ReorderProgress,
+                               crash_counter: CrashCounter | None) -> None:
+        _reorder.replace_reorder(self, plan, progress, crash_counter)
+
+    def format_cleanup_reorder(self) -> None:
+        _reorder.cleanup_reorder(self)
+
+    def format_has_reorder_lock(self) -> bool:
+        return _reorder.has_reorder_lock(self)
+
+    def format_reset_reorder(self) -> bool:
+        return _reorder.reset_reorder(self)
+
     # Writing.
 
     def _store(self, property: _Property, files: Files, descriptor: str,
@@ -1160,6 +1187,9 @@ class FilesDaf(PersistentDaf):
         >>> sorted(os.listdir(os.path.join(path, "vectors", "cell")))
         ['age.data', 'age.json']
     """
+
+    #: A leaf storage format (see :func:`pydaf.is_leaf`): it owns its state and can be reordered in place.
+    leaf_format: ClassVar[bool] = True
 
     _format: FilesFormat
 

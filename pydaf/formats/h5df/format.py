@@ -18,7 +18,7 @@ import stat
 import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, ClassVar
 
 import h5py
 import numpy as np
@@ -27,6 +27,7 @@ from h5py import h5d, h5i, h5l, h5o, h5p, h5s, h5t
 from ..._os.maps import detach_region, map_region, populate_pages
 from ..._os.write_errors import storage_error
 from ...abc.format import CacheGroup, FormatWriter, StoredMatrix, StoredVector, parse_mode, weakest_cache_group
+from ...abc.reorder import CrashCounter, FormatReorderPlan, ReorderProgress
 from ...errors import (
     DafClosedError,
     DafError,
@@ -50,6 +51,7 @@ from .._strings import (
 )
 from ..paths import split_container_path
 from ..registry import PersistentDaf
+from . import reorder as _reorder
 from .global_heap import REFERENCE
 from .open_files import _open_files, _record_of, open_h5_file
 
@@ -962,6 +964,46 @@ class H5dfFormat(FormatWriter):
                                           filled: SparseMatrixCSC) -> None:
         self._filled(f"matrix: {name}\nof the axes: {rows_axis}, {columns_axis}")
 
+    # Reorder (Julia's ``Reorder`` hooks on Julia's artifacts; why a kill at any instant is recoverable: .reorder).
+
+    supports_reorder: ClassVar[bool] = True
+
+    def format_lock_reorder(self, operation_id: str) -> None:
+        _reorder.lock_reorder(self, operation_id)
+
+    def format_backup_reorder(self, plan: FormatReorderPlan) -> None:
+        _reorder.backup_reorder(self, plan)
+
+    def format_replace_reorder(self, plan: FormatReorderPlan, progress: ReorderProgress,
+                               crash_counter: CrashCounter | None) -> None:
+        _reorder.replace_reorder(self, plan, progress, crash_counter)
+
+    def format_cleanup_reorder(self) -> None:
+        _reorder.cleanup_reorder(self)
+
+    def format_has_reorder_lock(self) -> bool:
+        return _reorder.has_reorder_lock(self)
+
+    def format_reset_reorder(self) -> bool:
+        return _reorder.reset_reorder(self)
+
+    # (this module's HDF5 helpers, for .reorder, which can't import this module: see its H5dfStorage)
+
+    def _hdf5_child(self, group: h5py.Group, name: str, what: str) -> h5py.Group | h5py.Dataset | None:
+        return _child(group, name, what)
+
+    def _hdf5_names(self, group: h5py.Group | h5py.Dataset | None) -> set[str]:
+        return _names(group)
+
+    def _hdf5_delete(self, group: h5py.Group, name: str) -> None:
+        _delete(group, name)
+
+    def _hdf5_write_strings(self, group: h5py.Group, name: str, values: np.ndarray) -> None:
+        _write_strings(group, name, values)
+
+    def _hdf5_write_scalar_string(self, group: h5py.Group, name: str, value: str) -> None:
+        _write_scalar_string(group, name, value)
+
 
 def _delete(group: h5py.Group, name: str) -> None:
     """Delete a dataset or group, first detaching live maps of its data (HDF5 may reuse or cut off the space)."""
@@ -1062,10 +1104,18 @@ class H5df(PersistentDaf):
         False
     """
 
+    #: A leaf storage format (see :func:`pydaf.is_leaf`): it owns its state and can be reordered in place.
+    leaf_format: ClassVar[bool] = True
+
     _format: H5dfFormat
 
     def __init__(self, root: str | os.PathLike | h5py.Group, mode: str = "r", *, name: str | None = None) -> None:
         super().__init__(self._open(root, mode), name=name)
+        try:  # (a reorder a killed process left: rolled back by a writable open, refused by a read-only one)
+            _reorder.check_interrupted_reorder(self)
+        except BaseException:
+            self.close()
+            raise
 
     @staticmethod
     def _open(root: str | os.PathLike | h5py.Group, mode: str) -> H5dfFormat:

@@ -30,6 +30,7 @@ from ..._os.locks import LockHold, ProcessRegistry, hold_lock
 from ..._os.maps import FileKey, file_key, map_file, map_region
 from ..._os.write_errors import storage_error
 from ...abc.format import CacheGroup, StoredMatrix, StoredVector, parse_mode, weakest_cache_group
+from ...abc.reorder import CrashCounter, FormatReorderPlan, ReorderProgress
 from ...errors import (
     DafAppendOnlyError,
     DafClosedError,
@@ -51,6 +52,7 @@ from ..paths import split_container_path
 from ..registry import FormatEntry, PersistentDaf, register_format
 from ..stored import StoredFormat
 from ..zip.store import ZipAppend, ZipStore, acquire_zip_store
+from . import reorder as _reorder
 
 _T = TypeVar("_T")
 
@@ -990,6 +992,8 @@ class ZarrFormat(StoredFormat):
                                        "the path, or the name of one of its folders, shorter)") from error
                 raise storage_error(error, f"can't open the ZarrDaf directory: {self.container}") from error
         try:
+            if not is_zip:  # (a reorder a killed process left: rolled back, or refused: see reorder.py)
+                _reorder.recover_interrupted_reorder(self, first_writer=getattr(self, "_first_writer", False))
             self._open_root(may_create)
         except BaseException:
             self.format_close()  # (a failed open holds no archive and no writer lock)
@@ -1026,7 +1030,8 @@ class ZarrFormat(StoredFormat):
         if self._others_may_write:
             nodes.axis_lengths.clear()
         if self.is_writable:
-            if nodes.acquire_writer():
+            self._first_writer = nodes.acquire_writer()
+            if self._first_writer:
                 nodes.recover()  # (only the first writer of this process: later ones may be in the middle of a write)
             self._release = weakref.finalize(self, nodes.release_writer)
         return nodes
@@ -1816,6 +1821,40 @@ class ZarrFormat(StoredFormat):
         self._finish_sparse(f"matrices/{rows_axis}/{columns_axis}/{name}", [
             ("colptr", filled.colptr), ("rowval", filled.rowval), ("nzval", filled.nzval)])
 
+    # Reorder (Julia's hooks, in pydaf/formats/zarr/reorder.py: a directory only, an archive is append-only).
+
+    @property  # (computed: FormatWriter declares it as a class attribute, hence the ignore)
+    def supports_reorder(self) -> bool:  # type: ignore[override]
+        """A directory can be reordered in place; a ZIP archive can't (append-only)."""
+        return self._nodes.supports_rewrites
+
+    def format_lock_reorder(self, operation_id: str) -> None:
+        _reorder.lock_reorder(self, operation_id)
+
+    def format_backup_reorder(self, plan: FormatReorderPlan) -> None:
+        _reorder.backup_reorder(self, plan)
+
+    def format_replace_reorder(self, plan: FormatReorderPlan, progress: ReorderProgress,
+                               crash_counter: CrashCounter | None) -> None:
+        _reorder.replace_reorder(self, plan, progress, crash_counter)
+
+    def format_cleanup_reorder(self) -> None:
+        _reorder.cleanup_reorder(self)
+
+    def format_has_reorder_lock(self) -> bool:
+        return _reorder.has_reorder_lock(self)
+
+    def format_reset_reorder(self) -> bool:
+        return _reorder.reset_reorder(self)
+
+    def _no_reorder(self) -> DafError:
+        return _reorder.no_reorder(self) if not self._nodes.supports_rewrites else super()._no_reorder()
+
+    # What reorder.py builds nodes with (it can't import this module, which imports it).
+    group_file: ClassVar[bytes] = _GROUP_FILE
+    array_metadata = staticmethod(array_metadata)
+    is_all_fill = staticmethod(_all_fill)
+
 
 def _group_entry(metadata: dict[str, Any]) -> str:
     attributes = metadata.get("attributes")
@@ -1873,6 +1912,9 @@ class ZarrDaf(PersistentDaf):
         >>> zipped.add_axis("cell", ["A"]).axis_vector("cell").tolist()
         ['A']
     """
+
+    #: A leaf storage format (see :func:`pydaf.is_leaf`): it owns its state and can be reordered in place.
+    leaf_format: ClassVar[bool] = True
 
     _format: ZarrFormat
 
