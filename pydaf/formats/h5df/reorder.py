@@ -45,7 +45,7 @@ import warnings
 import weakref
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import h5py
 import numpy as np
@@ -70,7 +70,7 @@ from ...kernels.permute import (
 from .global_heap import REFERENCE, check_string_heaps
 
 if TYPE_CHECKING:
-    from ...core.readers import DafReader
+    from ...core.writers import DafWriter
 
 
 class H5dfStorage(Protocol):
@@ -362,6 +362,13 @@ def _map(path: str, dataset: h5py.Dataset, dtype: np.dtype, *, writable: bool) -
     return np.frombuffer(region, dtype=dtype, count=dataset.size).reshape(dataset.shape)
 
 
+def _map_index(path: str, dataset: h5py.Dataset, *, writable: bool) -> np.ndarray:
+    """:func:`_map` of an index dataset :func:`_sparse_parts` accepted (so its :func:`_index_dtype` is not None)."""
+    dtype = _index_dtype(dataset)
+    assert dtype is not None
+    return _map(path, dataset, dtype, writable=writable)
+
+
 @contextlib.contextmanager
 def _open_backup(storage: H5dfStorage, path: str) -> Iterator[h5py.Group]:
     """This data set's group in the backup file ``path``."""
@@ -420,16 +427,18 @@ def replace_reorder(storage: H5dfStorage, plan: FormatReorderPlan, progress: Reo
                 with storage._writing(f"axis: {axis}", (axes, axis)):
                     storage._replace(axes, axis)
                     storage._hdf5_write_strings(axes, axis, np.asarray(planned_axis.new_entries, dtype=object))
-        for planned in plan.planned_vectors:
-            _replace_vector(storage, backup, backup_path, planned.axis, planned.name, plan.planned_axes[planned.axis])
+        for planned_vector in plan.planned_vectors:
+            _replace_vector(storage, backup, backup_path, planned_vector.axis, planned_vector.name,
+                            plan.planned_axes[planned_vector.axis])
             if progress is not None:
-                progress(planned.n_replacement_elements)
+                progress(planned_vector.n_replacement_elements)
             tick_crash_counter(crash_counter)
-        for planned in plan.planned_matrices:
-            _replace_matrix(storage, backup, backup_path, planned.rows_axis, planned.columns_axis, planned.name,
-                            plan.planned_axes.get(planned.rows_axis), plan.planned_axes.get(planned.columns_axis))
+        for planned_matrix in plan.planned_matrices:
+            _replace_matrix(storage, backup, backup_path, planned_matrix.rows_axis, planned_matrix.columns_axis,
+                            planned_matrix.name, plan.planned_axes.get(planned_matrix.rows_axis),
+                            plan.planned_axes.get(planned_matrix.columns_axis))
             if progress is not None:
-                progress(planned.n_replacement_elements)
+                progress(planned_matrix.n_replacement_elements)
             tick_crash_counter(crash_counter)
         storage._open_file.retained_maps.clear()
 
@@ -482,13 +491,13 @@ def _replace_matrix(storage: H5dfStorage, backup: h5py.Group, backup_path: str, 
             source_nzval, live_nzval = values.get("nzval", (None, None))
             _detach(storage.path, live_colptr, live_rowval, live_nzval)
             shape = (storage.format_axis_length(rows_axis), storage.format_axis_length(columns_axis))
-            colptr = _map(backup_path, source_colptr, _index_dtype(source_colptr), writable=False)
-            rowval = _map(backup_path, source_rowval, _index_dtype(source_rowval), writable=False)
+            colptr = _map_index(backup_path, source_colptr, writable=False)
+            rowval = _map_index(backup_path, source_rowval, writable=False)
             nzval, out_nzval = _values(source_nzval, live_nzval, storage, backup_path, rowval.shape[0])
             permute_csc_into(shape, colptr, rowval, nzval,
                              None if rows_planned is None else rows_planned.inverse_permutation, columns_permutation,
-                             _map(storage.path, live_colptr, _index_dtype(live_colptr), writable=True),
-                             _map(storage.path, live_rowval, _index_dtype(live_rowval), writable=True), out_nzval)
+                             _map_index(storage.path, live_colptr, writable=True),
+                             _map_index(storage.path, live_rowval, writable=True), out_nzval)
             return
     matrix, _ = storage.format_get_matrix(rows_axis, columns_axis, name)
     permuted = permute_stored_matrix(matrix, rows_planned, columns_planned)
@@ -558,9 +567,9 @@ def _values(source_nzval: h5py.Dataset | None, live_nzval: h5py.Dataset | None, 
 def _with_values(source_nzind: h5py.Dataset, live_nzind: h5py.Dataset, source_nzval: h5py.Dataset | None,
                  live_nzval: h5py.Dataset | None, storage: H5dfStorage, backup_path: str,
                  inverse_permutation: np.ndarray) -> tuple[np.ndarray, ...]:
-    nzind = _map(backup_path, source_nzind, _index_dtype(source_nzind), writable=False)
+    nzind = _map_index(backup_path, source_nzind, writable=False)
     nzval, out_nzval = _values(source_nzval, live_nzval, storage, backup_path, nzind.shape[0])
-    out_nzind = _map(storage.path, live_nzind, _index_dtype(live_nzind), writable=True)
+    out_nzind = _map_index(storage.path, live_nzind, writable=True)
     return nzind, nzval, inverse_permutation, out_nzind, out_nzval
 
 
@@ -742,7 +751,7 @@ def _restorable_in_place(storage: H5dfStorage, live: Any,
 # Opening a data set an interrupted reorder left.
 
 
-def check_interrupted_reorder(daf: DafReader) -> None:
+def check_interrupted_reorder(daf: DafWriter) -> None:
     """The open policy: a writable open rolls an interrupted reorder back (with a warning); a read-only open raises
     :class:`~pydaf.errors.DafIncompleteError` saying how to. A reorder live in this process holds the data set's
     write lock: the checks wait for it (so they never roll back a live reorder). A group opened in mode ``w`` is
@@ -752,7 +761,7 @@ def check_interrupted_reorder(daf: DafReader) -> None:
         >>> import pydaf, tempfile, os
         >>> check_interrupted_reorder(pydaf.H5df(os.path.join(tempfile.mkdtemp(), "x.h5df"), "w"))
     """
-    storage = daf.format
+    storage = cast("H5dfStorage", daf.format)  # (an H5df's format is an H5dfFormat)
     locked = has_reorder_lock(storage)
     if storage.mode == "w" or (storage.is_writable and not locked and os.path.exists(
             reorder_backup_path(storage.path))):
