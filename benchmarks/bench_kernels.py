@@ -577,7 +577,8 @@ def pydaf_operation(case: Case, query_suffix: str) -> Callable[[], Any]:
 
         groups, n_groups = case.groups, int(case.groups.max()) + 1
         return lambda: Mean().compute_grouped_matrix(stored, groups, n_groups, 0)
-    operation = parse_query(query_suffix).operations[-1]
+    parsed = parse_query(query_suffix)  # (one operation: itself, as Julia's parse_query returns)
+    operation = parsed.operations[-1] if hasattr(parsed, "operations") else parsed
     if query_suffix.startswith("%"):
         return lambda: operation.compute_eltwise(stored)
     reduction = operation.reduction_operation

@@ -373,6 +373,17 @@ def release_pages(array: np.ndarray) -> bool:
     return True
 
 
+def _advise_pages(array: np.ndarray, advice: int) -> None:
+    """``madvise`` every page under ``array`` (Linux only; nothing for an empty array)."""
+    if not sys.platform.startswith("linux") or array.size == 0:
+        return
+    start = array.__array_interface__["data"][0]
+    page = mmap.PAGESIZE
+    first = start // page * page
+    last = -(-(start + array.nbytes) // page) * page
+    _libc.madvise(first, last - first, advice)
+
+
 def prefetch_pages(array: np.ndarray) -> None:
     """Ask the kernel to start reading the pages under ``array`` in the background (``MADV_WILLNEED``), so a pass
     that will read it soon finds them in the page cache instead of faulting them in one read-around at a time
@@ -381,13 +392,7 @@ def prefetch_pages(array: np.ndarray) -> None:
     Example:
         >>> prefetch_pages(np.zeros(10))
     """
-    if not sys.platform.startswith("linux") or array.size == 0:
-        return
-    start = array.__array_interface__["data"][0]
-    page = mmap.PAGESIZE
-    first = start // page * page
-    last = -(-(start + array.nbytes) // page) * page
-    _libc.madvise(first, last - first, _MADV_WILLNEED)
+    _advise_pages(array, _MADV_WILLNEED)
 
 
 def populate_pages(array: np.ndarray) -> None:
@@ -398,13 +403,7 @@ def populate_pages(array: np.ndarray) -> None:
     Example:
         >>> populate_pages(np.zeros(10))  # harmless on any memory
     """
-    if not sys.platform.startswith("linux") or array.size == 0:
-        return
-    start = array.__array_interface__["data"][0]
-    page = mmap.PAGESIZE
-    first = start // page * page
-    last = -(-(start + array.nbytes) // page) * page
-    _libc.madvise(first, last - first, _MADV_POPULATE_WRITE)
+    _advise_pages(array, _MADV_POPULATE_WRITE)
 
 
 def map_file(fd: int, path: str, offset: int, nbytes: int, *, writable: bool,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -129,6 +130,44 @@ class CrashCounter:
         self.remaining -= 1
         if self.remaining <= 0:
             raise SimulatedCrash()
+
+
+class ReorderThroughModule:
+    """The six reorder hooks of a :class:`~pydaf.abc.format.FormatWriter`, each calling the function of the same name
+    without ``format_`` in the format's own ``reorder`` module (set as :attr:`reorder_module`), given the format.
+    Listed before the format's base class, so its hooks are these.
+
+    Example:
+        >>> import types
+        >>> module = types.SimpleNamespace(has_reorder_lock=lambda storage: storage.locked)
+        >>> class Storage(ReorderThroughModule):
+        ...     reorder_module = module
+        ...     locked = True
+        >>> Storage().format_has_reorder_lock()
+        True
+    """
+
+    reorder_module: Any
+    supports_reorder: bool = True
+
+    def format_lock_reorder(self, operation_id: str) -> None:
+        self.reorder_module.lock_reorder(self, operation_id)
+
+    def format_backup_reorder(self, plan: FormatReorderPlan) -> None:
+        self.reorder_module.backup_reorder(self, plan)
+
+    def format_replace_reorder(self, plan: FormatReorderPlan, progress: ReorderProgress,
+                               crash_counter: CrashCounter | None) -> None:
+        self.reorder_module.replace_reorder(self, plan, progress, crash_counter)
+
+    def format_cleanup_reorder(self) -> None:
+        self.reorder_module.cleanup_reorder(self)
+
+    def format_has_reorder_lock(self) -> bool:
+        return bool(self.reorder_module.has_reorder_lock(self))
+
+    def format_reset_reorder(self) -> bool:
+        return bool(self.reorder_module.reset_reorder(self))
 
 
 def tick_crash_counter(crash_counter: CrashCounter | None) -> None:

@@ -27,7 +27,7 @@ from ..._os.locks import FileLock, LockHold, hold_lock
 from ..._os.maps import map_file
 from ..._os.write_errors import storage_error
 from ...abc.format import CacheGroup, FormatWriter, StoredMatrix, StoredVector, parse_mode
-from ...abc.reorder import CrashCounter, FormatReorderPlan, ReorderProgress
+from ...abc.reorder import ReorderThroughModule
 from ...errors import (
     DafClosedError,
     DafError,
@@ -357,7 +357,7 @@ class _Pending:
     files: list[tuple[str, str]] = field(default_factory=list)  # (suffix, temporary name)
 
 
-class FilesFormat(FormatWriter):
+class FilesFormat(ReorderThroughModule, FormatWriter):
     """The storage of a FilesDaf data set: a directory of plain files (see the module docstring)."""
 
     type_name = "FilesDaf"
@@ -950,26 +950,7 @@ class FilesFormat(FormatWriter):
 
     # Reorder: Julia's ``.reorder.backup`` directory, crash-safe (pydaf/formats/files/reorder.py).
 
-    supports_reorder: ClassVar[bool] = True
-
-    def format_lock_reorder(self, operation_id: str) -> None:
-        _reorder.lock_reorder(self, operation_id)
-
-    def format_backup_reorder(self, plan: FormatReorderPlan) -> None:
-        _reorder.backup_reorder(self, plan)
-
-    def format_replace_reorder(self, plan: FormatReorderPlan, progress: ReorderProgress,
-                               crash_counter: CrashCounter | None) -> None:
-        _reorder.replace_reorder(self, plan, progress, crash_counter)
-
-    def format_cleanup_reorder(self) -> None:
-        _reorder.cleanup_reorder(self)
-
-    def format_has_reorder_lock(self) -> bool:
-        return _reorder.has_reorder_lock(self)
-
-    def format_reset_reorder(self) -> bool:
-        return _reorder.reset_reorder(self)
+    reorder_module = _reorder
 
     # Writing.
 

@@ -447,10 +447,8 @@ def _replace_sparse_matrix(folder: int, name: str, files: dict[str, np.ndarray],
 
 @contextmanager
 def _new_mapped(folder: int, file: str, dtype: np.dtype, count: int) -> Iterator[np.ndarray]:
-    """A writable map of a new temporary of ``count`` elements; once the block fills it, it is renamed over ``file``
-    (on an error, it is deleted and ``file`` is untouched)."""
-    temporary, fd = _create_temporary(folder, file)
-    try:
+    """A writable map of a new temporary of ``count`` elements, which becomes ``file`` as :func:`_new_file` says."""
+    with _new_file(folder, file) as fd:
         nbytes = count * dtype.itemsize
         if nbytes:
             os.posix_fallocate(fd, 0, nbytes)  # (a full disk fails here, not as a SIGBUS in the map)
@@ -458,17 +456,11 @@ def _new_mapped(folder: int, file: str, dtype: np.dtype, count: int) -> Iterator
             yield np.frombuffer(region, dtype=dtype, count=count)
         else:
             yield np.empty(0, dtype=dtype)
-        _move_into(folder, temporary, file)
-    except BaseException:
-        _unlink(folder, temporary)
-        raise
-    finally:
-        os.close(fd)
 
 
 @contextmanager
 def _new_file(folder: int, file: str) -> Iterator[int]:
-    """The descriptor of a new temporary; once the block wrote it, it is renamed over ``file`` (on an error, it is
+    """The descriptor of a new temporary; once the block wrote it, it is moved in as ``file`` (on an error, it is
     deleted and ``file`` is untouched)."""
     temporary, fd = _create_temporary(folder, file)
     try:
@@ -482,19 +474,12 @@ def _new_file(folder: int, file: str) -> Iterator[int]:
 
 
 def _write_file(folder: int, file: str, data: bytes) -> None:
-    """Write ``data`` as a new temporary and rename it over ``file``."""
-    temporary, fd = _create_temporary(folder, file)
-    try:
+    """Write ``data`` as a new temporary, moved in as ``file``."""
+    with _new_file(folder, file) as fd:
         view = memoryview(data)
         written = 0
         while written < len(view):
             written += os.write(fd, view[written:written + _WRITE_CHUNK])
-        _move_into(folder, temporary, file)
-    except BaseException:
-        _unlink(folder, temporary)
-        raise
-    finally:
-        os.close(fd)
 
 
 def _create_temporary(folder: int, file: str) -> tuple[str, int]:

@@ -27,7 +27,7 @@ from h5py import h5d, h5i, h5l, h5o, h5p, h5s, h5t
 from ..._os.maps import detach_region, map_region, populate_pages
 from ..._os.write_errors import storage_error
 from ...abc.format import CacheGroup, FormatWriter, StoredMatrix, StoredVector, parse_mode, weakest_cache_group
-from ...abc.reorder import CrashCounter, FormatReorderPlan, ReorderProgress
+from ...abc.reorder import ReorderThroughModule
 from ...errors import (
     DafClosedError,
     DafError,
@@ -301,7 +301,7 @@ def _check_positions(positions: np.ndarray, upper: int, what: str, path: str) ->
         raise DafFormatError(f"the {what}\nin the H5df file: {path}\nhas positions outside 1..{upper}")
 
 
-class H5dfFormat(FormatWriter):
+class H5dfFormat(ReorderThroughModule, FormatWriter):
     """The storage of an H5df data set: a group of an open ``h5py.File``.
 
     Every write operation holds the file's write mutex, and ends by flushing HDF5's metadata (which is kept in memory
@@ -966,26 +966,7 @@ class H5dfFormat(FormatWriter):
 
     # Reorder (Julia's ``Reorder`` hooks on Julia's artifacts; why a kill at any instant is recoverable: .reorder).
 
-    supports_reorder: ClassVar[bool] = True
-
-    def format_lock_reorder(self, operation_id: str) -> None:
-        _reorder.lock_reorder(self, operation_id)
-
-    def format_backup_reorder(self, plan: FormatReorderPlan) -> None:
-        _reorder.backup_reorder(self, plan)
-
-    def format_replace_reorder(self, plan: FormatReorderPlan, progress: ReorderProgress,
-                               crash_counter: CrashCounter | None) -> None:
-        _reorder.replace_reorder(self, plan, progress, crash_counter)
-
-    def format_cleanup_reorder(self) -> None:
-        _reorder.cleanup_reorder(self)
-
-    def format_has_reorder_lock(self) -> bool:
-        return _reorder.has_reorder_lock(self)
-
-    def format_reset_reorder(self) -> bool:
-        return _reorder.reset_reorder(self)
+    reorder_module = _reorder
 
     # (this module's HDF5 helpers, for .reorder, which can't import this module: see its H5dfStorage)
 

@@ -30,7 +30,7 @@ from ..._os.locks import LockHold, ProcessRegistry, hold_lock
 from ..._os.maps import FileKey, file_key, map_file, map_region
 from ..._os.write_errors import storage_error
 from ...abc.format import CacheGroup, StoredMatrix, StoredVector, parse_mode, weakest_cache_group
-from ...abc.reorder import CrashCounter, FormatReorderPlan, ReorderProgress
+from ...abc.reorder import ReorderThroughModule
 from ...errors import (
     DafAppendOnlyError,
     DafClosedError,
@@ -934,7 +934,7 @@ def _directory_nodes(root: str) -> _DirectoryNodes:
         return nodes
 
 
-class ZarrFormat(StoredFormat):
+class ZarrFormat(ReorderThroughModule, StoredFormat):
     """The storage of a ZarrDaf data set: a Zarr v3 group in a directory or a ZIP archive.
 
     Example:
@@ -1823,29 +1823,12 @@ class ZarrFormat(StoredFormat):
 
     # Reorder (Julia's hooks, in pydaf/formats/zarr/reorder.py: a directory only, an archive is append-only).
 
+    reorder_module = _reorder
+
     @property  # (computed: FormatWriter declares it as a class attribute, hence the ignore)
     def supports_reorder(self) -> bool:  # type: ignore[override]
         """A directory can be reordered in place; a ZIP archive can't (append-only)."""
         return self._nodes.supports_rewrites
-
-    def format_lock_reorder(self, operation_id: str) -> None:
-        _reorder.lock_reorder(self, operation_id)
-
-    def format_backup_reorder(self, plan: FormatReorderPlan) -> None:
-        _reorder.backup_reorder(self, plan)
-
-    def format_replace_reorder(self, plan: FormatReorderPlan, progress: ReorderProgress,
-                               crash_counter: CrashCounter | None) -> None:
-        _reorder.replace_reorder(self, plan, progress, crash_counter)
-
-    def format_cleanup_reorder(self) -> None:
-        _reorder.cleanup_reorder(self)
-
-    def format_has_reorder_lock(self) -> bool:
-        return _reorder.has_reorder_lock(self)
-
-    def format_reset_reorder(self) -> bool:
-        return _reorder.reset_reorder(self)
 
     def _no_reorder(self) -> DafError:
         return _reorder.no_reorder(self) if not self._nodes.supports_rewrites else super()._no_reorder()
