@@ -17,6 +17,9 @@ child process, after ``sync`` and a warm read of the files (the page cache holds
     ``reorder_axes(daf, {"cell": random permutation, "gene": random permutation})`` of the data set opened ``r+``
     (and its ``close``): every matrix and vector is rewritten in the new order, after the crash-safety backup.
 
+With ``--cold`` (root, Linux), each run starts with the page cache dropped instead: both read the data set from the
+disk, as a data set larger than memory is.
+
 Each runs ``--repeats`` times, interleaved (formats and operations), the copy removed and synced after each run. The
 table gives per format the best and median times, the speed in MB/s of the data set's size, the speed relative to
 ``cp`` and to ``cp+fsync`` (1.0 = as fast; the target is 0.5) and the peak RSS (which counts the mapped pages of the
@@ -183,6 +186,13 @@ def child(mode: str, kind: str, path: str, argument: str) -> None:
     print(f"{elapsed} {peak_rss()}")
 
 
+def _drop_caches() -> None:
+    """Write out and drop the page cache (Linux, root), so a run reads the data set from the disk."""
+    os.sync()
+    with open("/proc/sys/vm/drop_caches", "w") as file:
+        file.write("1\n")
+
+
 def _fsync(path: str) -> None:
     descriptor = os.open(path, os.O_RDONLY)
     try:
@@ -214,6 +224,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--formats", default=",".join(FORMATS), help="a comma-separated subset of h5df,files,zarr")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--keep", action="store_true", help="keep the data sets (reused by the next run)")
+    parser.add_argument("--cold", action="store_true",
+                        help="start each run with the data set out of the page cache (root: drops the caches)")
     parser.add_argument("--child", nargs=4, metavar=("MODE", "FORMAT", "PATH", "ARGUMENT"))
     arguments = parser.parse_args(argv)
     if arguments.child:
@@ -234,13 +246,13 @@ def main(argv: list[str] | None = None) -> int:
         for kind, path in paths.items():
             copy = path + ".copy"
             for mode in modes:
-                warm(data_set_files(path))
+                _drop_caches() if arguments.cold else warm(data_set_files(path))
                 results[kind][mode].append(_run_child(mode, kind, path, copy if mode != "reorder" else
                                                       str(1000 + repeat)))
                 remove(copy)
     description = _description(arguments.cells, arguments.genes)
     print(f"data: {arguments.cells:,} cells x {arguments.genes:,} genes, {description}; {arguments.repeats} "
-          "interleaved runs")
+          f"interleaved runs, page cache {'dropped (cold)' if arguments.cold else 'warm'} before each")
     print(f"{'format':<7} {'operation':<9} {'GB':>6} {'best s':>8} {'median s':>9} {'best MB/s':>10} "
           f"{'speed vs cp':>12} {'vs cp+fsync':>12} {'peak RSS MB':>12}")
     verdicts = []
