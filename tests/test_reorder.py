@@ -115,3 +115,22 @@ def test_the_docs_page_runs():
     page = Path(__file__).parent.parent / "docs" / "reorder.md"
     failures, attempted = doctest.testfile(str(page), module_relative=False, optionflags=doctest.ELLIPSIS)
     assert attempted > 0 and failures == 0
+
+
+def test_a_reorder_that_fails_part_way_is_rolled_back_at_once(monkeypatch):
+    """A failure (not the testing hook, which stands for a kill) leaves the old order and no mark: a failed call
+    loses nothing, and later reads never see a half permuted data set."""
+    daf = _cells("cells!")
+    import pydaf.formats.memory as memory
+
+    def failing(*_: object) -> None:
+        raise pydaf.DafStorageError("the disk is full")
+
+    monkeypatch.setattr(memory, "permute_stored_matrix", failing)  # (after the vector and the axis were replaced)
+    with pytest.raises(pydaf.DafStorageError, match="the disk is full"):
+        pydaf.reorder_axes(daf, {"cell": [2, 0, 1]}, progress=False)
+    assert daf.axis_vector("cell").tolist() == ["A", "B", "C"] and daf.get_vector("cell", "age").tolist() == [1, 2, 3]
+    assert not daf.format.format_has_reorder_lock() and not pydaf.reset_reorder_axes(daf)
+    monkeypatch.undo()
+    pydaf.reorder_axes(daf, {"cell": [2, 0, 1]}, progress=False)
+    assert daf.get_matrix("cell", "gene", "UMIs").tolist() == [[4, 5], [0, 1], [2, 3]]

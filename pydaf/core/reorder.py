@@ -24,8 +24,9 @@ from ..abc.reorder import (
     PlannedAxis,
     PlannedMatrix,
     PlannedVector,
+    SimulatedCrash,
 )
-from ..errors import DafIncompleteError, DafMissingError, DafTypeError, DafUnsupportedError, DafValueError
+from ..errors import DafError, DafIncompleteError, DafMissingError, DafTypeError, DafUnsupportedError, DafValueError
 from ..sparse import SparseMatrixCSC
 from .cache import AxisCacheKey, MatrixCacheKey, VectorCacheKey
 from .readers import DafReader, is_leaf
@@ -94,32 +95,49 @@ def reorder_axes(daf_or_dafs: DafWriter | Sequence[DafWriter], axes_permutations
                     "an interrupted reorder_axes left its backup", daf_name=daf.name,
                     hint="(call pydaf.reset_reorder_axes(daf) to roll it back first)")
         planned_axes = _planned_axes(dafs, axes_permutations)
-        formats = [_storage(daf) for daf in dafs]
         claimed: list[FormatWriter] = []
-        for storage in formats:
-            if any(storage is other for other in claimed):
-                continue
-            storage.format_lock_reorder(operation_id)
-            claimed.append(storage)
-        plans = [build_reorder_plan(storage, planned_axes) for storage in claimed]
-        for storage, plan in zip(claimed, plans, strict=True):
-            storage.format_backup_reorder(plan)
-        crash_counter = None if _simulate_crash is None else CrashCounter(_simulate_crash)
-        total = sum(plan.n_replacement_elements() for plan in plans)
-        # (Dropped before the replacement too: a cached map of bytes rewritten in place would first be copied aside
-        # into private memory by the storage, to keep it valid for whoever holds it; nobody but the cache does.)
-        for daf in dafs:
-            _invalidate(daf, planned_axes)
         try:
-            with _progress_bar(total, progress) as bar:
-                for storage, plan in zip(claimed, plans, strict=True):
-                    storage.format_replace_reorder(plan, bar, crash_counter)
-        finally:
-            # Whatever happened, cached data of the permuted axes is stale (the storage is new, old or mixed).
+            _reorder_locked(dafs, claimed, planned_axes, operation_id, progress, _simulate_crash)
+        except SimulatedCrash:
+            raise  # (the testing hook stands for a kill: the storage stays marked, for reset_reorder_axes)
+        except BaseException:
+            # A failed call loses nothing: what was claimed is rolled back now, not left half permuted for the reads
+            # that follow (if even that fails, the mark stays, and reset_reorder_axes or a writable open rolls back).
+            for storage in claimed:
+                with contextlib.suppress(DafError):
+                    storage.format_reset_reorder()
             for daf in dafs:
                 _invalidate(daf, planned_axes)
-        for storage in claimed:
-            storage.format_cleanup_reorder()
+            raise
+
+
+def _reorder_locked(dafs: list[DafWriter], claimed: list[FormatWriter], planned_axes: dict[str, PlannedAxis],
+                    operation_id: str, progress: bool, simulate_crash: int | None) -> None:
+    """Julia's steps, under the write locks: lock, plan and back up each storage, replace, clean up; ``claimed``
+    collects the storage locked so far."""
+    for storage in (_storage(daf) for daf in dafs):
+        if not any(storage is other for other in claimed):
+            storage.format_lock_reorder(operation_id)
+            claimed.append(storage)
+    plans = [build_reorder_plan(storage, planned_axes) for storage in claimed]
+    for storage, plan in zip(claimed, plans, strict=True):
+        storage.format_backup_reorder(plan)
+    crash_counter = None if simulate_crash is None else CrashCounter(simulate_crash)
+    total = sum(plan.n_replacement_elements() for plan in plans)
+    # (Dropped before the replacement too: a cached map of bytes rewritten in place would first be copied aside
+    # into private memory by the storage, to keep it valid for whoever holds it; nobody but the cache does.)
+    for daf in dafs:
+        _invalidate(daf, planned_axes)
+    try:
+        with _progress_bar(total, progress) as bar:
+            for storage, plan in zip(claimed, plans, strict=True):
+                storage.format_replace_reorder(plan, bar, crash_counter)
+    finally:
+        # Whatever happened, cached data of the permuted axes is stale (the storage is new, old or mixed).
+        for daf in dafs:
+            _invalidate(daf, planned_axes)
+    for storage in claimed:
+        storage.format_cleanup_reorder()
 
 
 def reset_reorder_axes(daf_or_dafs: DafWriter | Sequence[DafWriter]) -> bool:
