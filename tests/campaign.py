@@ -1486,6 +1486,15 @@ def _after_writes() -> list[dict[str, str]]:
     return [first, second]
 
 
+def _some_torn(rng: random.Random) -> tuple[str, str] | None:
+    """A torn template (see :func:`torn`) at a random kill point, trying 20 points (None if none tore)."""
+    for _ in range(20):
+        point = torn(rng.randrange(1, 40))
+        if point is not None:
+            return point
+    return None
+
+
 def torn(kill_after: int) -> tuple[str, str] | None:
     """A template H5df left by a writer killed (``os._exit``, no clean-up) before its ``kill_after``-th write to the
     file, and the journal it left (None if the operation does fewer writes)."""
@@ -1552,11 +1561,7 @@ def run_journal(spec: dict[str, Any], rng: random.Random, work: str, outside: st
     states = [old, *_after_writes()]
     clean = False
     if kind.startswith("torn"):
-        point = None
-        for _ in range(20):
-            point = torn(rng.randrange(1, 40))
-            if point is not None:
-                break
+        point = _some_torn(rng)
         if point is None:
             return name, "correct", "no torn template"
         shutil.copyfile(point[0], path)
@@ -1580,11 +1585,7 @@ def run_journal(spec: dict[str, Any], rng: random.Random, work: str, outside: st
         shutil.copyfile(template("h5df"), path)
         clean = True
         if kind == "foreign":
-            point = None
-            for _ in range(20):
-                point = torn(rng.randrange(1, 40))
-                if point is not None:
-                    break
+            point = _some_torn(rng)
             if point is None:
                 return name, "correct", "no torn template"
             shutil.copyfile(point[1], journal)
@@ -1611,11 +1612,7 @@ def run_journal(spec: dict[str, Any], rng: random.Random, work: str, outside: st
             replace_with(journal, what, outside)
             name += f": {what} at the journal's name"
         elif kind == "stale":
-            point = None
-            for _ in range(20):
-                point = torn(rng.randrange(1, 40))
-                if point is not None:
-                    break
+            point = _some_torn(rng)
             if point is None:
                 return name, "correct", "no torn template"
             # The torn file was then repaired and rewritten by another program (h5py), leaving the old journal.
@@ -1630,11 +1627,7 @@ def run_journal(spec: dict[str, Any], rng: random.Random, work: str, outside: st
             states = [old]
             name += ": a stale journal beside a file rewritten by h5py since"
         elif kind == "hardlink":
-            point = None
-            for _ in range(20):
-                point = torn(rng.randrange(1, 40))
-                if point is not None:
-                    break
+            point = _some_torn(rng)
             if point is None:
                 return name, "correct", "no torn template"
             shutil.copyfile(point[0], path)

@@ -28,7 +28,8 @@ import stat
 
 from ..errors import DafFormatError, DafStorageError
 
-__all__ = ["file_kind", "open_regular_file", "read_regular_file", "refuse_special_file", "require_regular_file"]
+__all__ = ["file_kind", "open_regular_file", "read_regular_file", "refuse_special_file", "require_regular_file",
+           "special_file_mode"]
 
 
 def file_kind(mode: int) -> str:
@@ -86,12 +87,24 @@ def refuse_special_file(path: str | os.PathLike, *, what: str, daf_name: str | N
         ...     print(str(error).splitlines()[0])
         not a regular file (a FIFO): the source
     """
+    mode = special_file_mode(path)
+    if mode is not None:
+        raise _refuse(path, what, mode, daf_name)
+
+
+def special_file_mode(path: str | os.PathLike) -> int | None:
+    """The mode of what is at ``path`` (following links) if it is neither a regular file nor a directory (a FIFO,
+    socket or device), else ``None`` (also for nothing there, or a dangling link). Nothing is opened.
+
+    Example:
+        >>> special_file_mode("/dev/null") is not None, special_file_mode("/"), special_file_mode("/no/such/path")
+        (True, None, None)
+    """
     try:
         status = os.stat(path)
     except (OSError, ValueError):
-        return
-    if not stat.S_ISREG(status.st_mode) and not stat.S_ISDIR(status.st_mode):
-        raise _refuse(path, what, status.st_mode, daf_name)
+        return None
+    return None if stat.S_ISREG(status.st_mode) or stat.S_ISDIR(status.st_mode) else status.st_mode
 
 
 def open_regular_file(path: str | os.PathLike, *, what: str, flags: int = os.O_RDONLY, dir_fd: int | None = None,

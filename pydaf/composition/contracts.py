@@ -55,12 +55,13 @@ from ..core.cache import (
     VectorCacheKey,
     is_current,
 )
-from ..core.names import unique_name
+from ..core.names import RESERVED_VECTORS, unique_name
 from ..core.readers import DafReader, DafReadOnly
 from ..core.shared import StateSharingDaf
 from ..core.undef import Undef
 from ..core.writers import DafWriter
 from ..errors import DafContractError, DafTypeError, DafValueError
+from ..julia_text import julia_escape_string
 from ..storage_types import (
     DTYPES_BY_NAME,
     JULIA_NAMES,
@@ -335,7 +336,7 @@ def _admits(contract_type: ContractType, dtype: np.dtype) -> bool:
 
 def _key_text(key: Any) -> str:
     if isinstance(key, tuple):
-        return "(" + ", ".join('"' + str(part).replace("\\", "\\\\").replace('"', '\\"') + '"' for part in key) + ")"
+        return "(" + ", ".join(f'"{julia_escape_string(str(part))}"' for part in key) + ")"
     return str(key)
 
 
@@ -730,41 +731,21 @@ class _Tracking:
         inner = self.inner()
         if inner is not None:
             inner.access_scalar(name, is_for_modify=is_for_modify)
-        tracker = self.data.get(name)
-        if tracker is None:
-            if self.is_relaxed:
-                return
-            raise self.error(f"accessing non-contract scalar: {name}")
-        if is_for_modify and tracker.expectation in _INPUTS:
-            raise self.error(f"modifying {tracker.expectation} scalar: {name}")
-        tracker.accessed = True
+        self._note_access(self.data.get(name), f"scalar: {name}", is_for_modify=is_for_modify)
 
     def access_axis(self, axis: str, *, is_for_modify: bool) -> None:
         inner = self.inner()
         if inner is not None:
             inner.access_axis(axis, is_for_modify=is_for_modify)
-        tracker = self.axes.get(axis)
-        if tracker is None:
-            if self.is_relaxed:
-                return
-            raise self.error(f"accessing non-contract axis: {axis}")
-        if is_for_modify and tracker.expectation in _INPUTS:
-            raise self.error(f"modifying {tracker.expectation} axis: {axis}")
-        tracker.accessed = True
+        self._note_access(self.axes.get(axis), f"axis: {axis}", is_for_modify=is_for_modify)
 
     def access_vector(self, axis: str, name: str, *, is_for_modify: bool) -> None:
         inner = self.inner()
         if inner is not None:
             inner.access_vector(axis, name, is_for_modify=is_for_modify)
         self.access_axis(axis, is_for_modify=False)
-        tracker = self.data.get((axis, name))
-        if tracker is None:
-            if self.is_relaxed or name in ("name", "index"):
-                return
-            raise self.error(f"accessing non-contract vector: {name}\nof the axis: {axis}")
-        if is_for_modify and tracker.expectation in _INPUTS:
-            raise self.error(f"modifying {tracker.expectation} vector: {name}\nof the axis: {axis}")
-        tracker.accessed = True
+        self._note_access(self.data.get((axis, name)), f"vector: {name}\nof the axis: {axis}",
+                          is_for_modify=is_for_modify, untracked_ok=name in RESERVED_VECTORS)
 
     def access_matrix(self, rows_axis: str, columns_axis: str, name: str, *, is_for_modify: bool) -> None:
         inner = self.inner()
@@ -773,17 +754,24 @@ class _Tracking:
         self.access_axis(rows_axis, is_for_modify=False)
         self.access_axis(columns_axis, is_for_modify=False)
         tracker = self.data.get((rows_axis, columns_axis, name)) or self.data.get((columns_axis, rows_axis, name))
-        if tracker is None:
-            if self.is_relaxed:
-                return
-            raise self.error(f"accessing non-contract matrix: {name}\nof the rows axis: {rows_axis}\n"
-                             f"and the columns axis: {columns_axis}")
-        if is_for_modify and tracker.expectation in _INPUTS:
-            raise self.error(f"modifying {tracker.expectation} matrix: {name}\nof the rows_axis: {rows_axis}\n"
-                             f"and the columns_axis: {columns_axis}")
-        tracker.accessed = True
-        if tracker.main_axis is not None:
+        # (Julia's "modifying" text spells the axes rows_axis and columns_axis)
+        self._note_access(tracker, f"matrix: {name}\nof the rows axis: {rows_axis}\nand the columns axis: "
+                          f"{columns_axis}", is_for_modify=is_for_modify, modified=f"matrix: {name}\nof the rows_axis: "
+                          f"{rows_axis}\nand the columns_axis: {columns_axis}")
+        if tracker is not None and tracker.main_axis is not None:
             self.access_axis(tracker.main_axis, is_for_modify=False)
+
+    def _note_access(self, tracker: _Tracker | None, what: str, *, is_for_modify: bool, untracked_ok: bool = False,
+                     modified: str | None = None) -> None:
+        """Mark an access to a property (``what``, e.g. ``axis: cell``; ``modified`` when the "modifying" error
+        shows it otherwise): not in the contract is an error unless relaxed, modifying an input is an error."""
+        if tracker is None:
+            if self.is_relaxed or untracked_ok:
+                return
+            raise self.error(f"accessing non-contract {what}")
+        if is_for_modify and tracker.expectation in _INPUTS:
+            raise self.error(f"modifying {tracker.expectation} {modified or what}")
+        tracker.accessed = True
 
     def access_dependency(self, key: Hashable) -> None:
         """Track the access a cached query result made when it was computed (Julia's ``verify_contract_query``)."""
@@ -843,47 +831,37 @@ class _Tracking:
         elif _is_mandatory(tracker.expectation, is_for_output):
             raise self.error(f"missing {_direction(is_for_output)} axis: {axis}")
 
-    def _check_type(self, tracker: _Tracker, dtype: np.dtype, is_for_output: bool, what: str) -> None:
-        if not _admits(tracker.type, dtype):
-            raise self.error(f"unexpected type: {julia_name(dtype)}\ninstead of type: "
-                             f"{contract_type_text(tracker.type)}\nfor the {_direction(is_for_output)} {what}")
-
     def _verify_scalar_data(self, name: str, tracker: _Tracker, is_for_output: bool) -> None:
         value: StorageScalar | None = self.daf.get_scalar(name, default=None)
-        if value is None:
-            if _is_mandatory(tracker.expectation, is_for_output):
-                raise self.error(f"missing {_direction(is_for_output)} scalar: {name}\nwith type: "
-                                 f"{contract_type_text(tracker.type)}")
-            return
-        if self._is_forbidden(tracker.expectation, is_for_output):
-            raise self.error(f"pre-existing {tracker.expectation} scalar: {name}")
-        self._check_type(tracker, scalar_dtype(value), is_for_output, f"scalar: {name}")
+        self._verify_data(None if value is None else scalar_dtype(value), tracker, is_for_output,
+                          f"scalar: {name}", "type")
 
     def _verify_vector_data(self, axis: str, name: str, tracker: _Tracker, is_for_output: bool) -> None:
         vector = self.daf.get_stored_vector(axis, name, default=None) if self.daf.has_axis(axis) else None
-        if vector is None:
-            if _is_mandatory(tracker.expectation, is_for_output):
-                raise self.error(f"missing {_direction(is_for_output)} vector: {name}\nof the axis: {axis}\n"
-                                 f"with element type: {contract_type_text(tracker.type)}")
-            return
-        if self._is_forbidden(tracker.expectation, is_for_output):
-            raise self.error(f"pre-existing {tracker.expectation} vector: {name}\nof the axis: {axis}")
-        self._check_type(tracker, vector.dtype, is_for_output, f"vector: {name}\nof the axis: {axis}")
+        self._verify_data(None if vector is None else vector.dtype, tracker, is_for_output,
+                          f"vector: {name}\nof the axis: {axis}", "element type")
 
     def _verify_matrix_data(self, rows_axis: str, columns_axis: str, name: str, tracker: _Tracker,
                             is_for_output: bool) -> None:
         matrix = self._stored_matrix(rows_axis, columns_axis, name)
-        if matrix is None:
+        self._verify_data(None if matrix is None else matrix.dtype, tracker, is_for_output,
+                          f"matrix: {name}\nof the rows axis: {rows_axis}\nand the columns axis: {columns_axis}",
+                          "element type")
+
+    def _verify_data(self, dtype: np.dtype | None, tracker: _Tracker, is_for_output: bool, what: str,
+                     type_label: str) -> None:
+        """Check one property (``what``, e.g. ``vector: age\\nof the axis: cell``; ``dtype`` None when it is absent)
+        against its tracker: present when mandatory, absent when to be created, of an admitted type."""
+        if dtype is None:
             if _is_mandatory(tracker.expectation, is_for_output):
-                raise self.error(f"missing {_direction(is_for_output)} matrix: {name}\nof the rows axis: {rows_axis}\n"
-                                 f"and the columns axis: {columns_axis}\nwith element type: "
+                raise self.error(f"missing {_direction(is_for_output)} {what}\nwith {type_label}: "
                                  f"{contract_type_text(tracker.type)}")
             return
         if self._is_forbidden(tracker.expectation, is_for_output):
-            raise self.error(f"pre-existing {tracker.expectation} matrix: {name}\nof the rows axis: {rows_axis}\n"
-                             f"and the columns axis: {columns_axis}")
-        self._check_type(tracker, matrix.dtype, is_for_output,
-                         f"matrix: {name}\nof the rows axis: {rows_axis}\nand the columns axis: {columns_axis}")
+            raise self.error(f"pre-existing {tracker.expectation} {what}")
+        if not _admits(tracker.type, dtype):
+            raise self.error(f"unexpected type: {julia_name(dtype)}\ninstead of type: "
+                             f"{contract_type_text(tracker.type)}\nfor the {_direction(is_for_output)} {what}")
 
     def _stored_matrix(self, rows_axis: str, columns_axis: str, name: str) -> StoredMatrix | None:
         """The matrix in whichever layout is stored (only its element type is checked: no relayout is needed)."""

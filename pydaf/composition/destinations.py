@@ -21,7 +21,6 @@ import gc
 import os
 import re
 import shutil
-import stat
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,7 +28,7 @@ from dataclasses import dataclass
 import h5py
 
 from .._os.exchange import exchange_paths
-from .._os.files import file_kind, refuse_special_file
+from .._os.files import file_kind, refuse_special_file, special_file_mode
 from .._os.interrupts import raise_if_interrupted
 from .._os.locks import process_is_alive
 from ..core.readers import DafReader
@@ -511,13 +510,9 @@ def check_destination(destination: str | os.PathLike, *, format: str | None = No
 
 def _refuse_special_file(text: str) -> None:
     """Refuse a destination whose file is a FIFO, a socket or a device (never opened: opening a FIFO blocks)."""
-    container = storage_path(text)
-    try:
-        status = os.stat(container)
-    except (OSError, ValueError):
-        return  # (nothing there, or a dangling link: checked as any new destination)
-    if not stat.S_ISREG(status.st_mode) and not stat.S_ISDIR(status.st_mode):
-        _refuse(text, file_kind(status.st_mode))
+    mode = special_file_mode(storage_path(text))  # (nothing there, or a dangling link: checked as any new destination)
+    if mode is not None:
+        _refuse(text, file_kind(mode))
 
 
 def _close(daf: DafReader) -> None:

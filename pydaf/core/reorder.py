@@ -51,9 +51,9 @@ def build_reorder_plan(writer: FormatWriter, planned_axes: Mapping[str, PlannedA
     for axis in sorted(planned_axes):
         if not writer.format_has_axis(axis, for_change=False):
             continue
+        length = writer.format_axis_length(axis)  # (a vector's length: no need to read it)
         for name in sorted(writer.format_vectors_set(axis)):
-            vector, _ = writer.format_get_vector(axis, name)
-            planned_vectors.append(PlannedVector(axis, name, int(vector.shape[0])))
+            planned_vectors.append(PlannedVector(axis, name, length))
         for other_axis in axes:
             layouts = [(axis, other_axis)]
             if other_axis not in planned_axes:  # (else listed as that permuted axis's own, or square)
@@ -106,8 +106,6 @@ def reorder_axes(daf_or_dafs: DafWriter | Sequence[DafWriter], axes_permutations
             for storage in claimed:
                 with contextlib.suppress(DafError):
                     storage.format_reset_reorder()
-            for daf in dafs:
-                _invalidate(daf, planned_axes)
             raise
 
 
@@ -124,18 +122,15 @@ def _reorder_locked(dafs: list[DafWriter], claimed: list[FormatWriter], planned_
         storage.format_backup_reorder(plan)
     crash_counter = None if simulate_crash is None else CrashCounter(simulate_crash)
     total = sum(plan.n_replacement_elements() for plan in plans)
-    # (Dropped before the replacement too: a cached map of bytes rewritten in place would first be copied aside
-    # into private memory by the storage, to keep it valid for whoever holds it; nobody but the cache does.)
+    # Cached data of the permuted axes is dropped (and its version counters bumped) before the replacement, once: the
+    # write locks keep the cache from being filled again until the call ends, whether the storage then holds the new
+    # order, the old one (rolled back) or, after a kill, a mark. (Before, not after: a cached map of bytes rewritten
+    # in place would first be copied aside into private memory by the storage, to keep it valid for its holder.)
     for daf in dafs:
         _invalidate(daf, planned_axes)
-    try:
-        with _progress_bar(total, progress) as bar:
-            for storage, plan in zip(claimed, plans, strict=True):
-                storage.format_replace_reorder(plan, bar, crash_counter)
-    finally:
-        # Whatever happened, cached data of the permuted axes is stale (the storage is new, old or mixed).
-        for daf in dafs:
-            _invalidate(daf, planned_axes)
+    with _progress_bar(total, progress) as bar:
+        for storage, plan in zip(claimed, plans, strict=True):
+            storage.format_replace_reorder(plan, bar, crash_counter)
     for storage in claimed:
         storage.format_cleanup_reorder()
 

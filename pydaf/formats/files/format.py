@@ -11,8 +11,6 @@ import errno
 import json
 import os
 import re
-import secrets
-import shutil
 import stat
 import time
 import weakref
@@ -41,6 +39,13 @@ from ...sparse import SparseMatrixCSC, SparseVector
 from ...storage_types import StorageScalar, julia_name
 from ..registry import FormatEntry, PersistentDaf, register_format
 from . import reorder as _reorder
+from .fileops import create_new as _create_new
+from .fileops import lstat as _lstat
+from .fileops import remove_entry as _remove_entry
+from .fileops import replace as _replace
+from .fileops import split_suffix as _split_suffix
+from .fileops import unlink as _unlink
+from .fileops import write_new as _write_new
 from .layout import (
     MAJOR_VERSION,
     MINOR_VERSION,
@@ -75,12 +80,10 @@ _ALL_SUFFIXES = tuple(sorted(set(_VECTOR_SUFFIXES + _MATRIX_SUFFIXES), key=len, 
 
 _FOLDER_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK  # NONBLOCK: a planted FIFO can't hang us
-_CREATE_FLAGS = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _TEMPORARY = re.compile(r"\..*\.tmp-[0-9a-f]+", re.DOTALL)
 _MAX_JSON_BYTES = 64 << 20  # descriptors are tiny; a scalar string may be large, but not gigabytes
 _MAX_NAME_BYTES = 255 - len(".nzval.zip.backup") - 1  # a property's hidden backup must still be a valid file name
 _MAX_AXIS_BYTES = 255 - len(".txt")  # (an axis has no backup: its file is replaced by a short-named temporary)
-_WRITE_CHUNK = 1 << 28
 _READ_ATTEMPTS = 200  # a reader racing a writer re-reads; each attempt sleeps a little longer (≤ ~2 s in total)
 
 _OUTSIDE_ERRORS = (errno.ELOOP, errno.ENOTDIR, errno.EISDIR, errno.ENXIO, errno.ENODEV)
@@ -93,24 +96,6 @@ T = TypeVar("T")
 
 def _backup(file: str) -> str:
     return f".{file}.backup"
-
-
-def _temporary(file: str) -> str:
-    """An unpredictable hidden name for a new file (never ending like a property file, so Julia ignores it)."""
-    token = secrets.token_hex(8)
-    name = f".{file}.tmp-{token}"
-    return name if len(os.fsencode(name)) <= 255 else f".daf.tmp-{token}"
-
-
-def _lstat(folder: int, name: str) -> os.stat_result | None:
-    try:
-        return os.stat(name, dir_fd=folder, follow_symlinks=False)
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    except OSError as error:
-        if error.errno == errno.ENAMETOOLONG:
-            return None
-        raise
 
 
 def _is_backup(folder: int, name: str) -> bool:
@@ -141,63 +126,6 @@ def _read_fd(fd: int, size: int, limit: int, name: str) -> bytes:
         chunks.append(chunk)
         size -= len(chunk)
     return b"".join(chunks)
-
-
-def _unlink(folder: int, name: str) -> None:
-    with suppress(FileNotFoundError):
-        os.unlink(name, dir_fd=folder)
-
-
-def _replace(folder: int, source: str, target: str) -> None:
-    os.replace(source, target, src_dir_fd=folder, dst_dir_fd=folder)
-
-
-def _remove_entry(folder: int, name: str) -> None:
-    """Remove a file, link or whole folder (links inside are removed, never followed)."""
-    status = _lstat(folder, name)
-    if status is None:
-        return
-    if stat.S_ISDIR(status.st_mode):
-        shutil.rmtree(name, dir_fd=folder)  # the fd-based rmtree, which never follows links
-    else:
-        _unlink(folder, name)
-
-
-def _create_new(folder: int, file: str) -> tuple[str, int]:
-    """A new hidden temporary file next to ``file``, created exclusively (never an existing file or link): its name
-    and descriptor (open for writing)."""
-    while True:
-        name = _temporary(file)
-        try:
-            return name, os.open(name, _CREATE_FLAGS, 0o644, dir_fd=folder)
-        except FileExistsError:
-            continue
-
-
-def _write_new(folder: int, file: str, data: bytes | np.ndarray) -> str:
-    """Write a new hidden temporary file next to ``file``; returns its name."""
-    name, fd = _create_new(folder, file)
-    try:
-        if isinstance(data, np.ndarray):
-            view = np.ascontiguousarray(data).reshape(-1).view(np.uint8).data
-        else:
-            view = memoryview(data)
-        written = 0
-        while written < len(view):
-            written += os.write(fd, view[written:written + _WRITE_CHUNK])
-    except BaseException:
-        _unlink(folder, name)
-        raise
-    finally:
-        os.close(fd)
-    return name
-
-
-def _split_suffix(file: str) -> tuple[str, str] | None:
-    for suffix in _ALL_SUFFIXES:
-        if file.endswith(suffix) and len(file) > len(suffix):
-            return file[:-len(suffix)], suffix
-    return None
 
 
 def _recover_folder(folder: int, property_suffixes: tuple[str, ...]) -> None:

@@ -64,8 +64,6 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
-import secrets
-import shutil
 import stat
 import struct
 import threading
@@ -97,6 +95,13 @@ from ...kernels.permute import (
     permute_vector_into,
     write_permuted_dense,
 )
+from .fileops import WRITE_CHUNK as _WRITE_CHUNK
+from .fileops import create_new, remove_entry
+from .fileops import lstat as _lstat
+from .fileops import replace as _replace
+from .fileops import split_suffix as _split_suffix
+from .fileops import temporary_name as _temporary
+from .fileops import unlink as _unlink
 from .layout import MATRIX_SUFFIXES, VECTOR_SUFFIXES, decode_matrix, decode_vector, lines_bytes
 
 T = TypeVar("T")
@@ -139,8 +144,6 @@ _RETIRED_PREFIX = BACKUP_DIR + ".tmp-"
 #: The tag of the reorder's temporaries (``.<file>.reorder.tmp-<hex>``, still a FilesDaf temporary).
 _TAG = ".reorder"
 
-_WRITE_CHUNK = 1 << 28
-
 #: Dense matrices with columns at least this long are permuted a column at a time (see ``_replace_dense``).
 _COLUMN_WISE_MIN_ROWS = 1024
 
@@ -172,9 +175,9 @@ def backup_reorder(storage: FilesStorage, plan: FormatReorderPlan) -> None:
     with lock.mutex, storage._doing("backing up for reorder_axes"), _ending_on_error(storage):
         _require_backup(storage)
         folders: list[tuple[str, ...]] = [(BACKUP_DIR,)]
-        if any(storage.format_has_axis(axis, for_change=False) for axis in plan.planned_axes):
-            folders.append(_link_files(storage, ("axes",), [f"{axis}.txt" for axis in sorted(plan.planned_axes)
-                                                           if storage.format_has_axis(axis, for_change=False)]))
+        axes = _stored_axes(storage, plan)
+        if axes:
+            folders.append(_link_files(storage, ("axes",), [f"{axis}.txt" for axis in axes]))
         for property in _properties(storage, plan):
             files = [property.name + suffix for suffix in (*property.suffixes[1:], property.suffixes[0])]
             folders.append(_link_files(storage, property.folder, files))  # (the descriptor last)
@@ -188,7 +191,7 @@ def replace_reorder(storage: FilesStorage, plan: FormatReorderPlan, progress: Re
     lock = storage._require_writable("the axes (reorder_axes)")
     with lock.mutex, storage._doing("replacing for reorder_axes"), _ending_on_error(storage):
         _require_backup(storage)
-        axes = [axis for axis in sorted(plan.planned_axes) if storage.format_has_axis(axis, for_change=False)]
+        axes = _stored_axes(storage, plan)
         if axes:
             with storage._folder(("axes",)) as folder:
                 assert folder is not None
@@ -292,6 +295,11 @@ def refuse_at_read_only_open(storage: FilesStorage) -> None:
 
 
 # Backing up.
+
+
+def _stored_axes(storage: FilesStorage, plan: FormatReorderPlan) -> list[str]:
+    """The planned axes the data set has (sorted): those whose ``axes/<axis>.txt`` the reorder backs up and rewrites."""
+    return [axis for axis in sorted(plan.planned_axes) if storage.format_has_axis(axis, for_change=False)]
 
 
 def _planned(plan: FormatReorderPlan) -> list[PlannedVector | PlannedMatrix]:
@@ -483,12 +491,7 @@ def _write_file(folder: int, file: str, data: bytes) -> None:
 
 
 def _create_temporary(folder: int, file: str) -> tuple[str, int]:
-    while True:
-        name = _temporary(file + _TAG)
-        try:
-            return name, os.open(name, _CREATE_FLAGS, 0o644, dir_fd=folder)
-        except FileExistsError:
-            continue
+    return create_new(folder, file + _TAG)
 
 
 # Restoring.
@@ -579,13 +582,7 @@ def _remove_retired(storage: FilesStorage) -> None:
 
 
 def _remove_tree(storage: FilesStorage, name: str) -> None:
-    status = _lstat(storage._root, name)
-    if status is None:
-        return
-    if stat.S_ISDIR(status.st_mode):
-        shutil.rmtree(name, dir_fd=storage._root)  # (the descriptor-based rmtree never follows links)
-    else:
-        _unlink(storage._root, name)
+    remove_entry(storage._root, name)
 
 
 def _fsync_folder(storage: FilesStorage, parts: tuple[str, ...]) -> None:
@@ -605,20 +602,6 @@ def _interrupted(storage: FilesStorage, problem: str) -> DafIncompleteError:
 
 #: FilesDaf's writer lock (``format.LOCK_FILE``).
 _LOCK_FILE = ".daf.lock"
-_CREATE_FLAGS = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-_PROPERTY_SUFFIXES = tuple(sorted(set(VECTOR_SUFFIXES + MATRIX_SUFFIXES), key=len, reverse=True))  # longest first
-
-
-def _lstat(folder: int, name: str) -> os.stat_result | None:
-    try:
-        return os.stat(name, dir_fd=folder, follow_symlinks=False)
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-
-
-def _unlink(folder: int, name: str) -> None:
-    with suppress(FileNotFoundError):
-        os.unlink(name, dir_fd=folder)
 
 
 def _move_into(folder: int, temporary: str, file: str) -> None:
@@ -628,25 +611,6 @@ def _move_into(folder: int, temporary: str, file: str) -> None:
     live file, which a reset restores from the backup as it restores a replaced one (Julia's reset too)."""
     _unlink(folder, file)
     os.rename(temporary, file, src_dir_fd=folder, dst_dir_fd=folder)
-
-
-def _replace(folder: int, source: str, target: str) -> None:
-    os.replace(source, target, src_dir_fd=folder, dst_dir_fd=folder)
-
-
-def _temporary(file: str) -> str:
-    """A hidden temporary's name next to ``file``: one FilesDaf's writable open drops (``.<file>.tmp-<hex>``), and
-    Julia ignores (it ends with neither ``.json`` nor ``.txt``)."""
-    token = secrets.token_hex(8)
-    name = f".{file}.tmp-{token}"
-    return name if len(os.fsencode(name)) <= 255 else f".daf.tmp-{token}"
-
-
-def _split_suffix(file: str) -> tuple[str, str] | None:
-    for suffix in _PROPERTY_SUFFIXES:
-        if file.endswith(suffix) and len(file) > len(suffix):
-            return file[:-len(suffix)], suffix
-    return None
 
 
 # This process's reorders under way, and the writer lock of another process.

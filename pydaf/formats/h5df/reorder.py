@@ -510,8 +510,8 @@ def _permute_stored_dense(source: np.ndarray, rows_permutation: np.ndarray | Non
     """:func:`~pydaf.kernels.permute.permute_dense_matrix_into` of a matrix as H5df stores it (HDF5 shape: columns by
     rows, C order), a block of whole Daf columns (contiguous in the file) at a time: each block is read once from the
     backup's map and written once to the live map. (The kernel, given the Daf-oriented, column-major views, gathers
-    columns with ``np.take(..., axis=1)``, which first copies the whole non-C-contiguous source into memory, for every
-    block: 765 s and 4 GB for a 1 GB matrix.)"""
+    rows across a column-major block, a strided copy: on a 200 MB float64 matrix it takes 0.56 s to permute only the
+    rows and 0.67 s only the columns, against 0.12 s and 0.17 s here; about the same, 0.6-0.7 s, for both.)"""
     n_columns, n_rows = source.shape
     block = max(1, _DENSE_BLOCK_BYTES // max(n_rows * source.itemsize, 1))
     for start in range(0, n_columns, block):

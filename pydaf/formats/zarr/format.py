@@ -586,14 +586,19 @@ class _DirectoryNodes:
         except OSError as error:
             raise self._unreadable(key, error) from error
 
+    def _followed_mode(self, path: str, key: str) -> int:
+        """The mode of what is at ``path``, through a link that stays in the directory (one out of it is refused)."""
+        mode = os.lstat(path).st_mode
+        if stat.S_ISLNK(mode):
+            self._refuse_escape(path, key)
+            mode = os.stat(path).st_mode
+        return mode
+
     def _is_metadata_file(self, path: str, key: str) -> bool:
         """Whether a node's ``zarr.json`` is there; anything but a regular file there (a FIFO, a folder, ...) is
         refused, rather than the node silently left out."""
         try:
-            mode = os.lstat(path).st_mode
-            if stat.S_ISLNK(mode):
-                self._refuse_escape(path, key)
-                mode = os.stat(path).st_mode
+            mode = self._followed_mode(path, key)
         except (FileNotFoundError, NotADirectoryError):
             return False
         except OSError as error:
@@ -649,10 +654,7 @@ class _DirectoryNodes:
         none (the root's own ``zarr.json``, ...), a folder without ``zarr.json`` none yet (a killed group creation);
         a FIFO, socket, device, link loop or link out of the directory is refused, never silently left out."""
         try:
-            mode = os.lstat(path).st_mode
-            if stat.S_ISLNK(mode):
-                self._refuse_escape(path, child)
-                mode = os.stat(path).st_mode
+            mode = self._followed_mode(path, child)
         except (FileNotFoundError, NotADirectoryError):
             return False  # (gone since listed, or a dangling link: refused by the caller if it is listed)
         except OSError as error:
