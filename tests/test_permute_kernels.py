@@ -87,20 +87,38 @@ def test_many_blocks_of_moved_rows(path):
                    for c in range(400))
 
 
-def test_write_permuted_dense(tmp_path, monkeypatch):
-    """The blocked pwrite of a permuted dense matrix (a few columns per block) is the fancy-indexed matrix."""
-    monkeypatch.setattr(permute, "_WRITE_BLOCK_BYTES", 3 * 7 * 8)
+@pytest.mark.parametrize("n_threads", [1, 3])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int16, np.uint64, np.bool_])
+def test_write_permuted_dense(tmp_path, monkeypatch, path, n_threads, dtype):
+    """The blocked pwrite of a permuted dense matrix (a few columns per block, gathered and written by one or several
+    threads) is the fancy-indexed matrix."""
+    monkeypatch.setattr(permute, "_WRITE_BLOCK_BYTES", 3 * 7 * np.dtype(dtype).itemsize)
+    monkeypatch.setattr(permute, "threads_for", lambda work: n_threads)
     rng = np.random.default_rng(11)
-    dense = np.asfortranarray(rng.random((7, 10)))
+    dense = np.asfortranarray((rng.random((7, 10)) * 100).astype(dtype))
     rows, columns = rng.permutation(7), rng.permutation(10)
-    for rows_permutation, columns_permutation in ((rows, columns), (None, columns), (rows, None)):
-        path = tmp_path / "out.data"
-        with open(path, "wb") as file:
+    for rows_permutation, columns_permutation in ((rows, columns), (None, columns), (rows, None), (None, None)):
+        out_path = tmp_path / "out.data"
+        with open(out_path, "wb") as file:
             file.write(b"header")
             ticks = []
             permute.write_permuted_dense(dense, rows_permutation, columns_permutation, file.fileno(), 6, ticks.append)
         expected = dense if rows_permutation is None else dense[rows_permutation]
         expected = expected if columns_permutation is None else expected[:, columns_permutation]
-        data = path.read_bytes()
+        data = out_path.read_bytes()
         assert data[:6] == b"header" and sum(ticks) == 70
-        assert np.array_equal(np.frombuffer(data[6:]).reshape((7, 10), order="F"), expected)
+        assert np.array_equal(np.frombuffer(data[6:], dtype=dtype).reshape((7, 10), order="F"), expected)
+        out = np.empty((7, 10), dtype=dtype, order="F")
+        permute.permute_dense_matrix_into(dense, rows_permutation, columns_permutation, out)
+        assert np.array_equal(out, expected)
+
+
+@pytest.mark.parametrize("n_threads", [1, 3])
+def test_write_permuted_dense_error_propagates(tmp_path, monkeypatch, n_threads):
+    """A failing write (here: a file opened read-only) raises the OSError on the calling thread, whichever thread
+    wrote the block."""
+    monkeypatch.setattr(permute, "_WRITE_BLOCK_BYTES", 2 * 5 * 8)
+    monkeypatch.setattr(permute, "threads_for", lambda work: n_threads)
+    (tmp_path / "read-only").write_bytes(b"")
+    with open(tmp_path / "read-only", "rb") as file, pytest.raises(OSError):
+        permute.write_permuted_dense(np.asfortranarray(np.ones((5, 9))), None, np.arange(9)[::-1], file.fileno())

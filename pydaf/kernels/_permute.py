@@ -1,13 +1,14 @@
-"""numba reorder kernel (used by :mod:`pydaf.kernels.permute`): the columns of a 1-based CSC matrix with permuted rows
-and/or columns, a block of output columns per call. Serial and GIL-releasing, run on a pool of Python threads (as the
-relayout kernels, for the same reason: loading them from numba's cache is faster than ``parallel=True`` ones)."""
+"""numba reorder kernels (used by :mod:`pydaf.kernels.permute`): the columns of a dense column-major matrix, or of a
+1-based CSC matrix, with permuted rows and/or columns, a block of output columns per call. Serial and GIL-releasing,
+run on a pool of Python threads (as the relayout kernels, for the same reason: loading them from numba's cache is
+faster than ``parallel=True`` ones)."""
 
 from __future__ import annotations
 
 import numba
 import numpy as np
 
-__all__ = ["permute_csc_columns", "permute_csc_rows"]
+__all__ = ["gather_dense_columns", "permute_csc_columns", "permute_csc_rows"]
 
 
 @numba.njit(cache=True, nogil=True)
@@ -69,3 +70,17 @@ def permute_csc_rows(colptr, rowval, nzval, inverse_rows, columns, out_colptr, o
         next_at[column - first] = to + 1
         out_rowval[to] = inverse_rows[np.int64(rowval[k]) - 1] + 1
         out_nzval[to] = nzval[k]
+
+
+@numba.njit(cache=True, nogil=True)
+def gather_dense_columns(source, rows, columns, out, first):  # pragma: no cover - jit
+    """``out[:, k] = source[rows, columns[first + k]]`` for each column ``k`` of ``out`` (column-major ``source`` and
+    ``out``; an empty ``rows`` or ``columns`` keeps that side)."""
+    for k in range(out.shape[1]):
+        column = columns[first + k] if columns.shape[0] else first + k
+        if rows.shape[0]:
+            for i in range(out.shape[0]):
+                out[i, k] = source[rows[i], column]
+        else:
+            for i in range(out.shape[0]):
+                out[i, k] = source[i, column]

@@ -63,7 +63,6 @@ from ...kernels.permute import (
     permute_sparse_vector_into,
     permute_vector_into,
 )
-from ...kernels.threads import even_bounds, run_ranges, threads_for
 from ...sparse import SparseMatrixCSC, SparseVector
 from ...storage_types import STRING_DTYPE
 
@@ -415,49 +414,6 @@ def recover_interrupted_reorder(storage: ZarrFormat, *, first_writer: bool) -> N
 
 # Building the permuted nodes.
 
-#: Elements per block of rows of a dense permutation (a block is read, permuted and written while in the CPU's cache).
-_DENSE_BLOCK_ELEMENTS = 1 << 20
-
-
-# (Kept beside pydaf.kernels.permute.permute_dense_matrix_into, which gives the same values: on 40M float64 its
-# one thread of column blocks took 0.17-1.41 s against 0.09-0.38 s for these threaded row blocks.)
-def permute_zarr_dense_into(source: np.ndarray, rows_permutation: np.ndarray | None,
-                            columns_permutation: np.ndarray | None, out: np.ndarray) -> None:
-    """``out[i, j] = source[rows_permutation[i], columns_permutation[j]]`` for C-contiguous (Zarr's order) ``source``
-    and ``out`` (a Daf matrix's transpose: its Zarr rows are the Daf columns), a block of whole rows at a time: each
-    block is gathered from whole source rows (sequential reads), permuted within its rows in the cache, and written
-    sequentially. (``numpy.take`` copies a non-C-contiguous source whole first, which is why the column-major view of
-    a mapped matrix is never given to it; and gathering a few columns from every row, as a block of columns does,
-    reads the whole source once per block.)
-
-    Example:
-        >>> out = np.empty((2, 3))
-        >>> permute_zarr_dense_into(np.arange(6.0).reshape(2, 3), np.array([1, 0]), np.array([2, 0, 1]), out)
-        >>> out.tolist()
-        [[5.0, 3.0, 4.0], [2.0, 0.0, 1.0]]
-    """
-    n_rows, n_columns = source.shape
-    block = max(1, _DENSE_BLOCK_ELEMENTS // max(n_columns, 1))
-
-    def permute_rows(first: int, last: int, rows_permutation: np.ndarray | None = rows_permutation,
-                     columns_permutation: np.ndarray | None = columns_permutation) -> None:
-        # (numpy's take releases the GIL: the threads run at once; mode="clip": a permutation is in range, and `out`
-        # is then written unbuffered)
-        for start in range(first, last, block):
-            end = min(start + block, last)
-            if rows_permutation is None:
-                if columns_permutation is None:
-                    out[start:end] = source[start:end]
-                else:
-                    np.take(source[start:end], columns_permutation, axis=1, out=out[start:end], mode="clip")
-            elif columns_permutation is None:
-                np.take(source, rows_permutation[start:end], axis=0, out=out[start:end], mode="clip")
-            else:
-                rows = np.take(source, rows_permutation[start:end], axis=0, mode="clip")
-                np.take(rows, columns_permutation, axis=1, out=out[start:end], mode="clip")
-
-    run_ranges(permute_rows, even_bounds(n_rows, threads_for(source.size)))
-
 
 def _array_builder(storage: ZarrFormat, values: np.ndarray, shape: tuple[int, ...]) -> Callable[[Any], None]:
     """A builder that adds the files of an array node of ``values`` (of the Zarr ``shape``): its chunks (encoded now),
@@ -564,7 +520,7 @@ def _replace_matrix(storage: ZarrFormat, rows_axis: str, columns_axis: str, name
 
     def build_dense(writer: Any) -> None:
         out = _reserve(writer, "c/0/0", matrix.dtype, n_columns * n_rows).reshape((n_columns, n_rows))
-        permute_zarr_dense_into(np.asarray(matrix).T, columns_permutation, rows_permutation, out)
+        permute_dense_matrix_into(np.asarray(matrix), rows_permutation, columns_permutation, out.T)
         writer.add("zarr.json", storage.array_metadata(matrix.dtype, (n_columns, n_rows)).encode())
 
     _replace(storage, node, build_dense)
