@@ -10,6 +10,8 @@ Example:
     [30, 40]
 """
 
+from typing import TYPE_CHECKING
+
 from .abc.format import CacheGroup
 from .abc.reorder import FormatReorderPlan, PlannedAxis, PlannedMatrix, PlannedVector, SimulatedCrash
 from .check import check_daf
@@ -70,7 +72,9 @@ from .errors import (
     DafExistsError,
     DafFormatError,
     DafIncompleteError,
+    DafIndexError,
     DafInexactError,
+    DafKeyError,
     DafLockedError,
     DafMissingError,
     DafModeError,
@@ -124,6 +128,7 @@ __all__ = [
     "Contract",
     "ContractExpectation",
     "CreatedOutput",
+    "DafAnnData",
     "DafAppendOnlyError",
     "DafChainError",
     "DafClosedError",
@@ -132,7 +137,9 @@ __all__ = [
     "DafExistsError",
     "DafFormatError",
     "DafIncompleteError",
+    "DafIndexError",
     "DafInexactError",
+    "DafKeyError",
     "DafLockedError",
     "DafMissingError",
     "DafModeError",
@@ -219,3 +226,16 @@ __all__ = [
     "viewer",
     "zarr_to_files",
 ]
+
+
+if TYPE_CHECKING:
+    from .interop.anndata_facade import DafAnnData
+
+
+def __getattr__(name: str) -> object:
+    # pydaf.DafAnnData (pydaf.interop.anndata_facade) imports pandas: only when asked for, so `import pydaf` stays fast.
+    if name == "DafAnnData":
+        from .interop.anndata_facade import DafAnnData
+
+        return DafAnnData
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

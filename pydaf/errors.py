@@ -113,6 +113,11 @@ class DafMissingError(DafError, LookupError):
     """A scalar, axis, vector, matrix or entry that does not exist (and no default was given)."""
 
 
+class DafKeyError(DafMissingError, KeyError):
+    """A missing key of a dict-like facade (``DafAnnData``'s ``obs``, ``layers``, ``uns``…): also a ``KeyError``, as
+    the code written for ``anndata`` and ``pandas`` catches."""
+
+
 class DafExistsError(DafError, ValueError):
     """A property that already exists was set again without ``overwrite=True``."""
 
@@ -139,6 +144,11 @@ class DafInexactError(DafValueError):
         super().__init__(message, **fields)
         self.value = value
         self.position = position
+
+
+class DafIndexError(DafValueError, IndexError):
+    """An index that does not select entries of an axis (out of range, of the wrong length, unsupported, or not in the
+    axis order): also an ``IndexError``."""
 
 
 class DafTypeError(DafError, TypeError):
