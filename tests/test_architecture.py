@@ -172,6 +172,7 @@ LAYERS = [
     {"manifest", "check", "demo", "example_data", "testing"},
     {"interop"},
     {"julia"},
+    {"dafpy"},  # dafpy's API (names, arguments, return forms) over pydaf's; nothing below imports it
     {"cli", "__main__"},
 ]
 

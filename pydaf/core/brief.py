@@ -100,6 +100,18 @@ def brief_array(array: np.ndarray | SparseVector | SparseMatrixCSC) -> str:
             f"in {layout} ({kind}{suffix})")
 
 
+def _brief_csr(matrix: Any) -> str:
+    """A CSR matrix as Julia sees it without a copy: the ``Transpose`` of the CSC matrix of its transpose (same index
+    arrays), so row-major, ``in Rows``, with the index type of its own indices."""
+    transposed = SparseMatrixCSC.from_scipy(matrix.transpose().tocsc(copy=False), indtype=matrix.indices.dtype)
+    inner = brief_array(transposed)  # "<n_cols> x <n_rows> x <type> in Columns (<kind>)"
+    kind = inner[inner.index(" in Columns (") + len(" in Columns ("):]
+    read_only = "" if matrix.data.flags.writeable else "ReadOnly, "
+    n_rows, n_cols = matrix.shape
+    return (f"{delimited_number(n_rows)} x {delimited_number(n_cols)} x {_eltype_text(matrix.dtype, matrix=True)} "
+            f"in Rows ({read_only}Transpose, {kind}")
+
+
 def brief(value: Any) -> str:
     """Julia's ``brief`` of any value: arrays as :func:`brief_array` (with ``ReadOnly`` for read-only ones, as
     Julia's ``SparseArrays.ReadOnly`` wrapper shows), scalars as :func:`brief_scalar`, data sets as their ``repr``.
@@ -110,8 +122,12 @@ def brief(value: Any) -> str:
         ('2 x Int64 (Dense)', '2 x Int64 (ReadOnly, Dense)', '2.5')
     """
     if hasattr(value, "tocsc") and hasattr(value, "nnz"):  # scipy
-        value = SparseMatrixCSC.from_scipy(value) if value.data.flags.writeable else \
-            read_only_array(SparseMatrixCSC.from_scipy(value))
+        if getattr(value, "format", None) == "csr" and len(value.shape) == 2:
+            return _brief_csr(value)
+        # (with the index type of its own indices, as Julia is given a CSC matrix without a copy)
+        indtype = value.indices.dtype if getattr(value, "format", None) == "csc" else None
+        value = SparseMatrixCSC.from_scipy(value, indtype=indtype) if value.data.flags.writeable else \
+            read_only_array(SparseMatrixCSC.from_scipy(value, indtype=indtype))
     if isinstance(value, np.ndarray | SparseVector | SparseMatrixCSC):
         text = brief_array(value)
         if is_read_only_array(value):

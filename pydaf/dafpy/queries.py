@@ -1,0 +1,96 @@
+"""dafpy's query builders and query functions: pydaf's own (:mod:`pydaf.queries`), whose constructors, text and
+``|`` are already dafpy's.
+
+Example:
+    >>> from pydaf.dafpy import Axis, IsGreater, LookupVector, parse_query, query_result_dimensions
+    >>> str(Axis("cell") | LookupVector("age") | IsGreater(1))
+    '@ cell : age > 1'
+    >>> type(parse_query("@ cell")).__name__, query_result_dimensions("@ cell : age")
+    ('Axis', 1)
+"""
+
+from __future__ import annotations
+
+from ..queries import (
+    AndMask,
+    AndNegatedMask,
+    AsAxis,
+    Axis,
+    BeginMask,
+    BeginNegatedMask,
+    CountBy,
+    EndMask,
+    GroupBy,
+    GroupColumnsBy,
+    GroupRowsBy,
+    IfMissing,
+    IfNot,
+    IsEqual,
+    IsGreater,
+    IsGreaterEqual,
+    IsLess,
+    IsLessEqual,
+    IsMatch,
+    IsNotEqual,
+    IsNotMatch,
+    LookupMatrix,
+    LookupScalar,
+    LookupVector,
+    Names,
+    OrMask,
+    OrNegatedMask,
+    Query,
+    QuerySequence,
+    ReduceToColumn,
+    ReduceToRow,
+    SquareColumnIs,
+    SquareRowIs,
+    XorMask,
+    XorNegatedMask,
+    is_axis_query,
+    parse_query,
+    query_axis_name,
+    query_result_dimensions,
+)
+
+__all__ = [
+    "AndMask",
+    "AndNegatedMask",
+    "AsAxis",
+    "Axis",
+    "BeginMask",
+    "BeginNegatedMask",
+    "CountBy",
+    "EndMask",
+    "GroupBy",
+    "GroupColumnsBy",
+    "GroupRowsBy",
+    "IfMissing",
+    "IfNot",
+    "IsEqual",
+    "IsGreater",
+    "IsGreaterEqual",
+    "IsLess",
+    "IsLessEqual",
+    "IsMatch",
+    "IsNotEqual",
+    "IsNotMatch",
+    "LookupMatrix",
+    "LookupScalar",
+    "LookupVector",
+    "Names",
+    "OrMask",
+    "OrNegatedMask",
+    "Query",
+    "QuerySequence",
+    "ReduceToColumn",
+    "ReduceToRow",
+    "SquareColumnIs",
+    "SquareRowIs",
+    "XorMask",
+    "XorNegatedMask",
+    "is_axis_query",
+    "parse_query",
+    "query_axis_name",
+    "query_result_dimensions",
+]
