@@ -278,3 +278,10 @@ def test_brief_of_a_csr_matrix_is_its_zero_copy_julia_form():
     matrix = sp.csr_matrix(np.array([[0.0, 1.5, 0.0], [2.5, 0.0, 3.5]]))
     assert brief(matrix) == "2 x 3 x Float64 in Rows (Transpose, Sparse 3 (50%) [Int32])"
     assert brief(matrix.tocsc()) == "2 x 3 x Float64 in Columns (Sparse 3 (50%) [Int32])"
+
+
+def test_slices_and_transposes_of_dafpys_facade_stay_dafpys():
+    adata = dp.example_cells_daf().as_anndata(obs_axis="cell", var_axis="gene", x_matrix="UMIs")
+    for derived in (adata[:10, :], adata.T, adata.query_obs("donor = N89")):
+        assert type(derived) is dp.DafAnnData and isinstance(derived.daf, dp.DafReadOnly | dp.DafWriter)
+    assert adata[:10, :].daf.axis_length("cell") == 10

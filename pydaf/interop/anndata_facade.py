@@ -721,7 +721,8 @@ class DafAnnData:
     # Subsets.
 
     def _over(self, daf: DafReader, *, obs_axis: str | None = None, var_axis: str | None = None) -> DafAnnData:
-        result = DafAnnData(daf, obs_axis=obs_axis or self.obs_axis, var_axis=var_axis or self.var_axis,
+        # (type(self): a subclass's slices are of the subclass, e.g. dafpy's, whose data set is a dafpy wrapper)
+        result = type(self)(daf, obs_axis=obs_axis or self.obs_axis, var_axis=var_axis or self.var_axis,
                             x_matrix=self.x_matrix)
         result._sliced = True
         return result
@@ -760,7 +761,7 @@ class DafAnnData:
     @property
     def T(self) -> DafAnnData:
         """The same data set with obs and var swapped (no copy)."""
-        result = DafAnnData(self._daf, obs_axis=self.var_axis, var_axis=self.obs_axis, x_matrix=self.x_matrix)
+        result = type(self)(self._daf, obs_axis=self.var_axis, var_axis=self.obs_axis, x_matrix=self.x_matrix)
         result._sliced = self._sliced
         return result
 
