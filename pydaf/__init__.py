@@ -71,6 +71,7 @@ from .errors import (
     DafError,
     DafExistsError,
     DafFormatError,
+    DafHttpError,
     DafIncompleteError,
     DafIndexError,
     DafInexactError,
@@ -90,6 +91,7 @@ from .errors import (
 from .example_data import example_cells_daf, example_chain_daf, example_metacells_daf
 from .formats.files import FilesDaf
 from .formats.h5df import H5df
+from .formats.http import HttpDaf
 from .formats.memory import MemoryDaf
 from .formats.zarr import ZarrDaf, files_to_zarr, zarr_to_files
 from .formats.zip import ZipDaf
@@ -136,6 +138,7 @@ __all__ = [
     "DafError",
     "DafExistsError",
     "DafFormatError",
+    "DafHttpError",
     "DafIncompleteError",
     "DafIndexError",
     "DafInexactError",
@@ -160,6 +163,7 @@ __all__ = [
     "FormatReorderPlan",
     "GuaranteedOutput",
     "H5df",
+    "HttpDaf",
     "MemoryDaf",
     "MergeAction",
     "OptionalInput",

@@ -45,7 +45,7 @@ from .composition.destinations import (
 from .composition.destinations import repack as repack_data_set
 from .core.readers import DafReader, DafReadOnlyWrapper
 from .demo import MAX_DEMO_VALUES, build_demo, require_demo_sizes
-from .errors import DafError, DafFormatError, DafStorageError, DafValueError
+from .errors import DafError, DafFormatError, DafModeError, DafStorageError, DafValueError
 from .formats.registry import registered_formats
 from .interop.content import UnsupportedElementWarning
 from .interop.convert import convert as convert_paths
@@ -105,6 +105,9 @@ def require_destination(path: str, role: str = "destination") -> None:
         for the destination: /no/such/folder/x.h5df
         (create it first: mkdir -p /no/such/folder)
     """
+    if re.match(r"[A-Za-z][A-Za-z0-9+.-]*://", path):  # (a data set served over HTTP is read-only: HttpDaf)
+        raise DafModeError(f"can't write to the URL: {path}\n(the {role} is a local path: data sets served over HTTP "
+                           "are read-only, HttpDaf)")
     storage = _storage(path, role)
     status = _status(storage.path, path)
     if status is not None and not (stat.S_ISREG(status.st_mode) or stat.S_ISDIR(status.st_mode)):

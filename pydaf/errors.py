@@ -218,6 +218,20 @@ class DafLockedError(DafStorageError):
     """A file that another process is writing (to read it), or is reading or writing (to write it)."""
 
 
+class DafHttpError(DafStorageError):
+    """A data set served over HTTP (:class:`~pydaf.HttpDaf`) that could not be read: a file the server does not
+    have (404), a server error that persisted through the retries (5xx), a timeout or a dropped connection, a
+    redirect loop, or a response that disagrees with itself or with ``metadata.json`` (a truncated body, a
+    ``Content-Length`` or ``Content-Range`` that lies). :attr:`url` is the address concerned and :attr:`status` the
+    HTTP status (``None`` when no response arrived)."""
+
+    def __init__(self, problem: str = "", *, url: str | None = None, status: int | None = None,
+                 **fields: Any) -> None:
+        self.url = url
+        self.status = status
+        super().__init__(problem, **fields)
+
+
 class DafUnsupportedError(DafError, ValueError):
     """Data that Daf cannot hold (e.g. AnnData's ``obsm``), reported by an ``unsupported_handler="error"``."""
 

@@ -13,13 +13,14 @@ from .errors import DafError, DafFormatError
 from .formats.registry import guess_format
 
 
-def open_daf(path: str | os.PathLike, mode: str = "r", *, name: str | None = None) -> DafReader:
+def open_daf(path: str | os.PathLike, mode: str = "r", *, name: str | None = None, packed: bool = False) -> DafReader:
     """Open a data set in the format that recognises ``path`` (:func:`~pydaf.formats.registry.guess_format`): an
     HDF5 file or a path ending with ``.h5df`` or holding ``.h5dfs#/group`` as :class:`~pydaf.H5df`; a Zarr group's
     directory or a path ending with ``.daf.zarr``, ``.daf.zarr.zip`` or holding ``.dafs.zarr.zip#/group`` as a
     :class:`~pydaf.ZarrDaf`; another directory or a new path as a :class:`~pydaf.FilesDaf`. Mode ``r`` returns a
     read-only data set. An AnnData, MuData or 10x file that can't be opened is a :class:`~pydaf.DafFormatError`
-    saying what it is and how to convert it (:func:`foreign_file_hint`).
+    saying what it is and how to convert it (:func:`foreign_file_hint`). ``packed`` (Julia's) makes the data set's
+    writes pack by default (the format's constructor's ``packed=``).
 
     Example:
         >>> import pydaf, tempfile, os
@@ -30,7 +31,7 @@ def open_daf(path: str | os.PathLike, mode: str = "r", *, name: str | None = Non
     """
     text = os.fspath(path)
     try:
-        return guess_format(text).open(text, mode, name=name)
+        return guess_format(text).open(text, mode, name=name, **({"packed": True} if packed else {}))
     except DafError:
         hint = foreign_file_hint(text)
         if hint is None:

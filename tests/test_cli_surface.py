@@ -202,7 +202,7 @@ def test_a_new_destination_whose_name_says_no_format_is_refused(tmp_path, name):
                                     f"{tmp_path / name}; the formats, by name: - H5df: ")
     assert "--format NAME" in result.stderr and len(result.stderr.splitlines()) == 2
     for entry in registered_formats():
-        assert f" - {entry.name}: " in result.stderr
+        assert (f" - {entry.name}: " in result.stderr) != entry.read_only  # (HttpDaf only reads: never written)
     assert "- FilesDaf: a directory named x.daf" in result.stderr
     assert "- h5ad: an AnnData file (x.h5ad)" in result.stderr
     assert not (tmp_path / name).exists()

@@ -6,7 +6,6 @@ import filecmp
 import os
 
 import numpy as np
-import pytest
 
 import pydaf
 
@@ -72,15 +71,13 @@ def test_example_cells_files_match_the_rebuilt_example():
 
 
 @needs_fixtures
-def test_packed_properties_give_a_clear_error():
+def test_packed_properties_read():  # (every property, every codec: tests/test_packed_read.py)
     daf = pydaf.FilesDaf(JULIA / "files-packed" / "gzip.files", "r")
     assert daf.axis_length("cell") == 1200 and daf.get_scalar("name") == "files-packed!"
-    for read in (lambda: daf.get_vector("cell", "score"), lambda: daf.get_vector("cell", "label"),
-                 lambda: daf.get_matrix("cell", "gene", "dense", relayout=False)):
-        with pytest.raises(pydaf.DafFormatError, match=r"packed .* not supported yet\nfor the property: "):
-            read()
-    flat = daf.get_matrix("gene", "cell", "dense", relayout=False)  # the flat relayout copy reads
-    assert flat.shape == (8, 1200) and flat[0, 0] == 1.0
+    assert daf.get_vector("cell", "score").tolist() == list(range(1, 1201))
+    assert daf.get_vector("cell", "label").tolist() == [f"v{index}" for index in range(1, 1201)]
+    flat = daf.get_matrix("gene", "cell", "dense", relayout=False)  # the flat relayout copy
+    np.testing.assert_array_equal(daf.get_matrix("cell", "gene", "dense", relayout=False), flat.T)
 
 
 @needs_fixtures

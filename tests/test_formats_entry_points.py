@@ -62,5 +62,5 @@ def test_an_entry_point_never_replaces_a_registered_format(plugin_module):
 
 
 def test_the_built_in_order_is_declared_not_imported():
-    assert [(entry.name, entry.priority) for entry in registry.registered_formats()][:4] == [
-        ("H5df", 10), ("ZarrDaf", 20), ("ZipDaf", 30), ("FilesDaf", 40)]
+    assert [(entry.name, entry.priority) for entry in registry.registered_formats()][:5] == [
+        ("HttpDaf", 0), ("H5df", 10), ("ZarrDaf", 20), ("ZipDaf", 30), ("FilesDaf", 40)]

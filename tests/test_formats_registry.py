@@ -14,8 +14,9 @@ from pydaf.formats.registry import FormatEntry, guess_format, register_format, r
 
 
 def test_built_in_formats_are_asked_with_the_fallback_last():
-    assert [entry.name for entry in registered_formats()] == ["H5df", "ZarrDaf", "ZipDaf", "FilesDaf"]
-    assert [entry.fallback for entry in registered_formats()] == [False, False, False, True]
+    assert [entry.name for entry in registered_formats()] == ["HttpDaf", "H5df", "ZarrDaf", "ZipDaf", "FilesDaf"]
+    assert [entry.fallback for entry in registered_formats()] == [False, False, False, False, True]
+    assert [entry.read_only for entry in registered_formats()] == [True, False, False, False, False]
 
 
 @pytest.mark.parametrize(("name", "expected"), [
@@ -68,6 +69,7 @@ def test_paths_no_format_recognises_list_the_known_formats(tmp_path, kind):
     else:
         path.symlink_to(tmp_path / "nowhere")
     expected = (f"no known Daf format can open the path: {path}\nthe known formats are:\n"
+                "- HttpDaf: a FilesDaf directory served over HTTP (http://host/x.daf or https://...; read-only)\n"
                 "- H5df: an HDF5 file (x.h5df), or a group in one (x.h5dfs#/group)\n"
                 "- ZarrDaf: a Zarr v3 directory (x.daf.zarr), a ZIP of one (x.daf.zarr.zip), or a group in a ZIP "
                 "(x.dafs.zarr.zip#/group)\n"
@@ -92,7 +94,8 @@ def test_formats_registered_from_outside_are_asked_before_the_fallback(tmp_path)
                         open=open_memory)
     assert register_format(entry) is entry
     try:
-        assert [known.name for known in registered_formats()] == ["H5df", "ZarrDaf", "ZipDaf", "Memo", "FilesDaf"]
+        assert [known.name for known in registered_formats()] == ["HttpDaf", "H5df", "ZarrDaf", "ZipDaf", "Memo",
+                                                                  "FilesDaf"]
         daf = pydaf.open_daf(tmp_path / "x.memo", "w", name="memo!")
         assert isinstance(daf, pydaf.MemoryDaf) and daf.name == "memo!"
         assert opened == [(str(tmp_path / "x.memo"), "w")]
@@ -106,7 +109,7 @@ def test_formats_registered_from_outside_are_asked_before_the_fallback(tmp_path)
             guess_format(__file__)
     finally:
         unregister_format("Memo")
-    assert [known.name for known in registered_formats()] == ["H5df", "ZarrDaf", "ZipDaf", "FilesDaf"]
+    assert [known.name for known in registered_formats()] == ["HttpDaf", "H5df", "ZarrDaf", "ZipDaf", "FilesDaf"]
 
 
 @pytest.mark.parametrize("facade", [pydaf.H5df, pydaf.FilesDaf, pydaf.ZarrDaf, pydaf.ZipDaf])

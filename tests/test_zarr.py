@@ -358,8 +358,9 @@ def test_packed_and_compressed_arrays_are_refused_naming_the_property(tmp_path):
     root.create_array("vectors/cell/zstd", shape=(5,), dtype=np.float64, chunks=(5,),
                       compressors=zarr.codecs.ZstdCodec(), fill_value=0)[...] = np.arange(5.0)
     daf = pydaf.ZarrDaf(path, "r")
-    with pytest.raises(pydaf.DafFormatError, match="packed \\(sharded\\) Zarr arrays is not supported yet\nfor the "
-                                                   "vector: sharded\nof the axis: cell"):
+    with pytest.raises(pydaf.DafFormatError, match=r"a sharded array whose shard \(chunk_shape \[8\]\) is not the "
+                                                   r"whole array \(shape \[5\]\).*\nin the zarr.json of the vector: "
+                                                   "sharded\nof the axis: cell"):
         daf.get_vector("cell", "sharded")
     with pytest.raises(pydaf.DafFormatError, match=r"unsupported codecs: \['bytes', 'zstd'\].*\n.*vector: zstd"):
         daf.get_vector("cell", "zstd")

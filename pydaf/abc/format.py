@@ -261,6 +261,15 @@ class FormatWriter(FormatReader):
 
     is_writable = True
 
+    #: Whether writes not given ``packed=`` pack (the data set constructor's ``packed=``; Julia's ``packed_default``).
+    packed_default: bool = False
+
+    #: Whether the write in progress packs (Julia's ``is_packed`` argument of each ``format_*`` write): the writer
+    #: layer sets it, under the write lock, around the ``format_set_*``, ``format_relayout_matrix`` and ``empty``
+    #: builder calls of one write. A format that packs stores a property packed when it is set and
+    #: :func:`pydaf.core.packed_settings.chunks_for` gives a chunk shape; a format that does not pack ignores it.
+    is_packed: bool = False
+
     # Scalars.
 
     @abstractmethod

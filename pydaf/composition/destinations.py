@@ -171,15 +171,15 @@ def require_distinct(source: str | os.PathLike, destination: str | os.PathLike) 
 
 
 def format_names() -> list[str]:
-    """The formats a conversion writes, as ``--format``/``format=`` take them: the registered Daf formats (in the
-    registry's order) and ``h5ad``. Each is also accepted in lower case and without its ``Daf`` (``files``,
-    ``zarr``, ``zip``).
+    """The formats a conversion writes, as ``--format``/``format=`` take them: the registered Daf formats that write
+    (in the registry's order; not HttpDaf, which only reads) and ``h5ad``. Each is also accepted in lower case and
+    without its ``Daf`` (``files``, ``zarr``, ``zip``).
 
     Example:
         >>> format_names()
         ['H5df', 'ZarrDaf', 'ZipDaf', 'FilesDaf', 'h5ad']
     """
-    return [entry.name for entry in registered_formats()] + [ANNDATA]
+    return [entry.name for entry in registered_formats() if not entry.read_only] + [ANNDATA]
 
 
 def _format_named(format: str) -> str:
@@ -205,7 +205,8 @@ def formats_by_name_text() -> str:
         - FilesDaf: a directory named x.daf, or an existing directory
         - h5ad: an AnnData file (x.h5ad)
     """
-    lines = [f"- {entry.name}: {entry.paths}" for entry in registered_formats() if not entry.fallback]
+    lines = [f"- {entry.name}: {entry.paths}" for entry in registered_formats()
+             if not entry.fallback and not entry.read_only]
     lines += [f"- {entry.name}: a directory named x{FILES_SUFFIX}, or an existing directory"
               for entry in registered_formats() if entry.fallback]
     lines.append("- h5ad: an AnnData file (x.h5ad)")
@@ -220,6 +221,9 @@ def _format_by_name(text: str) -> str | None:
         return next(entry.name for entry in registered_formats() if entry.fallback)
     for entry in registered_formats():
         if not entry.fallback and entry.guess_can_open(text):
+            if entry.read_only:
+                raise DafModeError(f"can't write the format: {entry.name}\nat: {text}\n(it only reads: write a local "
+                                   "data set)")
             return entry.name
     return None
 

@@ -39,6 +39,7 @@ from ..storage_types import (
 )
 from .cache import AxisCacheKey, MatrixCacheKey, VectorCacheKey
 from .names import RESERVED_VECTORS, require_lookup_name, require_valid_name
+from .packed_settings import resolve_packed
 from .readers import DafReader, write_methods
 from .storage import property_text
 from .validation import require_stored_matrix, require_stored_vector
@@ -119,6 +120,18 @@ class DafWriter(DafReader):
         if self._reads.format_has_matrix(rows_axis, columns_axis, name):
             self._require_rewrites("overwrite", "matrix", rows_axis, columns_axis, name)
             self._format.format_delete_matrix(rows_axis, columns_axis, name, for_set=True)
+
+    @contextmanager
+    def _packing(self, packed: bool | None) -> Iterator[None]:
+        """Let the format calls of the block pack (:attr:`~pydaf.abc.format.FormatWriter.is_packed`) as Julia's
+        ``resolve_packed``: if ``packed``, or (``None``) if the data set packs by default. Under the write lock."""
+        storage = self._format
+        previous = storage.is_packed
+        storage.is_packed = resolve_packed(packed, storage.packed_default)
+        try:
+            yield
+        finally:
+            storage.is_packed = previous
 
     @contextmanager
     def _storing(self, kind: str, *names: str) -> Iterator[None]:
@@ -323,7 +336,7 @@ class DafWriter(DafReader):
         return f"{kind}: {position} (entry: {self._axis_entries(axis)[position]})"
 
     def set_vector(self, axis: str, name: str, value: Any, *, eltype: EltypeLike | None = None,
-                   overwrite: bool = False) -> DafWriter:
+                   overwrite: bool = False, packed: bool | None = None) -> DafWriter:
         """Set a vector of an axis: a numpy array / list / pandas Series, a :class:`~pydaf.sparse.SparseVector` or 1 x N
         scipy sparse matrix (stored sparse), or a scalar to repeat.
 
@@ -337,6 +350,9 @@ class DafWriter(DafReader):
         fraction or NaN for an integer type, an integer a float type can't hold exactly) is a
         :class:`~pydaf.DafInexactError` naming the first one and its position, never wrapped, truncated or rounded (a
         float given a narrower float type is rounded to it, as Julia's ``convert(Float32, 0.1)``).
+
+        ``packed`` (Julia's): store it chunked and compressed, where the format packs (H5df) and the vector is large
+        enough (``pydaf.core.packed_settings``); ``None`` (the default) uses the data set's ``packed=``.
 
         Example:
             >>> import pydaf, pandas as pd
@@ -358,12 +374,13 @@ class DafWriter(DafReader):
         """
         self._require_not_reserved(axis, name)
         require_valid_name(name, what="vector", daf_name=self._name)
+        resolve_packed(packed, False)  # (an invalid packed is refused before anything changes)
         with self._state.lock.write():
             self._require_axis(axis, f"for the vector: {name}")
             vector = self._prepare_vector(axis, name, value, eltype)
             self._require_vector_absent(axis, name, overwrite)
             self._before_set_vector(axis, name)
-            with self._storing("vector", axis, name):
+            with self._storing("vector", axis, name), self._packing(packed):
                 self._format.format_set_vector(axis, name, vector)
         return self
 
@@ -409,9 +426,10 @@ class DafWriter(DafReader):
 
     @contextmanager
     def empty_dense_vector(self, axis: str, name: str, eltype: EltypeLike, *,
-                           overwrite: bool = False) -> Iterator[np.ndarray]:
+                           overwrite: bool = False, packed: bool | None = None) -> Iterator[np.ndarray]:
         """Create a dense numeric vector and yield its writable buffer (zero-filled; mapped straight into the file
-        where the store allows) to fill in place. If the block raises, the vector is removed.
+        where the store allows) to fill in place. If the block raises, the vector is removed. ``packed`` as for
+        :meth:`set_vector` (a packed buffer is in memory, written compressed when the block ends).
 
         Example:
             >>> import pydaf
@@ -422,18 +440,19 @@ class DafWriter(DafReader):
             [7, 8]
         """
         dtype = require_number_dtype(eltype, what=f"element type of the vector: {name}")
-        with self._building_vector(axis, name, overwrite):
+        resolve_packed(packed, False)
+        with self._building_vector(axis, name, overwrite), self._packing(packed):
             buffer = self._format.format_get_empty_dense_vector(axis, name, dtype)
             yield buffer
             self._format.format_filled_empty_dense_vector(axis, name, buffer)
 
     @contextmanager
     def empty_sparse_vector(self, axis: str, name: str, eltype: EltypeLike, nnz: int,
-                            indtype: EltypeLike | None = None, *,
-                            overwrite: bool = False) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+                            indtype: EltypeLike | None = None, *, overwrite: bool = False,
+                            packed: bool | None = None) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """Create a sparse numeric vector with ``nnz`` stored entries and yield its writable ``(nzind, nzval)``
         buffers to fill in place; ``nzind`` holds **1-based**, strictly increasing positions (Julia's layout).
-        ``indtype`` defaults to ``UInt32`` (``UInt64`` for huge axes).
+        ``indtype`` defaults to ``UInt32`` (``UInt64`` for huge axes). ``packed`` as for :meth:`set_vector`.
 
         Example:
             >>> import pydaf
@@ -445,7 +464,8 @@ class DafWriter(DafReader):
         """
         dtype = require_number_dtype(eltype, what=f"element type of the vector: {name}")
         nnz = _require_count(nnz, "nnz")
-        with self._building_vector(axis, name, overwrite):
+        resolve_packed(packed, False)
+        with self._building_vector(axis, name, overwrite), self._packing(packed):
             length = self._reads.format_axis_length(axis)
             if nnz > length:
                 raise DafShapeError(f"the nnz: {nnz}\nof the sparse vector: {name}\nis larger than "
@@ -516,14 +536,16 @@ class DafWriter(DafReader):
                 f"{self._entry_text('column', columns_axis, column)}")
 
     def set_matrix(self, rows_axis: str, columns_axis: str, name: str, value: Any, *,
-                   eltype: EltypeLike | None = None, overwrite: bool = False, relayout: bool = True) -> DafWriter:
+                   eltype: EltypeLike | None = None, overwrite: bool = False, relayout: bool = True,
+                   packed: bool | None = None) -> DafWriter:
         """Set a matrix of a pair of axes, shaped ``(n_rows, n_cols)``: a numpy array or DataFrame (stored
         column-major; a C-order array is copied), a scipy sparse matrix or :class:`~pydaf.sparse.SparseMatrixCSC`
         (stored sparse), or a scalar to repeat. With ``relayout`` (the default) the other layout is stored too.
 
         A DataFrame's string index and columns are aligned by label to the rows and columns axes, and ``eltype``
         converts exactly, as for :meth:`set_vector` (a refused value is named with its row and column, 0-based, and
-        their entries; for sparse data only the stored values are converted).
+        their entries; for sparse data only the stored values are converted). ``packed`` as for :meth:`set_vector`
+        (each layout, and each sparse component, is packed if large enough).
 
         Example:
             >>> import pydaf, numpy as np
@@ -546,7 +568,8 @@ class DafWriter(DafReader):
         """
         require_valid_name(name, what="matrix", daf_name=self._name)
         relayout = relayout and rows_axis != columns_axis
-        with self._state.lock.write():
+        resolve_packed(packed, False)
+        with self._state.lock.write(), self._packing(packed):
             self._require_matrix_axes(rows_axis, columns_axis, f"the matrix: {name}")
             matrix = self._prepare_matrix(rows_axis, columns_axis, name, value, eltype)
             self._require_matrix_absent(rows_axis, columns_axis, name, overwrite)
@@ -563,9 +586,10 @@ class DafWriter(DafReader):
                 self._format.format_relayout_matrix(rows_axis, columns_axis, name, stored)
         return self
 
-    def relayout_matrix(self, rows_axis: str, columns_axis: str, name: str, *, overwrite: bool = False) -> DafWriter:
+    def relayout_matrix(self, rows_axis: str, columns_axis: str, name: str, *, overwrite: bool = False,
+                        packed: bool | None = None) -> DafWriter:
         """Store the other layout (``(columns_axis, rows_axis)``) of a matrix stored as ``(rows_axis,
-        columns_axis)``.
+        columns_axis)``; ``packed`` as for :meth:`set_vector`.
 
         Example:
             >>> import pydaf, numpy as np
@@ -576,7 +600,8 @@ class DafWriter(DafReader):
             ...                                                         relayout=False).tolist()
             [[1], [2]]
         """
-        with self._state.lock.write():
+        resolve_packed(packed, False)
+        with self._state.lock.write(), self._packing(packed):
             self._require_matrix_axes(rows_axis, columns_axis, f"the matrix: {name}")
             require_lookup_name(name, what="matrix", daf_name=self._name)
             if rows_axis == columns_axis:
@@ -639,9 +664,10 @@ class DafWriter(DafReader):
 
     @contextmanager
     def empty_dense_matrix(self, rows_axis: str, columns_axis: str, name: str, eltype: EltypeLike, *,
-                           overwrite: bool = False) -> Iterator[np.ndarray]:
+                           overwrite: bool = False, packed: bool | None = None) -> Iterator[np.ndarray]:
         """Create a dense numeric matrix (this layout only) and yield its writable, column-major
-        ``(n_rows, n_cols)`` buffer (zero-filled; mapped straight into the file where the store allows).
+        ``(n_rows, n_cols)`` buffer (zero-filled; mapped straight into the file where the store allows). ``packed`` as
+        for :meth:`set_vector`.
 
         Example:
             >>> import pydaf
@@ -652,18 +678,20 @@ class DafWriter(DafReader):
             [[4], [5]]
         """
         dtype = require_number_dtype(eltype, what=f"element type of the matrix: {name}")
-        with self._building_matrix(rows_axis, columns_axis, name, overwrite):
+        resolve_packed(packed, False)
+        with self._building_matrix(rows_axis, columns_axis, name, overwrite), self._packing(packed):
             buffer = self._format.format_get_empty_dense_matrix(rows_axis, columns_axis, name, dtype)
             yield buffer
             self._format.format_filled_empty_dense_matrix(rows_axis, columns_axis, name, buffer)
 
     @contextmanager
     def empty_sparse_matrix(self, rows_axis: str, columns_axis: str, name: str, eltype: EltypeLike, nnz: int,
-                            indtype: EltypeLike | None = None, *,
-                            overwrite: bool = False) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+                            indtype: EltypeLike | None = None, *, overwrite: bool = False,
+                            packed: bool | None = None) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
         """Create a sparse numeric matrix (this layout only) with ``nnz`` stored entries and yield its writable
         ``(colptr, rowval, nzval)`` buffers, Julia's **1-based** CSC layout (``colptr[0] == 1``,
-        ``colptr[-1] == nnz + 1``). ``indtype`` defaults to ``UInt32`` (``UInt64`` for huge sizes).
+        ``colptr[-1] == nnz + 1``). ``indtype`` defaults to ``UInt32`` (``UInt64`` for huge sizes). ``packed`` as for
+        :meth:`set_vector`.
 
         Example:
             >>> import pydaf
@@ -675,7 +703,8 @@ class DafWriter(DafReader):
         """
         dtype = require_number_dtype(eltype, what=f"element type of the matrix: {name}")
         nnz = _require_count(nnz, "nnz")
-        with self._building_matrix(rows_axis, columns_axis, name, overwrite):
+        resolve_packed(packed, False)
+        with self._building_matrix(rows_axis, columns_axis, name, overwrite), self._packing(packed):
             shape = (self._reads.format_axis_length(rows_axis), self._reads.format_axis_length(columns_axis))
             if nnz > shape[0] * shape[1]:
                 raise DafShapeError(f"the nnz: {nnz}\nof the sparse matrix: {name}\nis larger than its "

@@ -1,5 +1,5 @@
 """Storage backends: :mod:`.memory`, and one sub-package per stored format (:mod:`.h5df`, :mod:`.zarr`, :mod:`.zip`,
-:mod:`.files`), each implementing :mod:`pydaf.abc.format` and registering a
+:mod:`.files`; :mod:`.http` only reads), each implementing :mod:`pydaf.abc.format` and registering a
 :class:`~pydaf.formats.registry.FormatEntry` through which :func:`~pydaf.open_daf` and the ``pydaf`` command choose
 the format of a path.
 
@@ -8,4 +8,4 @@ This package imports every built-in format, so importing any part of it register
 Third parties register theirs through the ``pydaf.formats`` entry point group (see :mod:`.registry`).
 """
 
-from . import files, h5df, memory, zarr, zip  # noqa: F401 - importing a format registers it
+from . import files, h5df, http, memory, zarr, zip  # noqa: F401 - importing a format registers it

@@ -42,8 +42,11 @@ class FormatEntry:
         repack: fills a new, empty writer of this format with a compact copy of the data set at a path
             (``repack(source, writer, *, progress)``; :func:`pydaf.repack` builds the writer aside and moves it into
             place), or ``None`` if the format has no such operation.
-        priority: the order in which :func:`guess_format` asks the formats, lowest first (built-in formats: H5df 10,
-            ZarrDaf 20, ZipDaf 30, FilesDaf 40; a third party's by default 100, after them).
+        priority: the order in which :func:`guess_format` asks the formats, lowest first (built-in formats: HttpDaf
+            0, since a URL may end with any suffix, H5df 10, ZarrDaf 20, ZipDaf 30, FilesDaf 40; a third party's by
+            default 100, after them).
+        read_only: the format only reads (HttpDaf): it opens in mode ``r`` only, and is never a conversion's
+            destination.
 
     Example:
         >>> import os, tempfile, pydaf
@@ -59,6 +62,7 @@ class FormatEntry:
     fallback: bool = False
     repack: Callable[..., None] | None = None
     priority: int = 100
+    read_only: bool = False
 
 
 #: The entry point group through which installed packages register their formats.
@@ -105,7 +109,7 @@ def registered_formats() -> list[FormatEntry]:
 
     Example:
         >>> [entry.name for entry in registered_formats()]
-        ['H5df', 'ZarrDaf', 'ZipDaf', 'FilesDaf']
+        ['HttpDaf', 'H5df', 'ZarrDaf', 'ZipDaf', 'FilesDaf']
     """
     load_entry_point_formats()
     return _ordered()
@@ -168,7 +172,7 @@ def guess_format(path: str | os.PathLike) -> FormatEntry:
         ...
         pydaf.errors.DafUnknownFormatError: no known Daf format can open the path: .../notes.txt
         the known formats are:
-        - H5df: ...
+        - HttpDaf: ...
     """
     text = os.fspath(path)
     if "\0" in text:
@@ -212,11 +216,12 @@ class PersistentDaf(DafWriter, metaclass=_OpensInMode):
     """
 
     @classmethod
-    def open(cls, path: Any, mode: str = "r", *, name: str | None = None) -> DafReader:
+    def open(cls, path: Any, mode: str = "r", *, name: str | None = None, **options: Any) -> DafReader:
         """Open (or create) the data set at ``path`` in ``mode``: ``r`` (read-only), ``r+``, ``w+`` (create if
         missing) or ``w`` (truncate). Mode ``r`` returns a :class:`~pydaf.DafReadOnly` whose ``base`` is the data
         set, so a read-only open has no write methods at all (Julia's constructors return ``read_only(...)`` the
-        same way); other modes return the data set itself.
+        same way); other modes return the data set itself. ``options`` go to the format's constructor (``packed=``
+        of :class:`~pydaf.H5df`).
 
         Example:
             >>> import os, tempfile, pydaf
@@ -229,7 +234,7 @@ class PersistentDaf(DafWriter, metaclass=_OpensInMode):
         """
         if isinstance(path, (str, os.PathLike)) and mode != "w":  # (w replaces the data set: see below)
             refuse_incomplete_copy(path, daf_name=name)
-        daf = type.__call__(cls, path, mode, name=name)  # __new__ and __init__, bypassing _OpensInMode.__call__
+        daf = type.__call__(cls, path, mode, name=name, **options)  # (__new__ and __init__, not _OpensInMode's)
         if mode == "w" and isinstance(path, (str, os.PathLike)):
             clear_incomplete_copy(path)  # (the copy a killed process left is gone with the data set it wrote)
         return daf.read_only(name=name) if mode == "r" else daf

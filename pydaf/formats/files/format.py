@@ -21,6 +21,7 @@ from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 
+from ..._os.byte_sources import BufferByteSource
 from ..._os.locks import FileLock, LockHold, hold_lock
 from ..._os.maps import map_file
 from ..._os.write_errors import storage_error
@@ -50,6 +51,7 @@ from .layout import (
     MAJOR_VERSION,
     MINOR_VERSION,
     Files,
+    axis_entries,
     decode_matrix,
     decode_vector,
     dense_json,
@@ -607,8 +609,15 @@ class FilesFormat(ReorderThroughModule, FormatWriter):
 
     def _refuse_packed(self, descriptor: dict[str, Any], property: _Property) -> None:
         if is_packed(descriptor):
-            raise DafFormatError(f"reading packed (.zip) FilesDaf data is not supported yet\nfor the property: "
+            raise DafFormatError(f"reordering packed (.zip) FilesDaf data is not supported yet\nfor the property: "
                                  f"{property.key}\nin the daf directory: {self.path}")
+
+    def _byte_source(self, snapshot: _Snapshot, suffix: str) -> BufferByteSource:
+        """A packed shard file of a property, mapped read-only (from the snapshot's open file)."""
+        fd, size = self._data(snapshot, suffix)
+        path = os.path.join(self.path, *snapshot.property.folder, snapshot.property.name + suffix)
+        data = map_file(fd, path, 0, size, writable=False) if size else np.zeros(0, dtype=np.uint8)
+        return BufferByteSource(path, data)
 
     def _data(self, snapshot: _Snapshot, suffix: str) -> tuple[int, int]:
         """An open data file of a property, and its size."""
@@ -693,13 +702,7 @@ class FilesFormat(ReorderThroughModule, FormatWriter):
     def format_axis_vector(self, axis: str) -> tuple[np.ndarray, CacheGroup | None]:
         def read(fd: int, status: os.stat_result, what: str) -> np.ndarray:
             data = _read_fd(fd, status.st_size, status.st_size, axis + ".txt")
-            entries = lines(data, data.count(b"\n"), what)
-            if len(set(entries.tolist())) != entries.shape[0]:  # (Julia's add_axis! refuses them: a damaged file)
-                seen: set[str] = set()
-                repeated = next(entry for entry in entries.tolist() if entry in seen or seen.add(entry))  # type: ignore[func-returns-value]
-                raise DafFormatError(f"duplicate entry: {repeated!r}\nof {what}\n(the entries of an axis are unique: "
-                                     "the axis file was written or edited by something other than Daf)")
-            return entries
+            return axis_entries(data, data.count(b"\n"), what)
 
         return self._axis_file(axis, read), CacheGroup.MemoryData
 
@@ -1078,8 +1081,8 @@ class _SnapshotSource:
     def invalid(self, problem: str) -> DafFormatError:
         return self._storage._invalid(self._snapshot.property, problem)
 
-    def refuse_packed(self, descriptor: dict[str, Any]) -> None:
-        self._storage._refuse_packed(descriptor, self._snapshot.property)
+    def byte_source(self, suffix: str) -> BufferByteSource:
+        return self._storage._byte_source(self._snapshot, suffix)
 
 
 class FilesDaf(PersistentDaf):

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from ..._os.byte_sources import ByteSource
 from ...abc.format import CacheGroup, StoredMatrix, StoredVector, weakest_cache_group
 from ...errors import DafFormatError, DafValueError
 from ...sparse import SparseMatrixCSC, SparseVector
@@ -28,6 +29,7 @@ from .._strings import (
     sparse_string_vector,
     sparse_strings_are_smaller,
 )
+from ..packed import descriptor_layout, is_packed_descriptor, read_packed_array
 
 #: The FilesDaf format version written (``daf.json``); reading accepts this major version up to this minor one.
 MAJOR_VERSION = 1
@@ -332,6 +334,27 @@ def lines(data: bytes, count: int, what: str) -> np.ndarray:
     return np.array(text[:-1].split("\n"), dtype=object) if count else np.empty(0, dtype=object)
 
 
+def axis_entries(data: bytes, count: int, what: str) -> np.ndarray:
+    """The ``count`` entries of an axis file, which must be unique (Julia's ``add_axis!`` refuses repeats: a file
+    that has one was written or edited by something other than Daf).
+
+    Example:
+        >>> axis_entries(b"A\\nB\\nA\\n", 3, "the axis: cell")
+        Traceback (most recent call last):
+        ...
+        pydaf.errors.DafFormatError: duplicate entry: 'A'
+        of the axis: cell
+        (the entries of an axis are unique: the axis file was written or edited by something other than Daf)
+    """
+    entries = lines(data, count, what)
+    if len(set(entries.tolist())) != entries.shape[0]:
+        seen: set[str] = set()
+        repeated = next(entry for entry in entries.tolist() if entry in seen or seen.add(entry))  # type: ignore[func-returns-value]
+        raise DafFormatError(f"duplicate entry: {repeated!r}\nof {what}\n(the entries of an axis are unique: the axis "
+                             "file was written or edited by something other than Daf)")
+    return entries
+
+
 class LayoutSource(Protocol):
     """The stored files of one property, wherever they are (a folder, a ZIP archive)."""
 
@@ -348,8 +371,8 @@ class LayoutSource(Protocol):
     def invalid(self, problem: str) -> DafFormatError:
         """The error of an invalid property."""
 
-    def refuse_packed(self, descriptor: dict[str, Any]) -> None:
-        """Raise if the descriptor says the data is packed (not supported yet)."""
+    def byte_source(self, suffix: str) -> ByteSource:
+        """The bytes of a packed shard file (``.zip``, ``.nzval.zip``…); a missing file raises."""
 
 
 def verify_version(version: Any, where: str) -> None:
@@ -379,17 +402,32 @@ def is_packed(descriptor: dict[str, Any]) -> bool:
                                                 for component in descriptor.values())
 
 
-def _dense(source: LayoutSource, descriptor: dict[str, Any], count: int) -> tuple[np.ndarray, CacheGroup]:
+def _packed(source: LayoutSource, suffix: str, descriptor: dict[str, Any], eltype: str,
+            shape: tuple[int, ...]) -> tuple[np.ndarray, CacheGroup]:
+    """Packed data (a dual-format shard, docs/spec/FORMATS.md §3.9 and §4), decoded whole into memory."""
+    dtype = STRING_DTYPE if is_string_type(eltype) else numeric_dtype(eltype, source.what)
+    layout = descriptor_layout(descriptor, dtype, shape, invalid=source.invalid)
+    return read_packed_array(source.byte_source(suffix), layout, invalid=source.invalid), CacheGroup.MemoryData
+
+
+def _dense(source: LayoutSource, descriptor: dict[str, Any], shape: tuple[int, ...]) -> tuple[np.ndarray, CacheGroup]:
+    """Dense data of ``shape`` (Julia order; a matrix is column-major), flat or packed."""
     eltype = member(descriptor, "eltype", str, source.what)
+    if is_packed_descriptor(descriptor):
+        return _packed(source, ".zip", descriptor, eltype, shape)
+    count = math.prod(shape)
     if is_string_type(eltype):
-        return source.text(".txt", count), CacheGroup.MemoryData
-    return source.map(".data", numeric_dtype(eltype, source.what), count)
+        values, group = source.text(".txt", count), CacheGroup.MemoryData
+    else:
+        values, group = source.map(".data", numeric_dtype(eltype, source.what), count)
+    return values.reshape(shape, order="F"), group
 
 
-def _index(source: LayoutSource, descriptor: dict[str, Any], component: str,
-           count: int | None) -> tuple[np.ndarray, CacheGroup]:
+def _index(source: LayoutSource, descriptor: dict[str, Any], component: str, count: int | None,
+           at_most: int | None = None) -> tuple[np.ndarray, CacheGroup]:
     """An index component of a sparse property (``nzind``, ``colptr``, ``rowval``), either descriptor version;
-    ``count`` is its required length, if known."""
+    ``count`` is its required length, if known, else at most ``at_most`` (checked before a packed one is decoded:
+    its declared length is all that sizes it)."""
     what = source.what
     if "eltype" in descriptor:  # v1.0: one index type, lengths from the file sizes
         indtype = member(descriptor, "indtype", str, what)
@@ -398,8 +436,17 @@ def _index(source: LayoutSource, descriptor: dict[str, Any], component: str,
     declared = element_count(part, what)
     if count is not None and declared is not None and declared != count:
         raise source.invalid(f"{component} has {declared} elements instead of {count}")
-    dtype = numeric_dtype(member(part, "eltype", str, what), what, index=True)
-    return source.map(f".{component}", dtype, declared if count is None else count)
+    eltype = member(part, "eltype", str, what)
+    dtype = numeric_dtype(eltype, what, index=True)
+    count = declared if count is None else count
+    if is_packed_descriptor(part):
+        if count is None:  # (a packed component's length is only ever declared)
+            raise source.invalid(f"the packed {component} has no n_elements")
+        if at_most is not None and count > at_most:
+            raise source.invalid(f"the packed {component} declares {count} elements, more than the {at_most} entries "
+                                 "of the property")
+        return _packed(source, f".{component}.zip", part, eltype, (count,))
+    return source.map(f".{component}", dtype, count)
 
 
 def _values(source: LayoutSource, descriptor: dict[str, Any], nnz: int) -> tuple[np.ndarray, CacheGroup]:
@@ -414,6 +461,8 @@ def _values(source: LayoutSource, descriptor: dict[str, Any], nnz: int) -> tuple
         declared = None if part is None else element_count(part, what)
         if declared is not None and declared != nnz:
             raise source.invalid(f"nzval has {declared} elements instead of {nnz}")
+    if part is not None and eltype is not None and is_packed_descriptor(part):
+        return _packed(source, ".nzval.zip", part, eltype, (nnz,))  # (strings too: a vlen-utf8 shard)
     if eltype is not None and is_string_type(eltype):
         return source.text(".nztxt", nnz), CacheGroup.MemoryData
     dtype = np.dtype(np.bool_) if eltype is None else numeric_dtype(eltype, what)
@@ -425,12 +474,11 @@ def _values(source: LayoutSource, descriptor: dict[str, Any], nnz: int) -> tuple
 def decode_vector(source: LayoutSource, descriptor: Any, length: int) -> tuple[StoredVector, CacheGroup | None]:
     """A vector of ``length`` entries from its descriptor and files (v1.0 or v1.1)."""
     layout = member(descriptor, "format", str, source.what)
-    source.refuse_packed(descriptor)
     if layout == "dense":
-        return _dense(source, descriptor, length)
+        return _dense(source, descriptor, (length,))
     if layout != "sparse":
         raise source.invalid(f"unknown format: {layout}")
-    nzind, group = _index(source, descriptor, "nzind", None)
+    nzind, group = _index(source, descriptor, "nzind", None, length)
     if nzind.shape[0] > length or (nzind.shape[0] and (int(nzind[0]) < 1 or int(nzind[-1]) > length)):
         # The full check of the indices is an O(nnz) pass, left to the reader layer; these are O(1).
         raise source.invalid(f"{nzind.shape[0]} stored entries from {int(nzind[0])} to {int(nzind[-1])} for an "
@@ -445,14 +493,12 @@ def decode_matrix(source: LayoutSource, descriptor: Any,
                   shape: tuple[int, int]) -> tuple[StoredMatrix, CacheGroup | None]:
     """A ``shape`` matrix from its descriptor and files (v1.0 or v1.1)."""
     layout = member(descriptor, "format", str, source.what)
-    source.refuse_packed(descriptor)
     if layout == "dense":
-        values, group = _dense(source, descriptor, shape[0] * shape[1])
-        return values.reshape(shape, order="F"), group
+        return _dense(source, descriptor, shape)
     if layout != "sparse":
         raise source.invalid(f"unknown format: {layout}")
     colptr, group = _index(source, descriptor, "colptr", shape[1] + 1)
-    rowval, rowval_group = _index(source, descriptor, "rowval", None)
+    rowval, rowval_group = _index(source, descriptor, "rowval", None, shape[0] * shape[1])
     nnz = rowval.shape[0]
     if nnz > shape[0] * shape[1] or int(colptr[0]) != 1 or int(colptr[-1]) != nnz + 1:
         raise source.invalid(f"{nnz} stored entries with colptr from {int(colptr[0])} to {int(colptr[-1])} for a "

@@ -358,8 +358,9 @@ class _RawSource:
     def invalid(self, problem: str) -> DafFormatError:
         return self._storage._invalid(self._snapshot.property, problem)
 
-    def refuse_packed(self, descriptor: dict[str, Any]) -> None:
-        self._storage._refuse_packed(descriptor, self._snapshot.property)
+    def byte_source(self, suffix: str) -> Any:
+        """Packed data is not reordered yet: refused (before anything changes)."""
+        self._storage._refuse_packed({"packed_format": suffix}, self._snapshot.property)
 
 
 def _raw_files(storage: FilesStorage, property: Any, shape: tuple[int, ...]) -> dict[str, np.ndarray]:

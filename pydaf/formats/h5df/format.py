@@ -28,6 +28,7 @@ from ..._os.maps import detach_region, map_region, populate_pages
 from ..._os.write_errors import storage_error
 from ...abc.format import CacheGroup, FormatWriter, StoredMatrix, StoredVector, parse_mode, weakest_cache_group
 from ...abc.reorder import ReorderThroughModule
+from ...core.packed_settings import chunks_for, compressor_for
 from ...errors import (
     DafClosedError,
     DafError,
@@ -54,6 +55,7 @@ from ..registry import PersistentDaf
 from . import reorder as _reorder
 from .global_heap import REFERENCE
 from .open_files import _open_files, _record_of, open_h5_file
+from .packed import read_packed, write_packed
 
 MAJOR_VERSION = 1
 MINOR_VERSION = 0
@@ -71,15 +73,6 @@ def split_h5df_path(path: str | os.PathLike) -> tuple[str, str]:
     """
     file, group = split_container_path(path, singular=(".h5df",), plural=".h5dfs", format="H5df", strict=False)
     return file, "/" if group is None else "/" + group
-
-
-def _register_filter_plugins() -> None:
-    """Make the blosc/bitshuffle/zstd filters of Julia's packed data readable, if ``hdf5plugin`` is installed (gzip
-    and shuffle are built into HDF5)."""
-    try:
-        import hdf5plugin  # noqa: F401 - importing registers the filters
-    except ImportError:
-        pass
 
 
 def _is_bool_enum(tid: h5t.TypeID) -> bool:
@@ -560,12 +553,15 @@ class H5dfFormat(ReorderThroughModule, FormatWriter):
         mapped = self._map_dataset(dataset, stored, writable=False)
         if mapped is not None:
             return (mapped if daf_dtype == stored else mapped.view(daf_dtype)), CacheGroup.MappedData
-        if dataset.id.get_create_plist().get_nfilters():
-            _register_filter_plugins()
-        values = np.empty(dataset.shape, dtype=stored)
-        if values.size:
-            dataset.read_direct(values)
-        return values.astype(daf_dtype, copy=False), CacheGroup.MemoryData
+        if dataset.id.get_create_plist().get_layout() == h5d.CHUNKED:  # (packed: decoded, checked chunk by chunk)
+            values = read_packed(dataset, stored, what, self.path)
+        else:
+            values = np.empty(dataset.shape, dtype=stored)
+            if values.size:
+                dataset.read_direct(values)
+        values = values.astype(daf_dtype, copy=False)
+        values.flags.writeable = False
+        return values, CacheGroup.MemoryData
 
     def _read_strings(self, dataset: h5py.Dataset, what: str) -> Any:
         """A string dataset's values; variable-length strings stored contiguously (as Daf stores them) are read only
@@ -624,6 +620,16 @@ class H5dfFormat(ReorderThroughModule, FormatWriter):
             return True
 
         return _write_numbers(group, name, values, allocate=self._allocate, write=write)
+
+    def _write_data(self, group: h5py.Group, name: str, values: np.ndarray, *, packed: bool) -> None:
+        """Write a numeric array (C order, HDF5 shape) as Julia's ``write_packed_dense_dataset!``: packed (chunked and
+        compressed) if ``packed`` and :func:`~pydaf.core.packed_settings.chunks_for` (of its Julia shape) gives a
+        chunk shape, else contiguous (and mapped when read)."""
+        chunk = chunks_for(packed, tuple(reversed(values.shape)), values.dtype) if values.ndim else None
+        if chunk is None:
+            self._write_numbers(group, name, values)
+        else:
+            write_packed(group, name, values, chunk, compressor_for())
 
     # Scalars.
 
@@ -775,14 +781,14 @@ class H5dfFormat(ReorderThroughModule, FormatWriter):
         with self._writing(f"vector: {name}\nof the axis: {axis}", (vectors, name)):
             if isinstance(vector, SparseVector):
                 group = vectors.create_group(name)
-                self._write_numbers(group, "nzind", vector.nzind)
+                self._write_data(group, "nzind", vector.nzind, packed=self.is_packed)
                 if not (vector.nzval.dtype == np.bool_ and vector.nzval.all()):
-                    self._write_numbers(group, "nzval", vector.nzval)
+                    self._write_data(group, "nzval", vector.nzval, packed=self.is_packed)
             elif isinstance(vector, np.ndarray):
                 if vector.dtype == STRING_DTYPE:
-                    self._write_string_vector(vectors, name, vector)
+                    self._write_string_vector(vectors, name, vector)  # (strings are never packed in H5df)
                 else:
-                    self._write_numbers(vectors, name, vector)
+                    self._write_data(vectors, name, vector, packed=self.is_packed)
             elif isinstance(vector, str):
                 _write_strings(vectors, name, np.full(self.format_axis_length(axis), vector, dtype=object))
             else:
@@ -810,32 +816,57 @@ class H5dfFormat(ReorderThroughModule, FormatWriter):
         self._building.append((group, name))
         return _NEW + name
 
-    def _filled(self, what: str) -> None:
-        """A builder's buffers are filled: move its data into place and commit."""
+    def _filled(self, what: str, write: Callable[[], None] | None = None) -> None:
+        """A builder's buffers are filled: ``write`` what was built in memory (packed data), move its data into place
+        and commit."""
         with self._writing(what):
+            if write is not None:
+                write()
             for group, name in self._building:
                 group.move(_NEW + name, name)
             self._building.clear()
 
     def format_get_empty_dense_vector(self, axis: str, name: str, dtype: np.dtype) -> np.ndarray:
         vectors = self._vectors(axis)
+        length = self.format_axis_length(axis)
         with self._writing(f"vector: {name}\nof the axis: {axis}", commit=False):
             staging = self._start_building(vectors, name, "vector")
-            return self._allocate_mapped(vectors, staging, dtype, (self.format_axis_length(axis),))
+            if chunks_for(self.is_packed, (length,), dtype) is not None:  # (Julia's: in memory, packed when filled)
+                compressor_for()  # (a bad codec is refused before the buffer is filled)
+                return np.zeros(length, dtype=dtype)
+            return self._allocate_mapped(vectors, staging, dtype, (length,))
 
     def format_filled_empty_dense_vector(self, axis: str, name: str, filled: np.ndarray) -> None:
-        self._filled(f"vector: {name}\nof the axis: {axis}")
+        vectors = self._vectors(axis)
+
+        def write() -> None:
+            if _link_type(vectors, _NEW + name) is None:
+                self._write_data(vectors, _NEW + name, filled, packed=True)
+
+        self._filled(f"vector: {name}\nof the axis: {axis}", write)
 
     def format_get_empty_sparse_vector(self, axis: str, name: str, dtype: np.dtype, nnz: int,
                                        indtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
         vectors = self._vectors(axis)
         with self._writing(f"vector: {name}\nof the axis: {axis}", commit=False):
-            group = vectors.create_group(self._start_building(vectors, name, "vector"))
+            staging = self._start_building(vectors, name, "vector")
+            if self.is_packed:  # (Julia's: in memory, each component packed if large enough when filled)
+                compressor_for()
+                return np.zeros(nnz, dtype=indtype), np.zeros(nnz, dtype=dtype)
+            group = vectors.create_group(staging)
             return (self._allocate_mapped(group, "nzind", indtype, (nnz,)),
                     self._allocate_mapped(group, "nzval", dtype, (nnz,)))
 
     def format_filled_empty_sparse_vector(self, axis: str, name: str, filled: SparseVector) -> None:
-        self._filled(f"vector: {name}\nof the axis: {axis}")
+        vectors = self._vectors(axis)
+
+        def write() -> None:
+            if _link_type(vectors, _NEW + name) is None:
+                group = vectors.create_group(_NEW + name)
+                self._write_data(group, "nzind", filled.nzind, packed=True)
+                self._write_data(group, "nzval", filled.nzval, packed=True)
+
+        self._filled(f"vector: {name}\nof the axis: {axis}", write)
 
     def format_discard_empty(self) -> bool:
         # Drop the failed builders' staged data and put back what they were to replace (renamed aside by the
@@ -904,15 +935,15 @@ class H5dfFormat(ReorderThroughModule, FormatWriter):
         with self._writing(f"matrix: {name}\nof the axes: {rows_axis}, {columns_axis}", (matrices, name)):
             if isinstance(matrix, SparseMatrixCSC):
                 group = matrices.create_group(name)
-                self._write_numbers(group, "colptr", matrix.colptr)
-                self._write_numbers(group, "rowval", matrix.rowval)
+                self._write_data(group, "colptr", matrix.colptr, packed=self.is_packed)
+                self._write_data(group, "rowval", matrix.rowval, packed=self.is_packed)
                 if not (matrix.nzval.dtype == np.bool_ and matrix.nzval.all()):
-                    self._write_numbers(group, "nzval", matrix.nzval)
+                    self._write_data(group, "nzval", matrix.nzval, packed=self.is_packed)
             elif isinstance(matrix, np.ndarray):
                 if matrix.dtype == STRING_DTYPE:
-                    self._write_string_matrix(matrices, name, matrix)
+                    self._write_string_matrix(matrices, name, matrix)  # (strings are never packed in H5df)
                 else:
-                    self._write_numbers(matrices, name, matrix.T)
+                    self._write_data(matrices, name, matrix.T, packed=self.is_packed)
             else:
                 shape = (self.format_axis_length(columns_axis), self.format_axis_length(rows_axis))
                 if isinstance(matrix, str):
@@ -944,25 +975,50 @@ class H5dfFormat(ReorderThroughModule, FormatWriter):
         shape = (self.format_axis_length(columns_axis), self.format_axis_length(rows_axis))
         with self._writing(f"matrix: {name}\nof the axes: {rows_axis}, {columns_axis}", commit=False):
             staging = self._start_building(matrices, name, "matrix")
+            if chunks_for(self.is_packed, (shape[1], shape[0]), dtype) is not None:
+                # (Julia streams each filled column into the chunked dataset; here the buffer is in memory, and
+                # written packed, with the same chunks and filters, when filled)
+                compressor_for()
+                return np.zeros((shape[1], shape[0]), dtype=dtype, order="F")
             return self._allocate_mapped(matrices, staging, dtype, shape).T
 
     def format_filled_empty_dense_matrix(self, rows_axis: str, columns_axis: str, name: str,
                                          filled: np.ndarray) -> None:
-        self._filled(f"matrix: {name}\nof the axes: {rows_axis}, {columns_axis}")
+        matrices = self._matrices(rows_axis, columns_axis)
+
+        def write() -> None:
+            if _link_type(matrices, _NEW + name) is None:
+                self._write_data(matrices, _NEW + name, filled.T, packed=True)
+
+        self._filled(f"matrix: {name}\nof the axes: {rows_axis}, {columns_axis}", write)
 
     def format_get_empty_sparse_matrix(self, rows_axis: str, columns_axis: str, name: str, dtype: np.dtype,
                                        nnz: int, indtype: np.dtype) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         matrices = self._matrices(rows_axis, columns_axis)
         n_columns = self.format_axis_length(columns_axis)
         with self._writing(f"matrix: {name}\nof the axes: {rows_axis}, {columns_axis}", commit=False):
-            group = matrices.create_group(self._start_building(matrices, name, "matrix"))
+            staging = self._start_building(matrices, name, "matrix")
+            if self.is_packed:  # (Julia's: in memory, each component packed if large enough when filled)
+                compressor_for()
+                return (np.zeros(n_columns + 1, dtype=indtype), np.zeros(nnz, dtype=indtype),
+                        np.zeros(nnz, dtype=dtype))
+            group = matrices.create_group(staging)
             return (self._allocate_mapped(group, "colptr", indtype, (n_columns + 1,)),
                     self._allocate_mapped(group, "rowval", indtype, (nnz,)),
                     self._allocate_mapped(group, "nzval", dtype, (nnz,)))
 
     def format_filled_empty_sparse_matrix(self, rows_axis: str, columns_axis: str, name: str,
                                           filled: SparseMatrixCSC) -> None:
-        self._filled(f"matrix: {name}\nof the axes: {rows_axis}, {columns_axis}")
+        matrices = self._matrices(rows_axis, columns_axis)
+
+        def write() -> None:
+            if _link_type(matrices, _NEW + name) is None:
+                group = matrices.create_group(_NEW + name)
+                self._write_data(group, "colptr", filled.colptr, packed=True)
+                self._write_data(group, "rowval", filled.rowval, packed=True)
+                self._write_data(group, "nzval", filled.nzval, packed=True)
+
+        self._filled(f"matrix: {name}\nof the axes: {rows_axis}, {columns_axis}", write)
 
     # Reorder (Julia's ``Reorder`` hooks on Julia's artifacts; why a kill at any instant is recoverable: .reorder).
 
@@ -1090,8 +1146,12 @@ class H5df(PersistentDaf):
 
     _format: H5dfFormat
 
-    def __init__(self, root: str | os.PathLike | h5py.Group, mode: str = "r", *, name: str | None = None) -> None:
+    def __init__(self, root: str | os.PathLike | h5py.Group, mode: str = "r", *, name: str | None = None,
+                 packed: bool = False) -> None:
+        if not isinstance(packed, bool | np.bool_):
+            raise DafValueError(f"invalid packed: {packed!r}\n(expected True or False)")
         super().__init__(self._open(root, mode), name=name)
+        self._format.packed_default = bool(packed)
         try:  # (a reorder a killed process left: rolled back by a writable open, refused by a read-only one)
             _reorder.check_interrupted_reorder(self)
         except BaseException:

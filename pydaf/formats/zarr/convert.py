@@ -138,7 +138,7 @@ def _directory_kind(path: str) -> str | None:
     """``"zarr"`` for a ZarrDaf directory path, ``"files"`` for a FilesDaf one, else ``None``."""
     if path.rstrip("/").endswith(".daf.zarr") and "#" not in path:
         return "zarr"
-    if "#" in path or path.endswith((".zip", ".h5df", ".h5ad", ".h5dfs")) or ".h5dfs#" in path or (
+    if "#" in path or "://" in path or path.endswith((".zip", ".h5df", ".h5ad", ".h5dfs")) or ".h5dfs#" in path or (
             os.path.lexists(path) and not os.path.isdir(path)):
         return None
     if os.path.isdir(path) and not os.path.exists(os.path.join(path, "daf.json")) and os.listdir(path):

@@ -25,6 +25,7 @@ from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 
+from ..._os.byte_sources import BufferByteSource
 from ..._os.files import file_kind, open_regular_file, read_regular_file
 from ..._os.locks import LockHold, ProcessRegistry, hold_lock
 from ..._os.maps import FileKey, file_key, map_file, map_region
@@ -48,6 +49,7 @@ from ...errors import (
 )
 from ...sparse import SparseMatrixCSC, SparseVector
 from ...storage_types import STRING_DTYPE, StorageScalar, scalar_dtype
+from ..packed import PackedLayout, packed_layout, read_packed_array
 from ..paths import split_container_path
 from ..registry import FormatEntry, PersistentDaf, register_format
 from ..stored import StoredFormat
@@ -247,6 +249,8 @@ class _Array:
     big_endian: bool
     gzip: bool
     fill: Any
+    #: A packed (sharded) array's layout (Julia order), read as Julia's ZarrDaf reads it: one shard, through its index.
+    packed: PackedLayout | None = None
 
     @property
     def size(self) -> int:
@@ -255,7 +259,7 @@ class _Array:
     @property
     def flat(self) -> bool:
         """One uncompressed little-endian chunk covering the array exactly: mappable."""
-        return self.chunks == self.shape and not (self.gzip or self.big_endian)
+        return self.chunks == self.shape and not (self.gzip or self.big_endian) and self.packed is None
 
     def chunk_key(self, index: tuple[int, ...]) -> str:
         coordinates = self.separator.join(str(coordinate) for coordinate in index)
@@ -319,8 +323,9 @@ def _parse_array(metadata: dict[str, Any], what: str) -> _Array:
         raise fail(f"invalid codecs: {codecs!r}")
     names = [codec.get("name") for codec in codecs]
     if "sharding_indexed" in names:
-        raise DafFormatError(f"reading packed (sharded) Zarr arrays is not supported yet\nfor the {what}\n(write it "
-                             "unpacked, or convert it with zarr-python to one uncompressed chunk)")
+        packed = _sharding_layout(codecs, dtype, tuple(shape), tuple(chunks), fail)
+        return _Array(dtype, tuple(shape), tuple(chunks), separator, name == "v2", False, False,
+                      _fill_value(metadata.get("fill_value"), dtype, what), packed)
     expected = "vlen-utf8" if dtype == STRING_DTYPE else "bytes"
     if names[0] != expected or len(names) > 2 or (len(names) == 2 and names[1] != "gzip"):
         raise fail(f"unsupported codecs: {names} (pydaf reads [{expected}] and [{expected}, gzip])")
@@ -330,6 +335,44 @@ def _parse_array(metadata: dict[str, Any], what: str) -> _Array:
     return _Array(dtype, tuple(shape), tuple(chunks), separator, name == "v2", endian == "big" and dtype.itemsize > 1
                   if dtype != STRING_DTYPE else False, len(names) == 2,
                   _fill_value(metadata.get("fill_value"), dtype, what))
+
+
+def _sharding_layout(codecs: list[dict[str, Any]], dtype: np.dtype, shape: tuple[int, ...], chunks: tuple[int, ...],
+                     fail: Callable[[str], DafFormatError]) -> PackedLayout:
+    """The layout of a packed (sharded) array, as Julia writes it (docs/spec/FORMATS.md §5.5): one shard holding the
+    whole array, its inner chunks ``[bytes | vlen-utf8, gzip | zstd | blosc]`` (the shard shape need not be a multiple
+    of the inner chunk shape: edge chunks are padded, as Zarr.jl reads them), its index ``[bytes, crc32c]``."""
+    configuration = codecs[0].get("configuration") if len(codecs) == 1 else None
+    if not isinstance(configuration, dict):
+        raise fail(f"unsupported codecs: {[codec.get('name') for codec in codecs]} (pydaf reads sharding_indexed as "
+                   "the only codec)")
+    if chunks != shape:
+        raise fail(f"a sharded array whose shard (chunk_shape {list(chunks)}) is not the whole array (shape "
+                   f"{list(shape)}); pydaf reads Julia's packed arrays, one shard holding the whole array")
+    inner = configuration.get("codecs")
+    expected = "vlen-utf8" if dtype == STRING_DTYPE else "bytes"
+    if not isinstance(inner, list) or len(inner) != 2 or not all(isinstance(codec, dict) for codec in inner) or \
+            inner[0].get("name") != expected or (inner[0].get("configuration") or {}).get("endian", "little") != \
+            "little":
+        raise fail(f"unsupported inner codecs of a shard: {inner!r} (pydaf reads [{expected}, gzip | zstd | blosc], "
+                   "little-endian)")
+    settings = inner[1].get("configuration") or {}
+    if inner[1].get("name") in ("gzip", "zstd"):
+        compression, level = inner[1]["name"], settings.get("level")
+    elif inner[1].get("name") == "blosc" and settings.get("cname") in ("zstd", "lz4"):
+        compression, level = f"blosc_{settings['cname']}_bitshuffle", settings.get("clevel")
+    else:
+        raise fail(f"unsupported compression of a shard: {inner[1]!r} (pydaf reads gzip, zstd and blosc with zstd or "
+                   "lz4)")
+    index_codecs = configuration.get("index_codecs")
+    if not isinstance(index_codecs, list) or [codec.get("name") if isinstance(codec, dict) else None
+                                              for codec in index_codecs] != ["bytes", "crc32c"] or \
+            (index_codecs[0].get("configuration") or {}).get("endian", "little") != "little":
+        raise fail(f"unsupported index_codecs of a shard: {index_codecs!r} (pydaf reads [bytes, crc32c])")
+    inner_shape = configuration.get("chunk_shape")
+    return packed_layout(dtype, shape[::-1], inner_shape[::-1] if isinstance(inner_shape, list) else inner_shape,
+                         compression, level, invalid=fail, check_level=False,
+                         index_location=configuration.get("index_location", "end"))
 
 
 def _all_fill(values: np.ndarray) -> bool:
@@ -1229,6 +1272,8 @@ class ZarrFormat(ReorderThroughModule, StoredFormat):
         size = info.size
         if size == 0:
             return np.empty(0, dtype=info.dtype), CacheGroup.MemoryData
+        if info.packed is not None:
+            return self._read_packed(node, info, what), CacheGroup.MemoryData
         if info.flat and info.dtype != STRING_DTYPE:
             key = f"{node}/{info.chunk_key((0,) * len(info.shape))}"
             mapped = self._nodes.map(key, info.dtype, size)
@@ -1247,6 +1292,26 @@ class ZarrFormat(ReorderThroughModule, StoredFormat):
                            for coordinate, length, extent in zip(index, info.chunks, info.shape, strict=True))
             values[target] = chunk[tuple(slice(0, part.stop - part.start) for part in target)]
         return values.reshape(-1), CacheGroup.MemoryData
+
+    def _read_packed(self, node: str, info: _Array, what: str) -> np.ndarray:
+        """The values of a packed (sharded) array, flat in Julia's column-major order (a missing shard: all the fill
+        value). Julia's ZarrDaf reads the shard through its index; its shards are also ZIP archives, whose central
+        directory gives the same chunks with their CRC32s, so pydaf reads those through it (catching a corrupt chunk)
+        and others (zarr-python's) through the index."""
+        assert info.packed is not None
+        key = f"{node}/{info.chunk_key((0,) * len(info.shape))}"
+        size = self._nodes.size(key)
+        if size is None:
+            return self._allocate((info.size,), info, what)
+        mapped = self._nodes.map(key, np.dtype(np.uint8), size) if size else None
+        source = BufferByteSource(f"{key} (in the daf zarr group: {self.path})",
+                                  np.zeros(0, dtype=np.uint8) if mapped is None else mapped[0])
+
+        def invalid(problem: str) -> DafFormatError:
+            return DafFormatError(f"invalid packed data of the {what}\nin the daf zarr group: {self.path}\n({problem})")
+
+        values = read_packed_array(source, info.packed, invalid=invalid, via="auto", fill=info.fill)
+        return values.reshape(-1, order="F")
 
     def _allocate(self, shape: tuple[int, ...], info: _Array, what: str) -> np.ndarray:
         """An array of the fill value, for the values of an array (whose shape the caller checked against the axes)

@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from ..._os.byte_sources import BufferByteSource
 from ...abc.format import CacheGroup, StoredMatrix, StoredVector, parse_mode
 from ...errors import (
     DafAppendOnlyError,
@@ -36,7 +37,6 @@ from ..files.layout import (
     empty_sparse_matrix_json,
     empty_sparse_vector_json,
     is_file_name,
-    is_packed,
     line_count,
     lines,
     lines_bytes,
@@ -123,10 +123,14 @@ class _EntrySource:
     def invalid(self, problem: str) -> DafFormatError:
         return DafFormatError(f"invalid {self.what}\nin the daf zip archive: {self._path}\n({problem})")
 
-    def refuse_packed(self, descriptor: dict[str, Any]) -> None:
-        if is_packed(descriptor):
-            raise DafFormatError(f"reading packed (.zip) ZipDaf data is not supported yet\nfor {self.what}\nin the "
-                                 f"daf zip archive: {self._path}")
+    def byte_source(self, suffix: str) -> BufferByteSource:
+        """A nested packed shard entry (§3.11): mapped where it is STORED (as Julia writes it), else decompressed."""
+        name = self._name(suffix)
+        entry = self._store.entry(name)
+        assert entry is not None
+        mapped = self._store.map_array(name, np.dtype(np.uint8), entry.size)
+        data = mapped if mapped is not None else np.frombuffer(self._store.read(name), dtype=np.uint8)
+        return BufferByteSource(f"{name} (in the daf zip archive: {self._path})", data)
 
 
 class ZipFormat(StoredFormat):

@@ -1,0 +1,389 @@
+"""Packed (chunked + compressed) H5df datasets (docs/spec/FORMATS.md §2.12): Julia's filter pipelines, written exactly
+as Julia's ``write_packed_dense_dataset!`` and ``hdf5_filters_for`` create them, and read without trusting the file.
+
+Writing: a property :func:`~pydaf.core.packed_settings.chunks_for` packs is a chunked dataset (Julia's chunk ``(n,)`` or
+``(n, 1)``, which is HDF5's ``[n]`` or ``[1, n]``) with the pipeline of the codec the knobs name. The filters are set
+with the ``cd_values`` Julia's HDF5.jl passes (its ``BloscFilter``, ``BitshuffleFilter``, ``ZstdFilter``, ``Deflate``,
+``Shuffle``), all optional (``H5Z_FLAG_OPTIONAL``), so the plugin's ``set_local`` completes them into what Julia's
+files hold: blosc ``[2, 2, typesize, chunk bytes, level, 2 (bitshuffle), 5 (zstd) or 1 (lz4)]``, bitshuffle
+``[0, 4, element size, 0 (default block), 3 (zstd), level]``, zstd ``[level]``, deflate ``[level]``, shuffle
+``[element size]``. (FORMATS.md gives blosc's zstd compressor code as 4: blosc numbers zlib 4 and zstd 5, and Julia's
+``Blosc.compcode("zstd")`` is blosc's own number.)
+
+Reading: a packed dataset can't be mapped (its bytes are compressed), so it is decoded into memory. Only the pipelines
+Julia writes are read (and h5py's gzip, with or without shuffle): another is a :class:`~pydaf.DafFormatError` naming
+the filters. Nothing a chunk says is trusted: each chunk is decoded here, one at a time, into a buffer of the size the
+dataset's chunk shape declares (blosc and zstd through numcodecs, deflate through zlib, shuffle through numcodecs), so
+a chunk that decodes to more or fewer bytes (a decompression bomb, a truncated or corrupt chunk) is an error naming
+the property, and memory never exceeds the declared shape. (HDF5's own deflate filter inflates a chunk whatever its
+size, then keeps its first bytes silently: a 500 KB chunk inflated to 500 MB, and read back without an error.)
+bitshuffle is decoded by HDF5 (through ``hdf5plugin``), after every chunk's framing (declared size, block sizes) has
+been checked against the chunk: its decoder writes at most the declared bytes, and reads only inside the chunk.
+``hdf5plugin`` is imported only when a dataset needs it (bitshuffle to read, or a blosc, bitshuffle or zstd write).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import struct
+import zlib
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from functools import cache
+from typing import Any
+
+import h5py
+import numpy as np
+from h5py import h5d, h5p, h5s, h5t, h5z
+
+from ...core.packed_settings import PackedCodec
+from ...errors import DafFormatError
+
+#: HDF5 filter ids (the registered plugin ids; 1 and 2 are built into HDF5).
+DEFLATE = 1
+SHUFFLE = 2
+BLOSC = 32001
+BITSHUFFLE = 32008
+ZSTD = 32015
+
+#: The filter pipelines read (in HDF5's write order): Julia's six codecs, and h5py's plain shuffle.
+KNOWN_PIPELINES = {
+    (BLOSC,): "blosc", (BITSHUFFLE,): "bitshuffle + zstd", (ZSTD,): "zstd", (DEFLATE,): "gzip",
+    (SHUFFLE, DEFLATE): "shuffle + gzip", (SHUFFLE,): "shuffle",
+}
+
+_BLOSC_BITSHUFFLE = 2  # (blosc's shuffle mode numbers)
+_BLOSC_COMPRESSOR_CODES = {"zstd": 5, "lz4": 1}  # (blosc's compressor numbers: blosc_compname_to_compcode)
+_BITSHUFFLE_ZSTD = 3  # (bshuf_h5filter.h: BSHUF_H5_COMPRESS_ZSTD; 2 is LZ4)
+_BITSHUFFLE_BLOCKED_MULT = 8  # (bitshuffle.h: a block is a multiple of 8 elements)
+_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+
+#: Packed data at least this large is decoded on the kernels' threads (below, handing work out costs more than it saves,
+#: and the first use of the threads loads numba's settings).
+_PARALLEL_MIN_BYTES = 8 << 20
+
+
+@cache
+def load_filter_plugins() -> None:
+    """Register the blosc, bitshuffle and zstd HDF5 filters (``import hdf5plugin``, 15-20 ms): only when a dataset
+    needs them, so ``import pydaf`` does not pay for it.
+
+    Example:
+        >>> load_filter_plugins()
+        >>> import h5py.h5z
+        >>> h5py.h5z.filter_avail(32008)
+        True
+    """
+    import hdf5plugin  # noqa: F401 - importing registers the filters
+
+
+def create_packed_dataset(group: h5py.Group, name: str, dtype: np.dtype, shape: tuple[int, ...],
+                          chunk: tuple[int, ...], codec: PackedCodec) -> h5py.Dataset:
+    """Create a chunked, filtered dataset as Julia's ``write_packed_dense_dataset!`` does: ``shape`` is HDF5's (C
+    order), ``chunk`` Julia's (:func:`~pydaf.core.packed_settings.chunks_for`), reversed into HDF5's. Bool is HDF5's
+    ``B8`` bitfield, as everywhere in H5df.
+
+    Example:
+        >>> import h5py, numpy as np, os, tempfile
+        >>> from pydaf.core.packed_settings import compressor_for
+        >>> with h5py.File(os.path.join(tempfile.mkdtemp(), "x.h5"), "w") as file:
+        ...     dataset = create_packed_dataset(file, "x", np.dtype("int32"), (10, 4096), (2048, 1),
+        ...                                     compressor_for("gzip_shuffle", 5))
+        ...     plist = dataset.id.get_create_plist()
+        ...     dataset.chunks, [plist.get_filter(index)[:3] for index in range(plist.get_nfilters())]
+        ((1, 2048), [(2, 1, (4,)), (1, 1, (5,))])
+    """
+    dcpl = h5p.create(h5p.DATASET_CREATE)
+    dcpl.set_chunk(tuple(reversed(chunk)))
+    set_filters(dcpl, codec)
+    tid = h5t.STD_B8LE if dtype == np.bool_ else h5t.py_create(dtype)
+    return h5py.Dataset(h5d.create(group.id, name.encode(), tid, h5s.create_simple(shape), dcpl=dcpl))
+
+
+def set_filters(dcpl: h5p.PropDCID, codec: PackedCodec) -> None:
+    """Add the filter pipeline of ``codec`` to a dataset creation property list, as Julia's ``hdf5_filters_for``
+    (see the module's docstring for the ``cd_values``)."""
+    level = codec.compression_level
+    compression = codec.compression
+    if compression in ("blosc_zstd_bitshuffle", "blosc_lz4_bitshuffle"):
+        load_filter_plugins()
+        code = _BLOSC_COMPRESSOR_CODES[compression.split("_")[1]]
+        # (HDF5.jl's BloscFilter: 4 slots its set_local fills, level, shuffle, compressor)
+        dcpl.set_filter(BLOSC, h5z.FLAG_OPTIONAL, (0, 0, 0, 0, level, _BLOSC_BITSHUFFLE, code))
+    elif compression == "zstd_bitshuffle":
+        load_filter_plugins()
+        # (HDF5.jl's BitshuffleFilter holds [0, 4, 0, 0, 3, level], its first 3 slots filled by its set_local; the C
+        # plugin's set_local prepends those 3 slots to the values given, so giving it the last 3 stores the same 6)
+        dcpl.set_filter(BITSHUFFLE, h5z.FLAG_OPTIONAL, (0, _BITSHUFFLE_ZSTD, level))
+    elif compression == "zstd":
+        load_filter_plugins()
+        dcpl.set_filter(ZSTD, h5z.FLAG_OPTIONAL, (level,))
+    elif compression == "gzip":
+        dcpl.set_deflate(level)
+    else:
+        assert compression == "gzip_shuffle", compression
+        dcpl.set_shuffle()
+        dcpl.set_deflate(level)
+
+
+def write_packed(group: h5py.Group, name: str, values: np.ndarray, chunk: tuple[int, ...],
+                 codec: PackedCodec) -> h5py.Dataset:
+    """Write a numeric array (C order, HDF5 shape) as a packed dataset (HDF5 compresses it chunk by chunk)."""
+    array = np.ascontiguousarray(values)
+    dataset = create_packed_dataset(group, name, array.dtype, array.shape, chunk, codec)
+    if array.size:
+        if array.dtype == np.bool_:
+            dataset.id.write(h5s.ALL, h5s.ALL, array.view(np.uint8), mtype=h5t.NATIVE_B8)
+        else:
+            dataset.id.write(h5s.ALL, h5s.ALL, array)
+    return dataset
+
+
+def filter_pipeline(dataset: h5py.Dataset) -> list[tuple[int, int, tuple[int, ...], str]]:
+    """The dataset's filters in HDF5's (write) order: ``(id, flags, cd_values, name)`` each."""
+    dcpl = dataset.id.get_create_plist()
+    pipeline = []
+    for index in range(dcpl.get_nfilters()):
+        filter_id, flags, values, name = dcpl.get_filter(index)
+        pipeline.append((int(filter_id), int(flags), tuple(int(value) for value in values),
+                         name.decode("utf-8", "replace")))
+    return pipeline
+
+
+def read_packed(dataset: h5py.Dataset, stored: np.dtype, what: str, path: str) -> np.ndarray:
+    """The values of a chunked dataset (HDF5 shape, ``stored`` dtype), decoded chunk by chunk into one array of its
+    declared shape (whose size the caller has checked); read-only. Anything a chunk says that disagrees with the
+    dataset (its place, its stored or decoded size, its framing) is a :class:`~pydaf.DafFormatError` naming ``what``
+    (the property) and ``path``."""
+    where = f"the {what}\nin the H5df file: {path}"
+    pipeline = filter_pipeline(dataset)
+    ids = tuple(filter_id for filter_id, *_ in pipeline)
+    values = np.zeros(dataset.shape, dtype=stored)  # (absent chunks read as the fill value: 0 for Daf's datasets)
+    if values.size == 0:
+        return values
+    if ids and ids not in KNOWN_PIPELINES:
+        names = ", ".join(f"{name or 'unnamed'} ({filter_id})" for filter_id, _, _, name in pipeline)
+        known = "; ".join(f"{text} ({', '.join(str(filter_id) for filter_id in key)})"
+                          for key, text in KNOWN_PIPELINES.items())
+        raise DafFormatError(f"{where}\nis compressed with the HDF5 filters: {names}\n(pydaf reads the filter "
+                             f"pipelines Julia's Daf writes: {known})")
+    chunk = tuple(int(size) for size in dataset.chunks)
+    chunk_bytes = math.prod(chunk) * stored.itemsize
+    if chunk_bytes == 0:
+        raise DafFormatError(f"{where}\nhas the empty HDF5 chunk shape: {chunk}")
+    stores = _stored_chunks(dataset, chunk, where, path)
+    if not ids:  # (chunked, not filtered: HDF5 reads each chunk's declared bytes, no more)
+        dataset.read_direct(values)
+    elif ids == (BITSHUFFLE,):
+        with _chunk_reader(dataset, path) as read_chunk:
+            for info in stores:
+                _check_bitshuffle_chunk(read_chunk(info), info, pipeline[0][2], chunk_bytes, stored.itemsize, where)
+        load_filter_plugins()
+        dataset.read_direct(values)
+    else:
+        with _chunk_reader(dataset, path) as read_chunk:
+            _decode_chunks(values, stores, read_chunk, pipeline, chunk, chunk_bytes, where)
+    values.flags.writeable = False
+    return values
+
+
+def _decode_chunks(values: np.ndarray, stores: list[Any], read_chunk: Callable[[Any], bytes],
+                   pipeline: list[tuple[int, int, tuple[int, ...], str]], chunk: tuple[int, ...], chunk_bytes: int,
+                   where: str) -> None:
+    """Decode each stored chunk into its place in ``values`` (a partial edge chunk's padding is dropped), on the
+    kernels' threads for large data (the codecs release the GIL while they decode)."""
+    itemsize = values.dtype.itemsize
+    # Julia's chunks are one tile of one column: [n] or [1, n], so a chunk is a run of the flat C-order values.
+    runs = values.ndim == 1 or (values.ndim == 2 and chunk[0] == 1)
+    flat = values.reshape(-1)
+
+    def decode(first: int, last: int) -> None:
+        for info in stores[first:last]:
+            decoded = _decode_chunk(read_chunk(info), info.filter_mask, pipeline, chunk_bytes, itemsize,
+                                    f"{where}\nits chunk at: {tuple(info.chunk_offset)}")
+            chunk_values = np.frombuffer(decoded, dtype=values.dtype)
+            if runs:
+                start = info.chunk_offset[-1]
+                count = min(chunk[-1], values.shape[-1] - start)
+                if values.ndim == 2:
+                    start += info.chunk_offset[0] * values.shape[1]
+                flat[start:start + count] = chunk_values[:count]
+                continue
+            region = tuple(slice(start, min(start + size, extent))
+                           for start, size, extent in zip(info.chunk_offset, chunk, values.shape, strict=True))
+            values[region] = chunk_values.reshape(chunk)[tuple(slice(0, part.stop - part.start) for part in region)]
+
+    if values.nbytes < _PARALLEL_MIN_BYTES:
+        decode(0, len(stores))
+        return
+    from ...kernels.threads import even_bounds, number_of_threads, run_ranges
+
+    run_ranges(decode, even_bounds(len(stores), number_of_threads()))
+
+
+@contextmanager
+def _chunk_reader(dataset: h5py.Dataset, path: str) -> Iterator[Callable[[Any], bytes]]:
+    """How to read a stored chunk's bytes: straight from the file at the place the chunk index gives (checked by
+    :func:`_stored_chunks`), 30 µs a chunk less than asking HDF5 to look each up again; through HDF5 where the file is
+    not a plain file on disk (an h5py file in memory)."""
+    if dataset.file.driver not in ("sec2", "fileobj") or not os.path.isfile(path):
+        yield lambda info: dataset.id.read_direct_chunk(info.chunk_offset)[1]
+        return
+    with open(path, "rb") as handle:
+        descriptor = handle.fileno()
+
+        def read(info: Any) -> bytes:
+            data = os.pread(descriptor, info.size, info.byte_offset)
+            if len(data) != info.size:
+                raise OSError(f"read {len(data)} of the {info.size} bytes of a chunk at: {info.byte_offset}")
+            return data
+
+        yield read
+
+
+def _stored_chunks(dataset: h5py.Dataset, chunk: tuple[int, ...], where: str, path: str) -> list[Any]:
+    """The dataset's stored chunks (HDF5's chunk index), each checked: on the chunk grid, inside the dataset, once,
+    its bytes inside the file."""
+    stores: list[Any] = []
+    if hasattr(dataset.id, "chunk_iter"):  # (HDF5 1.12.3 and later: one pass over the chunk index)
+        dataset.id.chunk_iter(stores.append)
+    else:
+        stores = [dataset.id.get_chunk_info(index) for index in range(dataset.id.get_num_chunks())]
+    file_size = os.path.getsize(path)
+    seen = set()
+    for info in stores:
+        offset = tuple(int(start) for start in info.chunk_offset)
+        if len(offset) != len(chunk) or offset in seen or any(
+                start % size or start >= extent
+                for start, size, extent in zip(offset, chunk, dataset.shape, strict=True)):
+            raise DafFormatError(f"{where}\nhas a chunk at: {offset}\noff its grid of chunks: {chunk}\n(for the "
+                                 f"shape: {dataset.shape})")
+        seen.add(offset)
+        if info.byte_offset is None or info.byte_offset + info.size > file_size:
+            raise DafFormatError(f"{where}\nhas a chunk at: {offset}\nof {info.size} bytes at: {info.byte_offset}\n"
+                                 f"past the end of the file ({file_size} bytes)")
+    return stores
+
+
+def _decode_chunk(raw: bytes, mask: int, pipeline: list[tuple[int, int, tuple[int, ...], str]], chunk_bytes: int,
+                  itemsize: int, where: str) -> Any:
+    """Undo a chunk's filters (in reverse order, skipping those its mask says were not applied), each decoding into
+    at most ``chunk_bytes`` (every filter Julia uses keeps the size of its input, but compressing ones)."""
+    data: Any = raw  # (bytes, or a numpy array of bytes)
+    for index in reversed(range(len(pipeline))):
+        if mask & (1 << index):
+            continue
+        filter_id, _, cd_values, _ = pipeline[index]
+        try:
+            data = _undo_filter(filter_id, cd_values, data, chunk_bytes, itemsize, where)
+        except DafFormatError:
+            raise
+        except (ValueError, RuntimeError, zlib.error, MemoryError) as error:
+            raise DafFormatError(f"{where}\ncan't be decoded (it is corrupt)\n({type(error).__name__}: {error})") \
+                from error
+        _check_size(data, chunk_bytes, where)
+    _check_size(data, chunk_bytes, where)
+    return data
+
+
+def _check_size(data: Any, chunk_bytes: int, where: str) -> None:
+    size = len(memoryview(data).cast("B"))
+    if size != chunk_bytes:
+        raise DafFormatError(f"{where}\nholds {size} bytes\ninstead of the {chunk_bytes} bytes of its chunk")
+
+
+def _undo_filter(filter_id: int, cd_values: tuple[int, ...], data: Any, chunk_bytes: int, itemsize: int,
+                 where: str) -> Any:
+    if filter_id == DEFLATE:
+        inflater = zlib.decompressobj()
+        inflated = inflater.decompress(data, chunk_bytes)
+        if not inflater.eof and inflater.decompress(inflater.unconsumed_tail, 1):  # (one byte more, at most)
+            raise DafFormatError(f"{where}\ndecompresses to more than the {chunk_bytes} bytes of its chunk (a "
+                                 "decompression bomb, or a corrupt chunk)")
+        if not inflater.eof:
+            raise DafFormatError(f"{where}\nis a truncated deflate stream ({len(inflated)} of {chunk_bytes} bytes)")
+        return inflated
+    if filter_id == SHUFFLE:
+        element_size = cd_values[0] if cd_values else itemsize
+        if element_size != itemsize:
+            raise DafFormatError(f"{where}\nis shuffled by elements of {element_size} bytes, not {itemsize}")
+        return _codec("Shuffle", element_size).decode(data)
+    if filter_id == BLOSC:
+        view = memoryview(data).cast("B")
+        if len(view) < 16:
+            raise DafFormatError(f"{where}\nis too short for a blosc chunk ({len(view)} bytes)")
+        _, _, _, _, nbytes, _, cbytes = struct.unpack("<BBBBIII", view[:16])
+        if nbytes != chunk_bytes:
+            raise DafFormatError(f"{where}\ndeclares {nbytes} bytes\ninstead of the {chunk_bytes} bytes of its chunk")
+        if cbytes > len(view):
+            raise DafFormatError(f"{where}\ndeclares {cbytes} compressed bytes but holds {len(view)}")
+        output = np.empty(chunk_bytes, dtype=np.uint8)
+        _codec("Blosc").decode(view, out=output)
+        return output
+    assert filter_id == ZSTD, filter_id
+    size = _zstd_content_size(memoryview(data).cast("B"))
+    if size != chunk_bytes:
+        declared = "no size" if size is None else f"{size} bytes"
+        raise DafFormatError(f"{where}\nis a zstd frame declaring {declared}\ninstead of the {chunk_bytes} bytes of "
+                             "its chunk")
+    output = np.empty(chunk_bytes, dtype=np.uint8)
+    _codec("Zstd").decode(data, out=output)
+    return output
+
+
+@cache
+def _codec(name: str, *arguments: int) -> Any:
+    """A numcodecs codec (decoding only: its settings don't matter), made once (numcodecs is imported when first
+    needed)."""
+    import numcodecs
+
+    if name == "Shuffle":
+        return numcodecs.Shuffle(elementsize=arguments[0])
+    return getattr(numcodecs, name)()
+
+
+def _zstd_content_size(data: memoryview) -> int | None:
+    """The content size a zstd frame header declares (RFC 8878 §3.1.1.1), or None (absent, or not a zstd frame)."""
+    if len(data) < 6 or bytes(data[:4]) != _ZSTD_MAGIC:
+        return None
+    descriptor = data[4]
+    single_segment = (descriptor >> 5) & 1
+    field_size = (single_segment, 2, 4, 8)[descriptor >> 6]
+    start = 5 + (0 if single_segment else 1) + (0, 1, 2, 4)[descriptor & 3]
+    if field_size == 0 or start + field_size > len(data):
+        return None
+    size = int.from_bytes(bytes(data[start:start + field_size]), "little")
+    return size + 256 if field_size == 2 else size
+
+
+def _check_bitshuffle_chunk(raw: bytes, info: Any, cd_values: tuple[int, ...], chunk_bytes: int, itemsize: int,
+                            where: str) -> None:
+    """Check a bitshuffle + zstd chunk's framing (bshuf_h5filter.c: an 8-byte big-endian size, a 4-byte block size in
+    bytes, then each block's 4-byte compressed size and bytes, then the elements past the last multiple of 8, raw)
+    against its chunk, so the plugin decodes into exactly the chunk's bytes and reads only inside it."""
+    where = f"{where}\nits chunk at: {tuple(info.chunk_offset)}"
+    if info.filter_mask & 1 or len(cd_values) < 5 or cd_values[4] not in (2, _BITSHUFFLE_ZSTD):  # (no framing)
+        if len(raw) != chunk_bytes:
+            raise DafFormatError(f"{where}\nholds {len(raw)} bytes\ninstead of the {chunk_bytes} bytes of its chunk")
+        return
+    element_size = cd_values[2] if len(cd_values) > 2 else itemsize
+    if element_size != itemsize or len(raw) < 12:
+        raise DafFormatError(f"{where}\nis not a bitshuffle chunk of {itemsize}-byte elements")
+    nbytes, block_bytes = struct.unpack(">QI", raw[:12])
+    if nbytes != chunk_bytes:
+        raise DafFormatError(f"{where}\ndeclares {nbytes} bytes\ninstead of the {chunk_bytes} bytes of its chunk")
+    block = block_bytes // itemsize
+    if block_bytes % itemsize or block == 0 or block % _BITSHUFFLE_BLOCKED_MULT:
+        raise DafFormatError(f"{where}\ndeclares the bitshuffle block size: {block_bytes} bytes (not a multiple of "
+                             f"{_BITSHUFFLE_BLOCKED_MULT} elements of {itemsize} bytes)")
+    elements = nbytes // itemsize
+    last = elements % block - elements % block % _BITSHUFFLE_BLOCKED_MULT
+    position = 12
+    for _ in range(elements // block + (1 if last else 0)):
+        if position + 4 > len(raw):
+            raise DafFormatError(f"{where}\nis cut short (its blocks run past its {len(raw)} bytes)")
+        (size,) = struct.unpack(">I", raw[position:position + 4])
+        position += 4 + size
+    if position + elements % _BITSHUFFLE_BLOCKED_MULT * itemsize > len(raw):
+        raise DafFormatError(f"{where}\nis cut short (its blocks run past its {len(raw)} bytes)")
