@@ -69,12 +69,12 @@ def test_paths_no_format_recognises_list_the_known_formats(tmp_path, kind):
     else:
         path.symlink_to(tmp_path / "nowhere")
     expected = (f"no known Daf format can open the path: {path}\nthe known formats are:\n"
-                "- HttpDaf: a FilesDaf directory served over HTTP (http://host/x.daf or https://...; read-only)\n"
                 "- H5df: an HDF5 file (x.h5df), or a group in one (x.h5dfs#/group)\n"
                 "- ZarrDaf: a Zarr v3 directory (x.daf.zarr), a ZIP of one (x.daf.zarr.zip), or a group in a ZIP "
                 "(x.dafs.zarr.zip#/group)\n"
                 "- ZipDaf: a ZIP of a FilesDaf layout (x.daf.zip), or a group in one (x.dafs.zip#/group)\n"
-                "- FilesDaf: a directory holding daf.json (or a new path, which becomes one)")
+                "- FilesDaf: a directory holding daf.json (or a new path, which becomes one)\n"
+                "- HttpDaf: a FilesDaf directory served over HTTP (http://host/x.daf or https://...; read-only)")
     for mode in ("r", "w"):
         with pytest.raises(pydaf.DafFormatError) as raised:
             pydaf.open_daf(path, mode)

@@ -226,3 +226,33 @@ def test_the_hdf5_flock_names_the_program_holding_it(target):
             os.close(fd)
     finally:
         stop(child)
+
+
+class _Interrupt(BaseException):
+    """Stands for a Ctrl-C that lands while a lock is being made."""
+
+
+def test_an_interrupt_while_making_a_lock_closes_its_descriptor_once(tmp_path, monkeypatch):
+    """A Ctrl-C that landed after the lock's finalizer was armed closed the descriptor twice (the finalizer, then
+    file_lock's cleanup): an OSError (EBADF) replaced the interrupt, and a second close could hit a descriptor
+    another thread had just opened."""
+    path = tmp_path / "file"
+    path.write_bytes(b"")
+    real_finalize = locks.weakref.finalize
+
+    def finalize_then_interrupt(*arguments, **options):
+        real_finalize(*arguments, **options)
+        raise _Interrupt()
+
+    monkeypatch.setattr(locks.weakref, "finalize", finalize_then_interrupt)
+    before = len(os.listdir("/proc/self/fd"))
+    with pytest.raises(_Interrupt) as caught:  # (its traceback keeps the half-made lock alive, as a handler would)
+        locks.file_lock(str(path), what="file")
+    other = os.open(os.devnull, os.O_RDONLY)  # (takes the lowest free number: the lock's, had it been closed)
+    try:
+        del caught
+        gc.collect()  # (the half-made lock's finalizer runs)
+        os.fstat(other)  # (the old code's finalizer closed this descriptor, which had the lock's number)
+    finally:
+        os.close(other)
+    assert len(os.listdir("/proc/self/fd")) == before

@@ -109,6 +109,10 @@ class FileLock:
     """
 
     def __init__(self, key: FileKey, fd: int, path: str, what: str, note: str = "") -> None:
+        # (the descriptor is this lock's from the first statement: if the rest is interrupted, e.g. by Ctrl-C, the
+        # finalizer closes it once, and the caller, which gave it away, does not close it again)
+        self._owner = Owner()
+        self._closer = weakref.finalize(self, close_descriptor, fd, self._owner)
         self.key = key
         self.path = path
         self.what = what
@@ -117,12 +121,10 @@ class FileLock:
         #: Serialises the writes of this process's handles on the file (the lock keeps other processes out).
         self.mutex = threading.RLock()
         self._fd = fd
-        self._owner = Owner()
         self._counts = threading.Lock()
         self._shared = 0
         self._exclusive = 0
         self._mode = fcntl.F_UNLCK
-        self._closer = weakref.finalize(self, close_descriptor, fd, self._owner)
 
     @property
     def closed(self) -> bool:
@@ -268,9 +270,9 @@ def file_lock(path: str, *, what: str, note: str = "", open_descriptor: Callable
         with _locks.mutex:
             lock = _locks.get(key)
             if lock is None or lock.closed:
-                lock = FileLock(key, fd, path, what, note)
+                owned, fd = fd, -1  # (the lock's from here, even if making it is interrupted: see FileLock)
+                lock = FileLock(key, owned, path, what, note)
                 _locks.add(key, lock)
-                fd = -1  # (the lock's now)
             return lock
     finally:
         if fd >= 0:

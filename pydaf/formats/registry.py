@@ -172,7 +172,7 @@ def guess_format(path: str | os.PathLike) -> FormatEntry:
         ...
         pydaf.errors.DafUnknownFormatError: no known Daf format can open the path: .../notes.txt
         the known formats are:
-        - HttpDaf: ...
+        - H5df: ...
     """
     text = os.fspath(path)
     if "\0" in text:
@@ -183,7 +183,7 @@ def guess_format(path: str | os.PathLike) -> FormatEntry:
     found = found or _first_opening(text, fallback=True)
     if found is not None:
         return found
-    entries = registered_formats()
+    entries = sorted(registered_formats(), key=lambda entry: entry.read_only)  # (URLs last: the path is a file's)
     known = "".join(f"\n- {entry.name}: {entry.paths}" for entry in entries)
     raise DafUnknownFormatError(f"no known Daf format can open the path: {text}\nthe known formats are:{known}")
 
@@ -221,7 +221,7 @@ class PersistentDaf(DafWriter, metaclass=_OpensInMode):
         missing) or ``w`` (truncate). Mode ``r`` returns a :class:`~pydaf.DafReadOnly` whose ``base`` is the data
         set, so a read-only open has no write methods at all (Julia's constructors return ``read_only(...)`` the
         same way); other modes return the data set itself. ``options`` go to the format's constructor (``packed=``
-        of :class:`~pydaf.H5df`).
+        of :class:`~pydaf.H5df`, :class:`~pydaf.FilesDaf`, :class:`~pydaf.ZipDaf` and :class:`~pydaf.ZarrDaf`).
 
         Example:
             >>> import os, tempfile, pydaf
