@@ -403,7 +403,8 @@ def _print_skipped(message: Warning | str, category: type[Warning], filename: st
 def convert(source: str, destination: str, *, obs_is: str | None = None, var_is: str | None = None,
             X_is: str | None = None, relayout: bool = False, unsupported: str = "warn", modality: str | None = None,
             genome: str | None = None, gex_only: bool = True, obsm: bool = True, varm: bool = True,
-            raw: bool = True, format: str | None = None, overwrite: bool = False, progress: bool = True) -> None:
+            raw: bool = True, format: str | None = None, overwrite: bool = False, progress: bool = True,
+            packed: bool = False) -> None:
     """Convert between ``.h5ad`` files and Daf data sets of any format, or from a modality of an ``.h5mu`` file or a
     10x ``.h5`` matrix into a Daf data set (:mod:`pydaf.interop.convert`), and print what was written. The
     destination's format is the one its name says, or ``format``; an existing destination is replaced (once the
@@ -431,7 +432,8 @@ def convert(source: str, destination: str, *, obs_is: str | None = None, var_is:
         warnings.showwarning = _print_skipped
         convert_paths(source, destination, obs_is=obs_is, var_is=var_is, X_is=X_is, relayout=relayout,
                       unsupported=unsupported, modality=modality, genome=genome, gex_only=gex_only,
-                      obsm=obsm, varm=varm, raw=raw, format=format, overwrite=overwrite, progress=progress)
+                      obsm=obsm, varm=varm, raw=raw, format=format, overwrite=overwrite, progress=progress,
+                      packed=packed)
     print(written_summary(destination))
 
 
@@ -677,13 +679,17 @@ def _parser() -> _Parser:
     convert_parser.add_argument("--no-raw", action="store_true",
                                 help="an .h5ad source: skip raw (default: kept as the axis raw_<var axis> with "
                                      "raw.X and raw.var's columns, and the scalar raw_is)")
+    convert_parser.add_argument("--packed", action="store_true",
+                                help="write the Daf destination packed: each property of 8 KiB or more chunked and "
+                                     "compressed (codec and level: DAF_PACKED_COMPRESSION, "
+                                     "DAF_PACKED_COMPRESSION_LEVEL; default blosc_zstd_bitshuffle, 5); not for .h5ad")
     convert_parser.add_argument("--no-progress", action="store_true")
     convert_parser.set_defaults(func=lambda arguments: convert(
         arguments.source, arguments.destination, obs_is=arguments.obs_is, var_is=arguments.var_is,
         X_is=arguments.X_is, relayout=arguments.relayout, unsupported=arguments.unsupported,
         modality=arguments.modality, genome=arguments.genome, gex_only=not arguments.all_features,
         obsm=not arguments.no_obsm, varm=not arguments.no_varm, raw=not arguments.no_raw, format=arguments.format,
-        overwrite=arguments.overwrite, progress=not arguments.no_progress))
+        overwrite=arguments.overwrite, progress=not arguments.no_progress, packed=arguments.packed))
 
     check_parser = commands.add_parser("check", help="verify a data set's structure (exit status 1 if damaged)",
                                        epilog=_daf_formats(), formatter_class=raw)

@@ -1,6 +1,8 @@
 """Building dual-format packed shards (docs/spec/FORMATS.md §4) the way Julia's ``IncrementalShardWriter`` does, for
 the tests of the read side: the codecs from numcodecs and zlib, the framing field by field from the spec (checked
-against the shards Julia wrote: :func:`build_shard` reproduces ``files-packed/gzip.files`` byte for byte).
+against the shards Julia wrote: :func:`build_shard` reproduces ``files-packed/gzip.files`` byte for byte). Its
+framing is pydaf's writer's (``pydaf.formats.packed.shard_writer``, which ``tests/test_packed_write.py`` checks
+gives the same bytes for every codec); it stays separate so the hostile tests can corrupt one step of it.
 
 Also :func:`pack_files_property` and :func:`pack_zarr_node`, which turn a flat property of a FilesDaf directory or a
 ZarrDaf directory into the packed one Julia would have written."""
@@ -104,7 +106,8 @@ def build_shard(values: np.ndarray, chunk_shape: tuple[int, ...], compression: s
         crc = zlib.crc32(data if method == STORED else raw)
         name = chunk_name(grid, k, method)
         header = len(out)
-        out += _lfh(name, method, crc, len(data), len(raw))
+        usize = len(data) if method == STORED else len(raw)  # (Julia: a STORED entry's size is the codec output's)
+        out += _lfh(name, method, crc, len(data), usize)
         if method == DEFLATE:
             index.append((header + 30, 10 + len(data) + 8))
         else:
@@ -112,7 +115,7 @@ def build_shard(values: np.ndarray, chunk_shape: tuple[int, ...], compression: s
         out += data
         if method == DEFLATE:
             out += struct.pack("<II", zlib.crc32(raw), len(raw) & 0xFFFFFFFF)
-        central += _cd(name, method, crc, len(data), len(raw), header)
+        central += _cd(name, method, crc, len(data), usize, header)
     entries = count
     if method == STORED:
         content = codec_json(values.dtype, compression, level)

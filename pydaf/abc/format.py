@@ -255,6 +255,18 @@ class FormatReader(ABC):
         This trusts that the read lock is held, that both axes exist and that the matrix exists in this layout.
         """
 
+    def format_get_matrix_columns(self, rows_axis: str, columns_axis: str, name: str,
+                                  columns: np.ndarray) -> StoredMatrix | None:
+        """Some ``columns`` (0-based positions, any order) of the matrix as stored in this layout, read without the
+        rest of it where the storage can (a packed matrix decodes only the chunks holding them): a new column-major
+        array or :class:`SparseMatrixCSC` of shape ``(len(rows_axis), len(columns))``, which the reader validates.
+        ``None`` (the default) means the storage has no cheaper way: the reader slices the whole matrix (of
+        :meth:`format_get_matrix`, cached; zero-copy where it is mapped), so a backend need not implement this.
+
+        This trusts what :meth:`format_get_matrix` does, and that ``columns`` are in range.
+        """
+        return None
+
 
 class FormatWriter(FormatReader):
     """Read and write access to one Daf storage. See the module docstring for the contract."""

@@ -1212,6 +1212,10 @@ class _ContractAccess(StateSharingDaf):
         self._tracking.access_matrix(rows_axis, columns_axis, name, is_for_modify=False)
         return super().get_stored_matrix(rows_axis, columns_axis, name, default=default, relayout=relayout)
 
+    def get_stored_matrix_columns(self, rows_axis: str, columns_axis: str, name: str, columns: Any) -> Any:
+        self._tracking.access_matrix(rows_axis, columns_axis, name, is_for_modify=False)
+        return super().get_stored_matrix_columns(rows_axis, columns_axis, name, columns)
+
     def get_matrix(self, rows_axis: str, columns_axis: str, name: str, *, default: Any = Undef,
                    relayout: bool = True) -> Any:
         self._tracking.access_matrix(rows_axis, columns_axis, name, is_for_modify=False)

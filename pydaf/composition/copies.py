@@ -401,7 +401,10 @@ def write_matrix(destination: DafWriter, rows_axis: str, columns_axis: str, name
     """
     dtype = value.dtype if dtype is None else np.dtype(dtype)
     relayout = relayout and rows_axis != columns_axis
-    if destination.format.format_stores_references() or dtype == STRING_DTYPE:
+    packs_sparse = isinstance(value, SparseMatrixCSC) and getattr(destination.format, "packed_default", False)
+    if destination.format.format_stores_references() or dtype == STRING_DTYPE or packs_sparse:
+        # (a data set that packs by default stores sparse data packed through set_matrix, as Julia's copy does:
+        # its empty_sparse_matrix builder is always flat)
         if value.dtype != dtype:
             value = value.with_values(value.nzval.astype(dtype)) if isinstance(value, SparseMatrixCSC) else \
                 value.astype(dtype, order="F")

@@ -31,6 +31,7 @@ from .._os.exchange import exchange_paths
 from .._os.files import file_kind, refuse_special_file, special_file_mode
 from .._os.interrupts import raise_if_interrupted
 from .._os.locks import process_is_alive
+from ..abc.format import FormatWriter
 from ..core.readers import DafReader
 from ..core.writers import DafWriter
 from ..errors import (
@@ -404,12 +405,15 @@ def _require_not_open(path: str) -> None:
 
 
 def build_daf(destination: str | os.PathLike, fill: Callable[[DafWriter], object], *,
-              name: str | None = None, format: str | None = None, overwrite: bool = False) -> DafWriter:
+              name: str | None = None, format: str | None = None, overwrite: bool = False,
+              packed: bool = False) -> DafWriter:
     """Create a data set at ``destination`` in the format :func:`resolve_format` gives it (``format``, else the
     one of an existing destination, else the one its name says), by ``fill``\\ ing a new one in a temporary sibling and
     moving it into place once ``fill`` returned (see the module docstring). An existing destination is replaced only
     with ``overwrite`` (and only if it is a Daf data set). Returns the new data set, opened ``r+``. If anything fails,
-    the destination is left as it was.
+    the destination is left as it was. With ``packed``, the new data set packs its writes by default (as if opened
+    with ``packed=True``: every property large enough is chunked and compressed, docs/design/packed.md); the
+    returned one, reopened, does not.
 
     Example:
         >>> import os, tempfile, pydaf
@@ -429,6 +433,8 @@ def build_daf(destination: str | os.PathLike, fill: Callable[[DafWriter], object
     if chosen == ANNDATA:
         raise DafFormatError(f"not a path for a Daf data set: {text}\n(it names an AnnData file)")
     entry = _entry(chosen)
+    if packed:
+        fill = _packing(fill)
     if entry is H5DF_FORMAT:
         file, group = split_h5df_path(text)
         if group == "/":
@@ -437,6 +443,17 @@ def build_daf(destination: str | os.PathLike, fill: Callable[[DafWriter], object
     if "#/" in text:
         return _build_archive_group(text, entry, fill, name)
     return _build_other(text, entry, fill, name)
+
+
+def _packing(fill: Callable[[DafWriter], object]) -> Callable[[DafWriter], object]:
+    """``fill``, into a new data set made to pack its writes by default (its constructor's ``packed=True``)."""
+    def packed_fill(writer: DafWriter) -> object:
+        storage = writer.format
+        assert isinstance(storage, FormatWriter)
+        storage.packed_default = True
+        return fill(writer)
+
+    return packed_fill
 
 
 def repack(source: str | os.PathLike, destination: str | os.PathLike, *, progress: bool = True,

@@ -784,6 +784,9 @@ class ViewFormat(FormatReader):
                                   MatrixCacheKey(base_rows_axis, base_columns_axis, lookup).either_layout(),
                                   *self._dependencies(AxisCacheKey(rows_axis)),
                                   *self._dependencies(AxisCacheKey(columns_axis))])
+                if columns is not None:  # (only those columns read: a packed matrix decodes only their chunks)
+                    selected = self.base.get_stored_matrix_columns(base_rows_axis, base_columns_axis, lookup, columns)
+                    return read_only_array(_select_matrix(selected, rows, None))
                 stored = self.base.get_stored_matrix(base_rows_axis, base_columns_axis, lookup, relayout=False)
                 return read_only_array(_select_matrix(stored, rows, columns))
             result = query_result(self.base, query, cache=False)

@@ -261,3 +261,20 @@ def resolve_packed(per_call: bool | None, default: bool) -> bool:
         raise DafValueError(f"invalid packed: {per_call!r}\n(expected True, False or None: the data set's default)",
                             daf_name=None)
     return bool(per_call)
+
+
+def validated_packed_default(packed: Any) -> bool:
+    """A data set constructor's ``packed=`` (Julia's ``packed_default``): ``True`` or ``False``, else refused.
+
+    Example:
+        >>> validated_packed_default(True)
+        True
+        >>> validated_packed_default("yes")
+        Traceback (most recent call last):
+        ...
+        pydaf.errors.DafValueError: invalid packed: 'yes'
+        (expected True or False)
+    """
+    if not isinstance(packed, bool | np.bool_):
+        raise DafValueError(f"invalid packed: {packed!r}\n(expected True or False)", daf_name=None)
+    return bool(packed)

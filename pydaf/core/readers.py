@@ -19,6 +19,7 @@ from ..errors import (
     DafClosedError,
     DafError,
     DafFormatError,
+    DafIndexError,
     DafMissingError,
     DafReadOnlyError,
     DafShapeError,
@@ -846,6 +847,43 @@ class DafReader:
 
         return self._cached(MatrixCacheKey(rows_axis, columns_axis, name, DataForm.RELAYOUT), compute)
 
+    def get_stored_matrix_columns(self, rows_axis: str, columns_axis: str, name: str,
+                                  columns: slice | Sequence[int] | np.ndarray) -> StoredMatrix:
+        """Some columns of :meth:`get_stored_matrix` (``columns``: a slice, or 0-based positions in any order), read
+        without the rest of the matrix where the storage can: the columns of a packed matrix decode only the chunks
+        that hold them (each call; decoded chunks are kept in a bounded cache, ``DAF_PACKED_LOCAL_CACHE_KB``). Else
+        (flat data, a matrix already read, or only the other layout stored) the columns of the whole stored matrix:
+        a range of columns of mapped data is a zero-copy view.
+
+        Example:
+            >>> import pydaf
+            >>> daf = pydaf.MemoryDaf().add_axis("cell", ["A", "B"]).add_axis("gene", ["X", "Y", "Z"])
+            >>> daf = daf.set_matrix("cell", "gene", "UMIs", np.arange(6).reshape(2, 3))
+            >>> daf.get_stored_matrix_columns("cell", "gene", "UMIs", [2, 0]).tolist()
+            [[2, 0], [5, 3]]
+        """
+        with self._state.lock.read():
+            self._require_matrix_axes(rows_axis, columns_axis, f"the matrix: {name}")
+            require_lookup_name(name, what="matrix", daf_name=self._name)
+            n_columns = self._reads.format_axis_length(columns_axis)
+            positions = np.arange(n_columns)[columns] if isinstance(columns, slice) else \
+                np.asarray(columns, dtype=np.int64).reshape(-1)
+            if positions.size and (positions.min() < 0 or positions.max() >= n_columns):
+                raise DafIndexError(f"column positions out of range: {positions.min()} to {positions.max()}\nfor "
+                                    f"the axis: {columns_axis} of length: {n_columns}", daf_name=self._name)
+            if self._reads.format_has_matrix(rows_axis, columns_axis, name) \
+                    and self._state.cache.entry(MatrixCacheKey(rows_axis, columns_axis, name)) is None:
+                selected = self._reads.format_get_matrix_columns(rows_axis, columns_axis, name, positions)
+                if selected is not None:
+                    shape = (self._reads.format_axis_length(rows_axis), int(positions.shape[0]))
+                    require_stored_matrix(selected, shape, what=property_text("matrix", rows_axis, columns_axis, name),
+                                          daf_name=self._name)
+                    if isinstance(selected, SparseMatrixCSC):
+                        return selected.read_only()
+                    return read_only_array(selected)
+            matrix = self.get_stored_matrix(rows_axis, columns_axis, name)
+            return select_stored_columns(matrix, columns if isinstance(columns, slice) else positions)
+
     @overload
     def get_matrix(self, rows_axis: str, columns_axis: str, name: str, *,
                    relayout: bool = True) -> np.ndarray | sp.csc_matrix: ...
@@ -1377,3 +1415,27 @@ def _how_to_write(daf: DafReader) -> str:
     path = daf.format.format_complete_path()
     where = f'"{path}"' if path is not None else "path"
     return f'open it for writing with mode "r+": pydaf.open_daf({where}, "r+")'
+
+
+def select_stored_columns(matrix: StoredMatrix, columns: slice | np.ndarray) -> StoredMatrix:
+    """Some columns of a stored matrix: a range of a column-major array, or of a CSC matrix's entries, shares its
+    memory (zero-copy but for a sparse matrix's ``colptr``); positions make a new matrix.
+
+    Example:
+        >>> select_stored_columns(np.asfortranarray(np.arange(6).reshape(2, 3)), slice(1, 3)).tolist()
+        [[1, 2], [4, 5]]
+    """
+    if isinstance(matrix, np.ndarray):
+        return matrix[:, columns] if isinstance(columns, slice) else read_only_array(np.asfortranarray(
+            matrix[:, columns]))
+    if isinstance(columns, slice):
+        start, stop, step = columns.indices(matrix.shape[1])
+        if step != 1:
+            columns = np.arange(start, stop, step)
+        else:
+            stop = max(start, stop)
+            first, last = int(matrix.colptr[start]) - 1, int(matrix.colptr[stop]) - 1
+            colptr = (matrix.colptr[start:stop + 1] - first).astype(matrix.colptr.dtype)
+            return SparseMatrixCSC((matrix.shape[0], stop - start), colptr, matrix.rowval[first:last],
+                                   matrix.nzval[first:last]).read_only()
+    return matrix.select(columns=np.asarray(columns, dtype=np.int64)).read_only()

@@ -178,3 +178,11 @@ class CheckedReads:
         except Exception as error:
             self._failed(error, "matrix", rows_axis, columns_axis, name)
             raise
+
+    def format_get_matrix_columns(self, rows_axis: str, columns_axis: str, name: str,
+                                  columns: np.ndarray) -> StoredMatrix | None:
+        try:
+            return self._format.format_get_matrix_columns(rows_axis, columns_axis, name, columns)
+        except Exception as error:
+            self._failed(error, "matrix", rows_axis, columns_axis, name)
+            raise

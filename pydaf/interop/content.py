@@ -38,7 +38,7 @@ from ..errors import DafError, DafFormatError, DafShapeError, DafTypeError, DafU
 from ..formats.memory import MemoryDaf
 from ..open import outside_reference
 from ..sparse import SparseMatrixCSC
-from ..storage_types import STRING_DTYPE, scalar_value, storage_dtype
+from ..storage_types import STRING_DTYPE, indtype_for_size, scalar_value, storage_dtype
 from .h5ad_elements import Column, MatrixSource, Unsupported
 
 __all__ = ["AXIS_ARRAY_ENCODINGS", "RAW_RECORD", "UNSUPPORTED_HANDLERS", "AxisArray", "Content",
@@ -520,6 +520,25 @@ def _indptr(source: MatrixSource, n_columns: int, where: str) -> np.ndarray:
     return indptr
 
 
+@contextmanager
+def _sparse_builder(daf: DafWriter, rows_axis: str, columns_axis: str, name: str, dtype: np.dtype,
+                    nnz: int) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """``daf.empty_sparse_matrix``; or, for a data set that packs by default (``packed=True``: a packed conversion),
+    buffers in memory stored by ``set_matrix`` when filled, so its components are packed as Julia's ``copy_all!``
+    packs them (a FilesDaf's and a ZarrDaf's sparse builders are always flat, as Julia's)."""
+    if not getattr(daf.format, "packed_default", False):
+        with daf.empty_sparse_matrix(rows_axis, columns_axis, name, dtype, nnz) as buffers:
+            yield buffers
+        return
+    shape = (daf.axis_length(rows_axis), daf.axis_length(columns_axis))
+    index_dtype = indtype_for_size(max(shape[0], shape[1], nnz))
+    colptr = np.full(shape[1] + 1, nnz + 1, dtype=index_dtype)
+    colptr[0] = 1
+    rowval, nzval = np.ones(nnz, dtype=index_dtype), np.zeros(nnz, dtype=dtype)
+    yield colptr, rowval, nzval
+    daf.set_matrix(rows_axis, columns_axis, name, SparseMatrixCSC(shape, colptr, rowval, nzval), relayout=False)
+
+
 def _write_sparse(daf: DafWriter, rows_axis: str, columns_axis: str, name: str, source: MatrixSource, where: str,
                   bar: Any) -> None:
     """Store the 0-based CSC arrays of ``source`` as the 1-based CSC matrix ``(rows_axis, columns_axis)``,
@@ -529,7 +548,7 @@ def _write_sparse(daf: DafWriter, rows_axis: str, columns_axis: str, name: str, 
         _write_masked_sparse(daf, rows_axis, columns_axis, name, source, indptr, where, bar)
         return
     nnz = source.nnz
-    with daf.empty_sparse_matrix(rows_axis, columns_axis, name, source.dtype, nnz) as (colptr, rowval, nzval):
+    with _sparse_builder(daf, rows_axis, columns_axis, name, source.dtype, nnz) as (colptr, rowval, nzval):
         np.add(indptr, 1, out=colptr, casting="unsafe")
         for start in range(0, nnz, _CHUNK):
             stop = min(start + _CHUNK, nnz)
@@ -563,7 +582,7 @@ def _write_masked_sparse(daf: DafWriter, rows_axis: str, columns_axis: str, name
                         int(np.searchsorted(indptr, stop, side="right")))
         kept_before[columns] = running[indptr[columns] - start - 1]
         kept_so_far = int(running[-1])
-    with daf.empty_sparse_matrix(rows_axis, columns_axis, name, source.dtype, kept_so_far) as (colptr, rowval,
+    with _sparse_builder(daf, rows_axis, columns_axis, name, source.dtype, kept_so_far) as (colptr, rowval,
                                                                                                 nzval):
         np.add(kept_before, 1, out=colptr, casting="unsafe")
         position = 0

@@ -56,7 +56,7 @@ def convert(source: str | os.PathLike, destination: str | os.PathLike, *, obs_is
             var_is: str | None = None, X_is: str | None = None, relayout: bool = False, unsupported: str = "warn",
             modality: str | None = None, genome: str | None = None, gex_only: bool = True, format: str | None = None,
             overwrite: bool = False, obsm: bool = True, varm: bool = True, raw: bool = True,
-            progress: bool = True) -> None:
+            progress: bool = True, packed: bool = False) -> None:
     """Convert ``source`` into ``destination`` (see the module docstring): an ``.h5ad`` (or the ``modality`` of an
     ``.h5mu``) into a Daf data set, a 10x ``.h5`` matrix into a Daf data set (``genome``, ``gex_only``: see
     :func:`~pydaf.interop.tenx.tenx_as_daf`), a Daf data set into an ``.h5ad``, or a Daf data set into another (every
@@ -64,7 +64,8 @@ def convert(source: str | os.PathLike, destination: str | os.PathLike, *, obs_is
     ``obsm``/``varm``/``raw`` are those of :func:`~pydaf.interop.h5ad_as_daf`. ``format`` names the destination's
     format (one of :func:`~pydaf.composition.destinations.format_names`) when its name says none; an existing
     destination is replaced only with ``overwrite`` (a :class:`~pydaf.DafExistsError` otherwise, before anything is
-    read).
+    read). With ``packed``, the destination Daf data set is written packed (every property large enough chunked and
+    compressed with the ``DAF_PACKED_*`` knobs, docs/design/packed.md); an ``.h5ad`` destination can't be packed.
 
     Example:
         >>> import os, tempfile, pydaf
@@ -104,6 +105,10 @@ def convert(source: str | os.PathLike, destination: str | os.PathLike, *, obs_is
         kind = check_destination(destination, format=format, overwrite=overwrite)
     except DafUnknownFormatError as error:
         raise error.with_line("- AnnData: an .h5ad file (for convert)") from None
+    if packed and kind == ANNDATA:
+        raise DafValueError(f"can't write a packed AnnData file: {os.fspath(destination)}\n(packing, chunked "
+                            "compressed Daf properties, is for Daf data sets: H5df, FilesDaf, ZipDaf or ZarrDaf; "
+                            "drop --packed, or convert into one of those)")
     if (is_h5ad(source) or _is_mudata(source) or tenx) and kind == ANNDATA:
         raise DafValueError(f"nothing to convert from: {os.fspath(source)}\nto: {os.fspath(destination)}\n(both are "
                             "AnnData files: convert into a Daf data set)")
@@ -117,11 +122,11 @@ def convert(source: str | os.PathLike, destination: str | os.PathLike, *, obs_is
             def fill(daf):
                 h5ad_as_daf(source, daf, modality=modality, unsupported_handler=unsupported, relayout=relayout,
                             obsm=obsm, varm=varm, raw=raw, progress=progress, **names)
-        build_daf(destination, fill, format=kind, overwrite=overwrite)
+        build_daf(destination, fill, format=kind, overwrite=overwrite, packed=packed)
         return
     if any(value is not None for value in names.values()) and kind != ANNDATA:
         raise DafValueError("--obs-is, --var-is and --X-is only apply to conversions from or to h5ad")
-    if format is None and is_linkable_pair(source, destination) and not relayout:
+    if format is None and is_linkable_pair(source, destination) and not relayout and not packed:
         clean_leftovers(destination)  # (what killed conversions into it left)
         convert_linked(source, destination, progress=progress)  # FilesDaf <-> ZarrDaf directories: hard links
         clear_incomplete_copy(destination)  # (the data set a killed copy left incomplete is replaced)
@@ -137,4 +142,4 @@ def convert(source: str | os.PathLike, destination: str | os.PathLike, *, obs_is
         daf_as_h5ad(source_daf, destination, overwrite=overwrite, progress=progress, **names)
     else:
         build_daf(destination, lambda daf: copy_all(daf, source_daf, relayout=relayout, progress=progress),
-                  name=source_daf.name, format=kind, overwrite=overwrite)
+                  name=source_daf.name, format=kind, overwrite=overwrite, packed=packed)

@@ -22,7 +22,7 @@ from ..errors import DafQueryError
 from ..julia_text import julia_string, julia_type_name
 from ..sparse import SparseMatrixCSC
 from ..storage_types import julia_name
-from .base import QueryOperation
+from .base import QueryOperation, select_matrix
 from .query import IfMissing
 
 if TYPE_CHECKING:
@@ -203,6 +203,30 @@ class QueryState:
     def get_matrix(self, rows_axis: str, columns_axis: str, name: str, if_missing: IfMissing | None) -> Any:
         self.dependencies.add(MatrixCacheKey(rows_axis, columns_axis, name))
         return self.data.get_stored_matrix(rows_axis, columns_axis, name, default=_default(if_missing))
+
+    def get_matrix_selection(self, rows_axis: str, columns_axis: str, name: str, rows: np.ndarray | None,
+                             columns: np.ndarray | None) -> Any:
+        """The selected rows and columns of a stored matrix, read through the columns of whichever layout is stored
+        (``get_stored_matrix_columns``: a packed matrix decodes only the chunks of the selected columns): the
+        selected columns of this layout, else the selected rows as the columns of the other layout, transposed.
+        ``None`` if nothing is selected, the matrix is not stored, or its selected layout was already read whole."""
+        daf = self.data
+        key = MatrixCacheKey(rows_axis, columns_axis, name)
+        if columns is not None and daf.has_matrix(rows_axis, columns_axis, name, relayout=False):
+            self.dependencies.add(key)
+            selected = daf.get_stored_matrix_columns(rows_axis, columns_axis, name, columns)
+            return select_matrix(selected, rows=rows)
+        if rows is not None and rows_axis != columns_axis and daf.has_matrix(columns_axis, rows_axis, name,
+                                                                             relayout=False) \
+                and daf.cache.entry(key) is None:
+            self.dependencies.update((key, MatrixCacheKey(columns_axis, rows_axis, name)))
+            selected = daf.get_stored_matrix_columns(columns_axis, rows_axis, name, rows)
+            if columns is not None:
+                selected = select_matrix(selected, rows=columns)
+            if isinstance(selected, SparseMatrixCSC):
+                return selected.transpose()
+            return np.asfortranarray(selected.T)
+        return None
 
     def get_matrix_slice(self, rows_axis: str, columns_axis: str, name: str, if_missing: IfMissing | None, entry: str,
                          *, is_column: bool) -> np.ndarray:

@@ -27,6 +27,7 @@ from ..._os.maps import map_file
 from ..._os.write_errors import storage_error
 from ...abc.format import CacheGroup, FormatWriter, StoredMatrix, StoredVector, parse_mode
 from ...abc.reorder import ReorderThroughModule
+from ...core.packed_settings import chunks_for, validated_packed_default
 from ...errors import (
     DafClosedError,
     DafError,
@@ -53,6 +54,7 @@ from .layout import (
     Files,
     axis_entries,
     decode_matrix,
+    decode_matrix_columns,
     decode_vector,
     dense_json,
     empty_sparse_matrix_json,
@@ -285,6 +287,7 @@ class _Pending:
 
     property: _Property
     files: list[tuple[str, str]] = field(default_factory=list)  # (suffix, temporary name)
+    packed: bool = False  # (a packed dense builder: an in-memory buffer, written packed when filled, as Julia's)
 
 
 class FilesFormat(ReorderThroughModule, FormatWriter):
@@ -784,17 +787,27 @@ class FilesFormat(ReorderThroughModule, FormatWriter):
     def format_set_vector(self, axis: str, name: str, vector: StoredVector | StorageScalar) -> None:
         property = self._vector(axis, name)
         self._require_writable(property.what)
-        self._store(property, *vector_files(vector, self.format_axis_length(axis), property.what))
+        self._store(property, *vector_files(vector, self.format_axis_length(axis), property.what,
+                                            packed=self.is_packed))
 
     def format_delete_vector(self, axis: str, name: str, *, for_set: bool) -> None:
         self._delete(self._vector(axis, name), for_set=for_set)
 
     def format_get_empty_dense_vector(self, axis: str, name: str, dtype: np.dtype) -> np.ndarray:
         property = self._start_empty(self._vector(axis, name))
-        return self._empty_file(property, ".data", dtype, self.format_axis_length(axis))
+        length = self.format_axis_length(axis)
+        if chunks_for(self.is_packed, (length,), dtype) is not None:  # (Julia's: in memory, packed when filled)
+            self._pending[property.key].packed = True
+            return np.zeros(length, dtype=dtype)
+        return self._empty_file(property, ".data", dtype, length)
 
     def format_filled_empty_dense_vector(self, axis: str, name: str, filled: np.ndarray) -> None:
-        self._finish_empty(self._vector(axis, name), dense_json(julia_name(filled.dtype)))
+        property = self._vector(axis, name)
+        if self._pending[property.key].packed:
+            self._pending.pop(property.key)
+            self._store(property, *vector_files(filled, filled.shape[0], property.what, packed=True))
+            return
+        self._finish_empty(property, dense_json(julia_name(filled.dtype)))
 
     def format_get_empty_sparse_vector(self, axis: str, name: str, dtype: np.dtype, nnz: int,
                                        indtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
@@ -823,12 +836,18 @@ class FilesFormat(ReorderThroughModule, FormatWriter):
     def _decode_matrix(self, snapshot: _Snapshot, shape: tuple[int, int]) -> tuple[StoredMatrix, CacheGroup | None]:
         return decode_matrix(_SnapshotSource(self, snapshot), self._descriptor(snapshot), shape)
 
+    def format_get_matrix_columns(self, rows_axis: str, columns_axis: str, name: str,
+                                  columns: np.ndarray) -> StoredMatrix | None:
+        shape = (self.format_axis_length(rows_axis), self.format_axis_length(columns_axis))
+        return self._read(self._matrix(rows_axis, columns_axis, name), lambda snapshot: decode_matrix_columns(
+            _SnapshotSource(self, snapshot), self._descriptor(snapshot), shape, columns))
+
     def format_set_matrix(self, rows_axis: str, columns_axis: str, name: str,
                           matrix: StoredMatrix | StorageScalar) -> None:
         property = self._matrix(rows_axis, columns_axis, name)
         self._require_writable(property.what)
         shape = (self.format_axis_length(rows_axis), self.format_axis_length(columns_axis))
-        self._store(property, *matrix_files(matrix, shape, property.what))
+        self._store(property, *matrix_files(matrix, shape, property.what, packed=self.is_packed))
 
     def format_delete_matrix(self, rows_axis: str, columns_axis: str, name: str, *, for_set: bool) -> None:
         self._delete(self._matrix(rows_axis, columns_axis, name), for_set=for_set)
@@ -837,11 +856,20 @@ class FilesFormat(ReorderThroughModule, FormatWriter):
                                       dtype: np.dtype) -> np.ndarray:
         property = self._start_empty(self._matrix(rows_axis, columns_axis, name))
         shape = (self.format_axis_length(rows_axis), self.format_axis_length(columns_axis))
+        if chunks_for(self.is_packed, shape, dtype) is not None:
+            # (Julia streams it column by column into the shard, with set_matrix!'s chunks: the same file)
+            self._pending[property.key].packed = True
+            return np.zeros(shape, dtype=dtype, order="F")
         return self._empty_file(property, ".data", dtype, shape[0] * shape[1]).reshape(shape, order="F")
 
     def format_filled_empty_dense_matrix(self, rows_axis: str, columns_axis: str, name: str,
                                          filled: np.ndarray) -> None:
-        self._finish_empty(self._matrix(rows_axis, columns_axis, name), dense_json(julia_name(filled.dtype)))
+        property = self._matrix(rows_axis, columns_axis, name)
+        if self._pending[property.key].packed:
+            self._pending.pop(property.key)
+            self._store(property, *matrix_files(filled, filled.shape, property.what, packed=True))
+            return
+        self._finish_empty(property, dense_json(julia_name(filled.dtype)))
 
     def format_get_empty_sparse_matrix(self, rows_axis: str, columns_axis: str, name: str, dtype: np.dtype,
                                        nnz: int, indtype: np.dtype) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -1088,7 +1116,8 @@ class _SnapshotSource:
 class FilesDaf(PersistentDaf):
     """A Daf data set in a directory of plain files, Julia's preferred format for large data (every numeric file is
     memory-mapped). Modes as :class:`~pydaf.H5df`: ``r`` returns a :class:`~pydaf.DafReadOnly`; ``w+`` refuses a
-    non-empty directory that is not a Daf data set.
+    non-empty directory that is not a Daf data set. ``packed=True`` makes writes pack by default: each property
+    large enough is a compressed ``.zip`` shard, as Julia's (docs/design/packed.md; each write's ``packed=`` too).
 
     Example:
         >>> import pydaf, tempfile, os
@@ -1105,8 +1134,11 @@ class FilesDaf(PersistentDaf):
 
     _format: FilesFormat
 
-    def __init__(self, path: str | os.PathLike, mode: str = "r", *, name: str | None = None) -> None:
+    def __init__(self, path: str | os.PathLike, mode: str = "r", *, name: str | None = None,
+                 packed: bool = False) -> None:
+        packed = validated_packed_default(packed)
         super().__init__(FilesFormat(os.fspath(path), mode), name=name)
+        self._format.packed_default = packed
 
 
 def _guess_can_open(path: str) -> bool:

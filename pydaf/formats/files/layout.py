@@ -19,6 +19,7 @@ import numpy as np
 
 from ..._os.byte_sources import ByteSource
 from ...abc.format import CacheGroup, StoredMatrix, StoredVector, weakest_cache_group
+from ...core.packed_settings import chunks_for, compressor_for
 from ...errors import DafFormatError, DafValueError
 from ...sparse import SparseMatrixCSC, SparseVector
 from ...storage_types import DTYPES_BY_NAME, STRING_DTYPE, StorageScalar, julia_name, scalar_dtype
@@ -30,6 +31,9 @@ from .._strings import (
     sparse_strings_are_smaller,
 )
 from ..packed import descriptor_layout, is_packed_descriptor, read_packed_array
+from ..packed.shard import ChunkCache, LazyPackedArray
+from ..packed.shard_writer import component_json as packed_component_json
+from ..packed.shard_writer import encode_packed_dense_array, packed_array_json
 
 #: The FilesDaf format version written (``daf.json``); reading accepts this major version up to this minor one.
 MAJOR_VERSION = 1
@@ -114,23 +118,50 @@ def sparse_json(components: list[tuple[str, str, int]]) -> str:
     return f'{{"format":"sparse",{parts}}}'
 
 
-def sparse_files(indices: list[tuple[str, np.ndarray]], nzval: np.ndarray, what: str) -> tuple[Files, str]:
+def sparse_files(indices: list[tuple[str, np.ndarray]], nzval: np.ndarray, what: str,
+                 packed: bool = False) -> tuple[Files, str]:
     """The files and descriptor of sparse data: its index components, then ``nzval`` (``.nztxt`` lines for strings,
-    left out for all-true Bool data)."""
-    files: Files = [(f".{component}", values) for component, values in indices]
-    components = [(component, julia_name(values.dtype), values.shape[0]) for component, values in indices]
-    if nzval.dtype == STRING_DTYPE:
-        files.append((".nztxt", lines_bytes(nzval, what)))
-        components.append(("nzval", "String", nzval.shape[0]))
-    elif not (nzval.dtype == np.bool_ and nzval.all()):
-        files.append((".nzval", nzval))
-        components.append(("nzval", julia_name(nzval.dtype), nzval.shape[0]))
-    return files, sparse_json(components)
+    left out for all-true Bool data). If ``packed``, each component Julia's ``chunks_for`` packs (long enough) is a
+    ``.<component>.zip`` shard, its descriptor carrying the packed fields (``packed_format_write_sparse_component!``,
+    ``write_sparse_string_nzval``)."""
+    parts = list(indices)
+    if nzval.dtype == STRING_DTYPE or not (nzval.dtype == np.bool_ and nzval.all()):
+        parts.append(("nzval", nzval))
+    files: Files = []
+    descriptors: list[str] = []
+    for component, values in parts:
+        chunk_shape = chunks_for(packed, values.shape, values.dtype)
+        if chunk_shape is not None:
+            codec = compressor_for()
+            files.append((f".{component}.zip", encode_packed_dense_array(values, chunk_shape, codec)))
+            descriptor = packed_component_json(values.dtype, values.shape[0], chunk_shape, codec)
+            descriptors.append(f'"{component}":{descriptor}')
+            continue
+        if values.dtype == STRING_DTYPE:
+            files.append((".nztxt", lines_bytes(values, what)))
+        else:
+            files.append((f".{component}", values))
+        eltype = "String" if values.dtype == STRING_DTYPE else julia_name(values.dtype)
+        descriptors.append(f'"{component}":{component_json(eltype, values.shape[0])}')
+    return files, f'{{"format":"sparse",{",".join(descriptors)}}}'
 
 
-def vector_files(vector: StoredVector | StorageScalar, length: int, what: str) -> tuple[Files, str]:
+def _packed_dense(values: np.ndarray, packed: bool) -> tuple[Files, str] | None:
+    """The shard and descriptor of dense data (Julia shape) if ``packed`` and Julia's ``chunks_for`` packs it
+    (``packed_format_write_dense_array!``), else None."""
+    chunk_shape = chunks_for(packed, values.shape, values.dtype)
+    if chunk_shape is None:
+        return None
+    codec = compressor_for()
+    return [(".zip", encode_packed_dense_array(values, chunk_shape, codec))], packed_array_json(values.dtype,
+                                                                                                  chunk_shape, codec)
+
+
+def vector_files(vector: StoredVector | StorageScalar, length: int, what: str, *, packed: bool = False,
+                 pack_strings: bool = True) -> tuple[Files, str]:
     """The files and descriptor of a vector of ``length`` entries, as Julia's FilesDaf stores it (a zero fill as an
-    empty sparse vector; strings sparse when that is smaller).
+    empty sparse vector; strings sparse when that is smaller). ``packed`` (Julia's ``is_packed``): each part long
+    enough is a packed shard; a scalar fill never is, nor strings unless ``pack_strings`` (ZipDaf writes them flat).
 
     Example:
         >>> vector_files(np.array([1.5, 2.5]), 2, "the vector: x")[1]
@@ -139,22 +170,26 @@ def vector_files(vector: StoredVector | StorageScalar, length: int, what: str) -
         '{"format":"sparse","nzind":{"format":"dense","eltype":"Int64","n_elements":0},"nzval":{"format":"dense","eltype":"Int64","n_elements":0}}'
     """
     if not isinstance(vector, np.ndarray | SparseVector):
+        packed = False  # (Julia's fill_file: a fill is never packed)
         if not isinstance(vector, str) and vector == 0:  # Julia stores a zero fill as an empty sparse vector
             vector = SparseVector(length, np.empty(0, np.int64), np.empty(0, scalar_dtype(vector)))
         else:
             vector = np.full(length, vector, dtype=scalar_dtype(vector))
     if isinstance(vector, SparseVector):
-        return sparse_files([("nzind", vector.nzind)], vector.nzval, what)
+        return sparse_files([("nzind", vector.nzind)], vector.nzval, what, packed)
     if vector.dtype == STRING_DTYPE:
+        packed = packed and pack_strings
         if sparse_strings_are_smaller(vector, None):
             nzind, texts = sparse_string_vector(vector)
-            return sparse_files([("nzind", nzind)], texts, what)
-        return [(".txt", lines_bytes(vector, what))], dense_json("String")
-    return [(".data", vector)], dense_json(julia_name(vector.dtype))
+            return sparse_files([("nzind", nzind)], texts, what, packed)
+        return _packed_dense(vector, packed) or ([(".txt", lines_bytes(vector, what))], dense_json("String"))
+    return _packed_dense(vector, packed) or ([(".data", vector)], dense_json(julia_name(vector.dtype)))
 
 
-def matrix_files(matrix: StoredMatrix | StorageScalar, shape: tuple[int, int], what: str) -> tuple[Files, str]:
-    """The files and descriptor of a ``shape`` matrix (column-major), as Julia's FilesDaf stores it.
+def matrix_files(matrix: StoredMatrix | StorageScalar, shape: tuple[int, int], what: str, *, packed: bool = False,
+                 pack_strings: bool = True) -> tuple[Files, str]:
+    """The files and descriptor of a ``shape`` matrix (column-major), as Julia's FilesDaf stores it (``packed`` and
+    ``pack_strings`` as for :func:`vector_files`).
 
     Example:
         >>> files, descriptor = matrix_files(np.array([[1, 2], [3, 4]], dtype=np.int8), (2, 2), "the matrix: m")
@@ -162,19 +197,23 @@ def matrix_files(matrix: StoredMatrix | StorageScalar, shape: tuple[int, int], w
         ('.data', b'\\x01\\x03\\x02\\x04', '{"format":"dense","eltype":"Int8"}')
     """
     if not isinstance(matrix, np.ndarray | SparseMatrixCSC):
+        packed = False  # (Julia's fill_file: a fill is never packed)
         if not isinstance(matrix, str) and matrix == 0:  # Julia stores a zero fill as an empty sparse matrix
             matrix = SparseMatrixCSC(shape, np.ones(shape[1] + 1, np.int64), np.empty(0, np.int64),
                                      np.empty(0, scalar_dtype(matrix)))
         else:
             matrix = np.full(shape, matrix, dtype=scalar_dtype(matrix), order="F")
     if isinstance(matrix, SparseMatrixCSC):
-        return sparse_files([("colptr", matrix.colptr), ("rowval", matrix.rowval)], matrix.nzval, what)
+        return sparse_files([("colptr", matrix.colptr), ("rowval", matrix.rowval)], matrix.nzval, what, packed)
     if matrix.dtype == STRING_DTYPE:
+        packed = packed and pack_strings
         if sparse_strings_are_smaller(matrix, shape[1]):
             colptr, rowval, texts = sparse_string_matrix(matrix)
-            return sparse_files([("colptr", colptr), ("rowval", rowval)], texts, what)
-        return [(".txt", lines_bytes(matrix.reshape(-1, order="F"), what))], dense_json("String")
-    return [(".data", np.asfortranarray(matrix).T)], dense_json(julia_name(matrix.dtype))
+            return sparse_files([("colptr", colptr), ("rowval", rowval)], texts, what, packed)
+        return _packed_dense(matrix, packed) or ([(".txt", lines_bytes(matrix.reshape(-1, order="F"), what))],
+                                                 dense_json("String"))
+    return _packed_dense(matrix, packed) or ([(".data", np.asfortranarray(matrix).T)],
+                                             dense_json(julia_name(matrix.dtype)))
 
 
 def empty_sparse_vector_json(filled: SparseVector) -> str:
@@ -510,3 +549,79 @@ def decode_matrix(source: LayoutSource, descriptor: Any,
     if rowval.dtype != colptr.dtype:
         rowval, group = rowval.astype(colptr.dtype), CacheGroup.MemoryData
     return SparseMatrixCSC(shape, colptr, rowval, nzval), group
+
+
+def decode_matrix_columns(source: LayoutSource, descriptor: Any, shape: tuple[int, int], columns: np.ndarray, *,
+                          cache: ChunkCache | None = None) -> StoredMatrix | None:
+    """The ``columns`` (0-based positions) of a packed ``shape`` matrix, decoding only the chunks that hold them
+    (``lazy_sparse.jl``): a dense matrix's column tiles; a sparse matrix's ``colptr`` (whole: it is small), then the
+    runs of ``rowval`` and ``nzval`` its selected columns cover. ``None`` where nothing is packed (flat data is mapped:
+    the caller slices the whole matrix, zero-copy). The result is new and unchecked (the caller validates it).
+
+    Example:
+        >>> class Flat:
+        ...     what = "the matrix: UMIs"
+        >>> decode_matrix_columns(Flat(), {"format": "dense", "eltype": "Float64"}, (2, 3), np.array([1])) is None
+        True
+    """
+    what = source.what
+    layout = member(descriptor, "format", str, what)
+    if layout == "dense":
+        if not is_packed_descriptor(descriptor):
+            return None
+        eltype = member(descriptor, "eltype", str, what)
+        dtype = STRING_DTYPE if is_string_type(eltype) else numeric_dtype(eltype, what)
+        packed = descriptor_layout(descriptor, dtype, shape, invalid=source.invalid)
+        return LazyPackedArray(source.byte_source(".zip"), packed, invalid=source.invalid, cache=cache).columns(columns)
+    if layout != "sparse" or "eltype" in descriptor:  # (v1.0 sparse data is never packed)
+        return None
+    parts = {component: member(descriptor, component, dict, what, optional=True)
+             for component in ("rowval", "nzval")}
+    if not any(part is not None and is_packed_descriptor(part) for part in parts.values()):
+        return None
+    colptr, _ = _index(source, descriptor, "colptr", shape[1] + 1)
+    nnz = int(colptr[-1]) - 1
+    if nnz < 0 or nnz > shape[0] * shape[1] or int(colptr[0]) != 1:
+        raise source.invalid(f"colptr from {int(colptr[0])} to {int(colptr[-1])} for a {shape[0]} x {shape[1]} "
+                             "matrix")
+    starts = colptr[columns].astype(np.int64) - 1
+    stops = colptr[columns + 1].astype(np.int64) - 1
+    if np.any(stops < starts) or (starts.size and (starts.min() < 0 or stops.max() > nnz)):
+        raise source.invalid(f"colptr is not non-decreasing from 1 to {nnz + 1}")
+    counts = stops - starts
+    selected_colptr = np.empty(columns.shape[0] + 1, dtype=colptr.dtype)
+    selected_colptr[0] = 1
+    np.cumsum(counts, out=selected_colptr[1:])
+    selected_colptr[1:] += 1
+    rowval = _component_runs(source, descriptor, "rowval", nnz, starts, stops, cache)
+    nzval = _component_runs(source, descriptor, "nzval", nnz, starts, stops, cache)
+    selected_shape = (shape[0], int(columns.shape[0]))
+    if nzval.dtype == STRING_DTYPE:
+        return dense_string_matrix(selected_shape, selected_colptr, rowval, nzval)
+    return SparseMatrixCSC(selected_shape, selected_colptr, rowval.astype(colptr.dtype, copy=False), nzval)
+
+
+def _component_runs(source: LayoutSource, descriptor: dict[str, Any], component: str, nnz: int, starts: np.ndarray,
+                    stops: np.ndarray, cache: ChunkCache | None) -> np.ndarray:
+    """The runs ``[starts, stops)`` of a sparse component (``rowval``, ``nzval``) of ``nnz`` elements, concatenated:
+    only their chunks decoded if it is packed, else gathered from its mapped file."""
+    what = source.what
+    part = member(descriptor, component, dict, what, optional=True)
+    if part is not None and is_packed_descriptor(part):
+        declared = element_count(part, what)
+        if declared is not None and declared != nnz:
+            raise source.invalid(f"{component} has {declared} elements instead of {nnz}")
+        eltype = member(part, "eltype", str, what)
+        index = component == "rowval"
+        dtype = STRING_DTYPE if is_string_type(eltype) and not index else numeric_dtype(eltype, what, index=index)
+        layout = descriptor_layout(part, dtype, (nnz,), invalid=source.invalid)
+        lazy = LazyPackedArray(source.byte_source(f".{component}.zip"), layout, invalid=source.invalid, cache=cache)
+        return lazy.elements(starts, stops)
+    values, _ = _index(source, descriptor, "rowval", nnz) if component == "rowval" else _values(source, descriptor,
+                                                                                               nnz)
+    counts = stops - starts
+    if not counts.size or not counts.sum():
+        return values[:0].copy()
+    # (the positions of every run's elements, without a Python loop: each run's start, then steps of one)
+    positions = np.repeat(starts - np.concatenate(([0], np.cumsum(counts)[:-1])), counts) + np.arange(counts.sum())
+    return values[positions]

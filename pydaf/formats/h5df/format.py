@@ -55,7 +55,7 @@ from ..registry import PersistentDaf
 from . import reorder as _reorder
 from .global_heap import REFERENCE
 from .open_files import _open_files, _record_of, open_h5_file
-from .packed import read_packed, write_packed
+from .packed import read_packed, read_packed_selection, write_packed
 
 MAJOR_VERSION = 1
 MINOR_VERSION = 0
@@ -927,6 +927,69 @@ class H5dfFormat(ReorderThroughModule, FormatWriter):
                 nzval, nzval_group = np.ones(rowval.shape[0], dtype=np.bool_), CacheGroup.MemoryData
             matrix = SparseMatrixCSC(shape, colptr, rowval, nzval)
             return matrix, weakest_cache_group(colptr_group, rowval_group, nzval_group)
+
+    def format_get_matrix_columns(self, rows_axis: str, columns_axis: str, name: str,
+                                  columns: np.ndarray) -> StoredMatrix | None:
+        what = f"matrix: {name}\nof the axes: {rows_axis}, {columns_axis}"
+        with self._reading(what):
+            node = self._node("matrix", "matrices", rows_axis, columns_axis, name)
+            shape = (self.format_axis_length(rows_axis), self.format_axis_length(columns_axis))
+            if isinstance(node, h5py.Dataset):  # (packed dense: the HDF5 rows of the columns)
+                _check_shape(node, (shape[1], shape[0]), what)
+                stored, daf_dtype = _dataset_dtypes(node)
+                if stored == STRING_DTYPE:
+                    return None
+                _check_declared_size(node, stored.itemsize, what, self.path)
+                values = read_packed_selection(node, stored, what, self.path, rows=columns)
+                return None if values is None else np.asfortranarray(values.view(daf_dtype))
+            parts = {part: _child(node, part, f"{part} of the {what}", read_only_file=self._read_only_file)
+                     for part in ("rowval", "nzval", "nztxt")}
+            if parts["nztxt"] is not None or not any(
+                    isinstance(part, h5py.Dataset) and part.chunks is not None
+                    and part.id.get_create_plist().get_nfilters() for part in (parts["rowval"], parts["nzval"])):
+                return None
+            colptr, _ = self._read_part(node, "colptr", what, (shape[1] + 1,))
+            rowval_node = parts["rowval"]
+            if not isinstance(rowval_node, h5py.Dataset) or rowval_node.ndim != 1:
+                raise DafFormatError(f"missing dataset: rowval\nof the {what}\nin the H5df file: {self.path}")
+            nnz = rowval_node.shape[0]
+            if int(colptr[0]) != 1 or int(colptr[-1]) != nnz + 1 or nnz > shape[0] * shape[1]:
+                raise DafFormatError(f"the colptr and rowval of the {what}\nin the H5df file: {self.path}\nare not "
+                                     f"a 1-based CSC of {shape[0]} x {shape[1]} (colptr from {colptr[0]} to "
+                                     f"{colptr[-1]}, {nnz} rowval)")
+            starts = colptr[columns].astype(np.int64) - 1
+            stops = colptr[columns + 1].astype(np.int64) - 1
+            if np.any(stops < starts) or (starts.size and (starts.min() < 0 or stops.max() > nnz)):
+                raise DafFormatError(f"the colptr of the {what}\nin the H5df file: {self.path}\ndecreases")
+            selected_colptr = np.ones(columns.shape[0] + 1, dtype=colptr.dtype)
+            selected_colptr[1:] += np.cumsum(stops - starts).astype(colptr.dtype)
+            rowval = self._part_runs(node, "rowval", what, nnz, starts, stops).astype(colptr.dtype, copy=False)
+            if parts["nzval"] is not None:
+                nzval = self._part_runs(node, "nzval", what, nnz, starts, stops)
+            else:
+                nzval = np.ones(rowval.shape[0], dtype=np.bool_)
+            return SparseMatrixCSC((shape[0], int(columns.shape[0])), selected_colptr, rowval, nzval)
+
+    def _part_runs(self, group: h5py.Group, part: str, what: str, nnz: int, starts: np.ndarray,
+                   stops: np.ndarray) -> np.ndarray:
+        """The runs ``[starts, stops)`` of a sparse component: only their chunks decoded if it is packed, else
+        gathered from its (mapped) values."""
+        node = _child(group, part, f"{part} of the {what}", read_only_file=self._read_only_file)
+        if not isinstance(node, h5py.Dataset):
+            raise DafFormatError(f"missing dataset: {part}\nof the {what}\nin the H5df file: {self.path}")
+        _check_shape(node, (nnz,), f"{part} of the {what}")
+        stored, daf_dtype = _dataset_dtypes(node)
+        if stored != STRING_DTYPE:
+            _check_declared_size(node, stored.itemsize, f"{part} of the {what}", self.path)
+            values = read_packed_selection(node, stored, f"{part} of the {what}", self.path, runs=(starts, stops))
+            if values is not None:
+                return values.view(daf_dtype)
+        whole, _ = self._read_dataset(node, f"{part} of the {what}", (nnz,))
+        counts = stops - starts
+        if not counts.size or not counts.sum():
+            return whole[:0].copy()
+        positions = np.repeat(starts - np.concatenate(([0], np.cumsum(counts)[:-1])), counts) + np.arange(counts.sum())
+        return whole[positions]
 
     def format_set_matrix(self, rows_axis: str, columns_axis: str, name: str,
                           matrix: StoredMatrix | StorageScalar) -> None:

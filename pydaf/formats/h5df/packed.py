@@ -188,6 +188,69 @@ def read_packed(dataset: h5py.Dataset, stored: np.dtype, what: str, path: str) -
     return values
 
 
+def read_packed_selection(dataset: h5py.Dataset, stored: np.dtype, what: str, path: str, *,
+                          runs: tuple[np.ndarray, np.ndarray] | None = None,
+                          rows: np.ndarray | None = None) -> np.ndarray | None:
+    """Part of a chunked dataset, decoding only the chunks that hold it (each checked as :func:`read_packed` checks
+    them): the ``runs`` ``(starts, stops)`` of a 1-D dataset, concatenated; or the HDF5 ``rows`` of a 2-D one (Daf's
+    columns of a matrix), as a ``(columns, len(rows))`` column-major array. ``None`` where the dataset is not one
+    pydaf decodes itself (not chunked, unfiltered, or bitshuffle alone, which HDF5 decodes): the caller reads it
+    whole."""
+    where = f"the {what}\nin the H5df file: {path}"
+    if dataset.id.get_create_plist().get_layout() != h5d.CHUNKED or dataset.chunks is None:
+        return None
+    pipeline = filter_pipeline(dataset)
+    ids = tuple(filter_id for filter_id, *_ in pipeline)
+    if not ids or ids == (BITSHUFFLE,) or ids not in KNOWN_PIPELINES:
+        return None
+    chunk = tuple(int(size) for size in dataset.chunks)
+    chunk_bytes = math.prod(chunk) * stored.itemsize
+    if chunk_bytes == 0:
+        raise DafFormatError(f"{where}\nhas the empty HDF5 chunk shape: {chunk}")
+    if runs is not None:
+        assert dataset.ndim == 1
+        starts, stops = (np.asarray(bound, dtype=np.int64) for bound in runs)
+        keep = stops > starts
+        starts, stops = starts[keep], stops[keep]
+        needed = {int(index) * chunk[0] for start, stop in zip(starts.tolist(), stops.tolist(), strict=True)
+                  for index in range(start // chunk[0], (stop - 1) // chunk[0] + 1)}
+    else:
+        assert dataset.ndim == 2 and rows is not None
+        needed_rows = {int(row) // chunk[0] * chunk[0] for row in np.asarray(rows).tolist()}
+    stores = [info for info in _stored_chunks(dataset, chunk, where, path)
+              if (int(info.chunk_offset[0]) in needed if runs is not None else
+                  int(info.chunk_offset[0]) in needed_rows)]
+    decoded: dict[tuple[int, ...], np.ndarray] = {}
+    with _chunk_reader(dataset, path) as read_chunk:
+        for info in stores:
+            data = _decode_chunk(read_chunk(info), info.filter_mask, pipeline, chunk_bytes, stored.itemsize,
+                                 f"{where}\nits chunk at: {tuple(info.chunk_offset)}")
+            decoded[tuple(int(start) for start in info.chunk_offset)] = np.frombuffer(data, dtype=stored).reshape(
+                chunk)
+    missing = np.zeros(chunk, dtype=stored)  # (a chunk not stored holds the fill value: 0 for Daf's datasets)
+    if runs is not None:
+        result = np.empty(int((stops - starts).sum()) if starts.size else 0, dtype=stored)
+        at = 0
+        for start, stop in zip(starts.tolist(), stops.tolist(), strict=True):
+            position = start
+            while position < stop:
+                first = position // chunk[0] * chunk[0]
+                end = min(stop, first + chunk[0])
+                result[at:at + end - position] = decoded.get((first,), missing)[position - first:end - first]
+                at += end - position
+                position = end
+        return result
+    assert rows is not None
+    n_columns = dataset.shape[1]
+    result = np.empty((n_columns, len(rows)), dtype=stored, order="F")
+    for at, row in enumerate(np.asarray(rows).tolist()):
+        first = row // chunk[0] * chunk[0]
+        for column in range(0, n_columns, chunk[1]):
+            end = min(column + chunk[1], n_columns)
+            result[column:end, at] = decoded.get((first, column), missing)[row - first, :end - column]
+    return result
+
+
 def _decode_chunks(values: np.ndarray, stores: list[Any], read_chunk: Callable[[Any], bytes],
                    pipeline: list[tuple[int, int, tuple[int, ...], str]], chunk: tuple[int, ...], chunk_bytes: int,
                    where: str) -> None:

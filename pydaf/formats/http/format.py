@@ -20,10 +20,12 @@ from ...abc.format import CacheGroup, FormatReader, StoredMatrix, StoredVector
 from ...core.read_only import DafReadOnly
 from ...core.readers import DafReader
 from ...errors import DafFormatError, DafIndexError, DafMissingError, DafModeError, DafNotDafError
+from ...sparse import SparseMatrixCSC
 from ...storage_types import StorageScalar
 from ..files.layout import (
     axis_entries,
     decode_matrix,
+    decode_matrix_columns,
     decode_vector,
     is_file_name,
     is_packed,
@@ -34,6 +36,7 @@ from ..files.layout import (
     scalar_value,
     verify_version,
 )
+from ..packed.shard import http_chunk_cache
 from ..registry import FormatEntry, register_format
 from .client import ByteCache, HttpByteSource, HttpClient, HttpSettings, http_url, join_url
 
@@ -239,6 +242,14 @@ class HttpFormat(FormatReader):
         shape = (self.format_axis_length(rows_axis), self.format_axis_length(columns_axis))
         return decode_matrix(_HttpSource(self, base, what), self._descriptor(base, what), shape)
 
+    def format_get_matrix_columns(self, rows_axis: str, columns_axis: str, name: str,
+                                  columns: np.ndarray) -> StoredMatrix | None:
+        what = f"the matrix: {name}\nof the rows axis: {rows_axis}\nand the columns axis: {columns_axis}"
+        base = f"matrices/{rows_axis}/{columns_axis}/{name}"
+        shape = (self.format_axis_length(rows_axis), self.format_axis_length(columns_axis))
+        return decode_matrix_columns(_HttpSource(self, base, what), self._descriptor(base, what), shape, columns,
+                                     cache=http_chunk_cache())
+
     def matrix_columns(self, rows_axis: str, columns_axis: str, name: str,
                        columns: np.ndarray) -> np.ndarray | None:
         """The ``columns`` (0-based positions) of a flat dense numeric matrix stored as ``(rows_axis, columns_axis)``,
@@ -335,9 +346,8 @@ class HttpDaf(DafReadOnly):
                 values = self._format.matrix_columns(rows_axis, columns_axis, name, positions)
             if values is not None:
                 return values
-        matrix = self.get_matrix(rows_axis, columns_axis, name)
-        selected = matrix[:, positions]
-        dense = np.asfortranarray(selected.toarray() if hasattr(selected, "toarray") else selected)
+        selected = self.get_stored_matrix_columns(rows_axis, columns_axis, name, positions)  # (packed: lazily)
+        dense = np.asfortranarray(selected.to_dense() if isinstance(selected, SparseMatrixCSC) else selected)
         dense.flags.writeable = False
         return dense
 

@@ -31,6 +31,7 @@ import base64
 import itertools
 import math
 import struct
+import threading
 import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -339,6 +340,15 @@ class _ShardReader:
     def directory_ranges(self) -> list[_Chunk]:
         """``(decoder, offset, length, CRC32)`` of each chunk, from the ZIP central directory (Julia's
         ``ZipShardArray``: fixed-length entries in chunk order, located by arithmetic, names and methods checked)."""
+        directory, entry_size = self.directory_start()
+        entries = bytes(self.read(directory, self.n_chunks * entry_size, "the central directory"))
+        names = _chunk_names(self.layout.chunks_per_shard, self.method)
+        return [self.directory_entry(entries, index * entry_size, index, name, directory)
+                for index, name in enumerate(names)]
+
+    def directory_start(self) -> tuple[int, int]:
+        """Where the central directory starts and the size of each (fixed-length) entry, checked against the end of
+        central directory and the shard's size."""
         layout = self.layout
         if self.size < _EOCD_REGION:
             raise self.fail(f"the shard has {self.size} bytes, too few for a ZIP end of central directory "
@@ -350,45 +360,47 @@ class _ShardReader:
         directory = struct.unpack_from("<Q", tail, 48)[0]
         if self.method == _DEFLATE and self.n_chunks > 1 << 24:
             raise self.fail(f"{self.n_chunks} chunks are more than a gzip shard can name (2^24)")
-        names = _chunk_names(layout.chunks_per_shard, self.method)
-        entry_size = _CD_FIXED + len(names[0]) + _CD_ZIP64_EXTRA
+        entry_size = _CD_FIXED + len(_chunk_name(layout.chunks_per_shard, self.method, 0)) + _CD_ZIP64_EXTRA
         span = self.n_chunks * entry_size
         if directory + span > self.size - _EOCD_REGION:
             raise self.fail(f"the central directory at {directory} can't hold the {self.n_chunks} chunk entries of "
                             f"{entry_size} bytes the shape {list(layout.shape)} and chunk_shape "
                             f"{list(layout.chunk_shape)} need, before the end of the shard at {self.size} bytes")
-        entries = bytes(self.read(directory, span, "the central directory"))
+        return directory, entry_size
+
+    def directory_entry(self, entries: bytes, at: int, index: int, name: bytes, directory: int,
+                        first: int | None = None) -> _Chunk:
+        """The chunk ``index`` from its central directory entry at ``at`` in ``entries`` (read from the shard's
+        offset ``first``, by default the directory's start; its signature, method, name and ZIP64 sizes checked)."""
+        layout = self.layout
         kind = {_STORED: "blosc", _ZSTD: "zstd", _DEFLATE: "deflate"}[self.method]
-        ranges: list[_Chunk] = []
-        for index, name in enumerate(names):
-            at = index * entry_size
-            signature, method, crc, name_length = (struct.unpack_from("<I", entries, at)[0],
-                                                   struct.unpack_from("<H", entries, at + 10)[0],
-                                                   struct.unpack_from("<I", entries, at + 16)[0],
-                                                   struct.unpack_from("<H", entries, at + 28)[0])
-            chunk = f"chunk {index + 1} of {self.n_chunks}"
-            if signature != _CD_SIGNATURE:
-                raise self.fail(f"no central directory entry for {chunk} at offset {directory + at} (the entries are "
-                                f"not the fixed-length, in-order entries of {self.n_chunks} chunks)")
-            if method != self.method:
-                raise self.fail(f"unexpected ZIP compression method: {method} of {chunk}\nexpected ZIP compression "
-                                f"method: {self.method} for the codec: {layout.compression}")
-            actual = entries[at + _CD_FIXED:at + _CD_FIXED + len(name)]
-            if name_length != len(name) or actual != name:
-                raise self.fail(f"unexpected ZIP entry name: {_shown(actual)}\nexpected name: {_shown(name)}\nat "
-                                f"{chunk}")
-            extra = at + _CD_FIXED + len(name)
-            extra_id, extra_length = struct.unpack_from("<HH", entries, extra)
-            if extra_id != 1 or extra_length < 24:
-                raise self.fail(f"the central directory entry of {chunk} has no ZIP64 extra field")
-            uncompressed, compressed, header = struct.unpack_from("<QQQ", entries, extra + 4)
-            self.check_declared(uncompressed, index)
-            data = header + _LFH_FIXED + len(name) + (0 if method == _DEFLATE else _LFH_ZIP64_EXTRA)
-            if data + compressed > directory:
-                raise self.fail(f"the {compressed} bytes of {chunk} at offset {data} end past the central directory, "
-                                f"at {directory}")
-            ranges.append(_Chunk(kind, header, data + compressed - header, compressed, crc))
-        return ranges
+        signature, method, crc, name_length = (struct.unpack_from("<I", entries, at)[0],
+                                               struct.unpack_from("<H", entries, at + 10)[0],
+                                               struct.unpack_from("<I", entries, at + 16)[0],
+                                               struct.unpack_from("<H", entries, at + 28)[0])
+        chunk = f"chunk {index + 1} of {self.n_chunks}"
+        if signature != _CD_SIGNATURE:
+            where = (directory if first is None else first) + at
+            raise self.fail(f"no central directory entry for {chunk} at offset {where} (the entries are not the "
+                            f"fixed-length, in-order entries of {self.n_chunks} chunks)")
+        if method != self.method:
+            raise self.fail(f"unexpected ZIP compression method: {method} of {chunk}\nexpected ZIP compression "
+                            f"method: {self.method} for the codec: {layout.compression}")
+        actual = entries[at + _CD_FIXED:at + _CD_FIXED + len(name)]
+        if name_length != len(name) or actual != name:
+            raise self.fail(f"unexpected ZIP entry name: {_shown(actual)}\nexpected name: {_shown(name)}\nat "
+                            f"{chunk}")
+        extra = at + _CD_FIXED + len(name)
+        extra_id, extra_length = struct.unpack_from("<HH", entries, extra)
+        if extra_id != 1 or extra_length < 24:
+            raise self.fail(f"the central directory entry of {chunk} has no ZIP64 extra field")
+        uncompressed, compressed, header = struct.unpack_from("<QQQ", entries, extra + 4)
+        self.check_declared(uncompressed, index)
+        data = header + _LFH_FIXED + len(name) + (0 if method == _DEFLATE else _LFH_ZIP64_EXTRA)
+        if data + compressed > directory:
+            raise self.fail(f"the {compressed} bytes of {chunk} at offset {data} end past the central directory, "
+                            f"at {directory}")
+        return _Chunk(kind, header, data + compressed - header, compressed, crc)
 
     def index_ranges(self) -> list[_Chunk]:
         """``(decoder, offset, length, None)`` of each chunk (decoder ``None``: elided), from the Zarr shard index
@@ -541,6 +553,19 @@ def _chunk_names(chunks_per_shard: tuple[int, ...], method: int) -> list[bytes]:
             for coordinates in itertools.product(*(range(count) for count in reversed(chunks_per_shard)))]
 
 
+def _chunk_name(chunks_per_shard: tuple[int, ...], method: int, index: int) -> bytes:
+    """The name :func:`_chunk_names` gives the chunk ``index`` (without naming all the others)."""
+    if method == _DEFLATE:
+        return b"\x1f\x8b\x08\x01" + base64.b64encode(index.to_bytes(3, "big")) + b"\x02\xff"
+    coordinates = []
+    for count in chunks_per_shard:  # (column-major: the first dimension fastest)
+        index, at = divmod(index, count)
+        coordinates.append(at)
+    widths = [len(str(count - 1)) for count in reversed(chunks_per_shard)]
+    return ("c/" + "/".join(str(at).zfill(width) for at, width in zip(reversed(coordinates), widths, strict=True))
+            ).encode()
+
+
 def _shown(name: bytes) -> str:
     """Julia's ``format_zip_entry_name``: printable ASCII as is, other bytes (and ``\\``) as ``\\xNN``."""
     return "".join(chr(byte) if 0x20 <= byte <= 0x7E and byte != 0x5C else f"\\x{byte:02x}" for byte in name)
@@ -548,3 +573,286 @@ def _shown(name: bytes) -> str:
 
 def _type_name(layout: PackedLayout) -> str:
     return "String" if layout.is_strings else str(layout.dtype)
+
+
+# Lazy reads: only the chunks a selection covers.
+
+
+class ChunkCache:
+    """A bounded, thread-safe cache of decoded chunks (least recently used dropped first), shared by every lazy read
+    of one kind of storage: :func:`local_chunk_cache` (``DAF_PACKED_LOCAL_CACHE_KB``) and :func:`http_chunk_cache`
+    (``DAF_PACKED_HTTP_CACHE_KB``). A chunk is keyed by its shard's name, its place and its content's checksum (the
+    CRC32 the central directory records, else that of its compressed bytes), so a rewritten shard never answers
+    from a stale chunk. A chunk larger than the whole budget is decoded but not kept.
+
+    Example:
+        >>> cache = ChunkCache(16)
+        >>> cache.put(("a", 0), np.zeros(2))  # 16 bytes: fits
+        >>> cache.put(("b", 0), np.zeros(1))  # 8 more: "a" is dropped
+        >>> cache.get(("a", 0)) is None, cache.get(("b", 0)).tolist(), cache.nbytes
+        (True, [0.0], 8)
+    """
+
+    def __init__(self, max_bytes: int) -> None:
+        from collections import OrderedDict
+
+        self.max_bytes = max_bytes
+        self.nbytes = 0
+        self._chunks: OrderedDict[Any, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: Any) -> np.ndarray | None:
+        """The cached chunk (marked as recently used), or ``None``."""
+        with self._lock:
+            chunk = self._chunks.get(key)
+            if chunk is not None:
+                self._chunks.move_to_end(key)
+            return chunk
+
+    def put(self, key: Any, chunk: np.ndarray) -> None:
+        """Keep a decoded chunk (read-only), dropping the least recently used ones beyond the budget."""
+        size = _chunk_bytes(chunk)
+        if size > self.max_bytes:
+            return
+        chunk.flags.writeable = False
+        with self._lock:
+            previous = self._chunks.pop(key, None)
+            if previous is not None:
+                self.nbytes -= _chunk_bytes(previous)
+            self._chunks[key] = chunk
+            self.nbytes += size
+            while self.nbytes > self.max_bytes:
+                _, dropped = self._chunks.popitem(last=False)
+                self.nbytes -= _chunk_bytes(dropped)
+
+    def clear(self) -> None:
+        """Drop every chunk."""
+        with self._lock:
+            self._chunks.clear()
+            self.nbytes = 0
+
+
+def _chunk_bytes(chunk: np.ndarray) -> int:
+    if chunk.dtype == object:  # (strings: their characters, roughly, plus the pointers)
+        return int(chunk.nbytes + sum(len(value) for value in chunk.tolist()))
+    return int(chunk.nbytes)
+
+
+_CACHES: dict[str, ChunkCache] = {}
+
+
+def local_chunk_cache() -> ChunkCache:
+    """The decoded-chunk cache of local packed data (``DAF_PACKED_LOCAL_CACHE_KB``, read when first used).
+
+    Example:
+        >>> local_chunk_cache() is local_chunk_cache()
+        True
+    """
+    from ...core.packed_settings import packed_local_cache_kb
+
+    cache = _CACHES.get("local")
+    if cache is None:
+        cache = _CACHES.setdefault("local", ChunkCache(packed_local_cache_kb() * 1024))
+    return cache
+
+
+def http_chunk_cache() -> ChunkCache:
+    """The decoded-chunk cache of packed data read over HTTP (``DAF_PACKED_HTTP_CACHE_KB``, read when first used).
+
+    Example:
+        >>> http_chunk_cache() is local_chunk_cache()
+        False
+    """
+    from ...core.packed_settings import packed_http_cache_kb
+
+    cache = _CACHES.get("http")
+    if cache is None:
+        cache = _CACHES.setdefault("http", ChunkCache(packed_http_cache_kb() * 1024))
+    return cache
+
+
+class LazyPackedArray:
+    """A packed array whose chunks are located once (through the directory or the index, as
+    :func:`read_packed_array`) and decoded only when a read covers them, through a :class:`ChunkCache`:
+    :meth:`elements` (runs of a vector) and :meth:`columns` (columns of a column-major matrix). Every check of
+    :func:`read_packed_array` applies to each chunk decoded.
+
+    Example:
+        >>> from pydaf._os.byte_sources import BufferByteSource
+        >>> layout = packed_layout(np.dtype("float64"), (1200,), [1024], "gzip", 5)
+        >>> LazyPackedArray(BufferByteSource("score.zip", b"PK"), layout)
+        Traceback (most recent call last):
+        ...
+        pydaf.errors.DafFormatError: invalid packed data
+        (the shard has 2 bytes, too few for a ZIP end of central directory (98 bytes)
+        in the shard: score.zip)
+    """
+
+    def __init__(self, source: ByteSource, layout: PackedLayout, *, invalid: Invalid = _default_invalid,
+                 via: Literal["directory", "index", "auto"] = "directory", fill: Any = None,
+                 cache: ChunkCache | None = None) -> None:
+        self.layout = layout
+        self._reader = reader = _ShardReader(source, layout, invalid)
+        self._fill = ("" if layout.is_strings else 0) if fill is None else fill
+        self._cache = local_chunk_cache() if cache is None else cache
+        # Through the index: all the chunks located at once (its CRC32C covers all of it). Through the directory:
+        # each chunk's entry read when first needed (fixed-length entries, located by arithmetic, as Julia's
+        # ``ZipShardArray``), so a few columns of a matrix of many chunks read a few entries, not the directory.
+        self._chunks: dict[int, _Chunk] = {}
+        self._directory: tuple[int, int] | None = None
+        self._lock = threading.Lock()
+        if reader.n_chunks:
+            if via == "auto":
+                via = "directory" if reader.has_directory() else "index"
+            if via == "directory":
+                self._directory = reader.directory_start()
+            else:
+                self._chunks = dict(enumerate(reader.index_ranges()))
+
+    def elements(self, starts: np.ndarray, stops: np.ndarray) -> np.ndarray:
+        """The elements of the runs ``[starts[i], stops[i])`` (0-based) of a vector, concatenated (a new array)."""
+        layout = self.layout
+        assert len(layout.shape) == 1
+        starts, stops = np.asarray(starts, dtype=np.int64), np.asarray(stops, dtype=np.int64)
+        keep = stops > starts
+        starts, stops = starts[keep], stops[keep]
+        total = int((stops - starts).sum()) if starts.size else 0
+        result = np.empty(total, dtype=layout.dtype)
+        if not total:
+            return result
+        if starts.min() < 0 or stops.max() > layout.shape[0]:
+            raise self._reader.fail(f"elements {int(starts.min())} to {int(stops.max())} are out of the "
+                                    f"{layout.shape[0]} of the array")
+        size = layout.chunk_shape[0]
+        needed = np.unique(np.concatenate([np.arange(start // size, (stop - 1) // size + 1)
+                                           for start, stop in zip(starts.tolist(), stops.tolist(), strict=True)]))
+        chunks = self._decoded(needed.tolist())
+        at = 0
+        for start, stop in zip(starts.tolist(), stops.tolist(), strict=True):
+            position = start
+            while position < stop:
+                index, offset = divmod(position, size)
+                end = min(stop, (index + 1) * size)
+                result[at:at + end - position] = chunks[index][offset:offset + end - position]
+                at += end - position
+                position = end
+        return result
+
+    def columns(self, positions: np.ndarray) -> np.ndarray:
+        """The columns at ``positions`` (0-based, any order, repeats allowed) of a matrix, as a new column-major
+        array, decoding only the chunks holding them."""
+        layout = self.layout
+        assert len(layout.shape) == 2
+        n_rows, n_columns = layout.shape
+        positions = np.asarray(positions, dtype=np.int64)
+        if positions.size and (positions.min() < 0 or positions.max() >= n_columns):
+            raise self._reader.fail(f"columns {int(positions.min())} to {int(positions.max())} are out of the "
+                                    f"{n_columns} of the matrix")
+        result = np.empty((n_rows, positions.shape[0]), dtype=layout.dtype, order="F")
+        if not positions.size or not n_rows:
+            return result
+        chunk_rows, chunk_columns = layout.chunk_shape
+        grid_rows = layout.chunks_per_shard[0]
+        grid_columns = np.unique(positions // chunk_columns)
+        needed = [int(grid_column) * grid_rows + grid_row for grid_column in grid_columns.tolist()
+                  for grid_row in range(grid_rows)]
+        chunks = self._decoded(needed)
+        for at, column in enumerate(positions.tolist()):
+            grid_column, within = divmod(column, chunk_columns)
+            for grid_row in range(grid_rows):
+                first = grid_row * chunk_rows
+                last = min(first + chunk_rows, n_rows)
+                chunk = chunks[grid_column * grid_rows + grid_row]
+                result[first:last, at] = chunk[within * chunk_rows:within * chunk_rows + last - first]
+        return result
+
+    def _decoded(self, indices: list[int]) -> dict[int, np.ndarray]:
+        """The decoded chunks (flat, column-major, ``prod(chunk_shape)`` elements) at ``indices``: from the cache, or
+        read (at once, where the source coalesces ranges) and decoded."""
+        reader = self._reader
+        chunks = self._located(indices)
+        decoded: dict[int, np.ndarray] = {}
+        missing: list[tuple[int, Any]] = []
+        for index in indices:
+            chunk = chunks[index]
+            if chunk.decoder is None:
+                decoded[index] = np.full(math.prod(self.layout.chunk_shape), self._fill, dtype=self.layout.dtype)
+                continue
+            key = (reader.source.name, index, chunk.offset, chunk.length, chunk.crc)
+            if chunk.crc is not None:
+                cached = self._cache.get(key)
+                if cached is not None:
+                    decoded[index] = cached
+                    continue
+            missing.append((index, key))
+        if not missing:
+            return decoded
+        pieces = reader.prefetch([chunks[index] for index, _ in missing])
+        for index, key in missing:
+            what = f"chunk {index + 1} of {reader.n_chunks}"
+            chunk = chunks[index]
+            data = reader.read(chunk.offset, chunk.read, what) if pieces is None else \
+                reader.checked(next(pieces), chunk.offset, chunk.read, what)
+            if chunk.crc is None:  # (the index has no checksum: the content's own keys the cache)
+                key = (*key[:4], zlib.crc32(data))
+                cached = self._cache.get(key)
+                if cached is not None:
+                    decoded[index] = cached
+                    continue
+            decoded[index] = values = self._decode(index, chunk, data)
+            self._cache.put(key, values)
+        return decoded
+
+    def _located(self, indices: list[int]) -> dict[int, _Chunk]:
+        """The chunks at ``indices``, their central directory entries read (each run of adjacent entries at once,
+        all the runs at once where the source coalesces ranges) and checked if not yet."""
+        with self._lock:
+            missing = sorted({index for index in indices if index not in self._chunks})
+        if missing and self._directory is not None:
+            directory, entry_size = self._directory
+            runs: list[list[int]] = []
+            for index in missing:
+                if runs and index == runs[-1][-1] + 1:
+                    runs[-1].append(index)
+                else:
+                    runs.append([index])
+            ranges = [(directory + run[0] * entry_size, len(run) * entry_size) for run in runs]
+            read_ranges = getattr(self._reader.source, "read_ranges", None)
+            if callable(read_ranges) and len(ranges) > 1:
+                for offset, length in ranges:
+                    self._reader.check_range(offset, length, "the central directory")
+                try:
+                    pieces = read_ranges(ranges)
+                except DafFormatError as error:
+                    raise self._reader.fail(f"the central directory can't be read ({error})") from error
+                if len(pieces) != len(ranges):
+                    raise self._reader.fail(f"the source read {len(pieces)} ranges of the {len(ranges)} asked")
+                pieces = [self._reader.checked(piece, offset, length, "the central directory")
+                          for piece, (offset, length) in zip(pieces, ranges, strict=True)]
+            else:
+                pieces = [self._reader.read(offset, length, "the central directory") for offset, length in ranges]
+            located: dict[int, _Chunk] = {}
+            grid, method = self.layout.chunks_per_shard, self._reader.method
+            for run, (offset, _), piece in zip(runs, ranges, pieces, strict=True):
+                entries = bytes(piece)
+                for at, index in enumerate(run):
+                    located[index] = self._reader.directory_entry(entries, at * entry_size, index,
+                                                                  _chunk_name(grid, method, index), directory, offset)
+            with self._lock:
+                self._chunks.update(located)
+        with self._lock:
+            return {index: self._chunks[index] for index in indices}
+
+    def _decode(self, index: int, chunk: _Chunk, data: bytes | memoryview) -> np.ndarray:
+        reader, layout = self._reader, self.layout
+        if chunk.read != chunk.length:
+            if bytes(data[:4]) != struct.pack("<I", _LFH_SIGNATURE):
+                raise reader.fail(f"no local file header for chunk {index + 1} of {reader.n_chunks} at offset "
+                                  f"{chunk.offset}")
+            data = data[chunk.read - chunk.length:]
+        assert chunk.decoder is not None
+        if layout.is_strings:
+            return reader.decode_strings(chunk.decoder, data, chunk.crc, index)
+        values = np.empty(math.prod(layout.chunk_shape), dtype=layout.dtype)
+        reader.decode_numbers(chunk.decoder, data, chunk.crc, index, values.view(np.uint8))
+        return values

@@ -32,6 +32,7 @@ from ..._os.maps import FileKey, file_key, map_file, map_region
 from ..._os.write_errors import storage_error
 from ...abc.format import CacheGroup, StoredMatrix, StoredVector, parse_mode, weakest_cache_group
 from ...abc.reorder import ReorderThroughModule
+from ...core.packed_settings import chunks_for, compressor_for, validated_packed_default
 from ...errors import (
     DafAppendOnlyError,
     DafClosedError,
@@ -50,6 +51,8 @@ from ...errors import (
 from ...sparse import SparseMatrixCSC, SparseVector
 from ...storage_types import STRING_DTYPE, StorageScalar, scalar_dtype
 from ..packed import PackedLayout, packed_layout, read_packed_array
+from ..packed.shard import LazyPackedArray
+from ..packed.shard_writer import encode_packed_dense_array, sharded_array_metadata
 from ..paths import split_container_path
 from ..registry import FormatEntry, PersistentDaf, register_format
 from ..stored import StoredFormat
@@ -346,7 +349,13 @@ def _sharding_layout(codecs: list[dict[str, Any]], dtype: np.dtype, shape: tuple
     if not isinstance(configuration, dict):
         raise fail(f"unsupported codecs: {[codec.get('name') for codec in codecs]} (pydaf reads sharding_indexed as "
                    "the only codec)")
-    if chunks != shape:
+    inner_shape = configuration.get("chunk_shape")
+    # (one shard holding the whole array: Julia's is the shape itself, pydaf's the shape rounded up to whole inner
+    # chunks, which zarr-python also reads)
+    rounded = [-(-size // chunk) * chunk for size, chunk in zip(shape, inner_shape, strict=True)] if isinstance(
+        inner_shape, list) and len(inner_shape) == len(shape) and all(
+        isinstance(chunk, int) and chunk > 0 for chunk in inner_shape) else None
+    if chunks != shape and list(chunks) != rounded:
         raise fail(f"a sharded array whose shard (chunk_shape {list(chunks)}) is not the whole array (shape "
                    f"{list(shape)}); pydaf reads Julia's packed arrays, one shard holding the whole array")
     inner = configuration.get("codecs")
@@ -369,7 +378,6 @@ def _sharding_layout(codecs: list[dict[str, Any]], dtype: np.dtype, shape: tuple
                                               for codec in index_codecs] != ["bytes", "crc32c"] or \
             (index_codecs[0].get("configuration") or {}).get("endian", "little") != "little":
         raise fail(f"unsupported index_codecs of a shard: {index_codecs!r} (pydaf reads [bytes, crc32c])")
-    inner_shape = configuration.get("chunk_shape")
     return packed_layout(dtype, shape[::-1], inner_shape[::-1] if isinstance(inner_shape, list) else inner_shape,
                          compression, level, invalid=fail, check_level=False,
                          index_location=configuration.get("index_location", "end"))
@@ -1578,20 +1586,50 @@ class ZarrFormat(ReorderThroughModule, StoredFormat):
                           else values))
         return files, metadata
 
-    def _write_array(self, node: str, values: np.ndarray, shape: tuple[int, ...]) -> None:
-        with self._putting_back(node):
-            files, metadata = self._array_files(values, shape)
-        self._write_node(node, [*files, ("zarr.json", metadata.encode())], [(node, metadata)])
+    @staticmethod
+    def _packed_array_files(values: np.ndarray, shape: tuple[int, ...], prefix: str = "", *, packed: bool,
+                            chunk_shape: tuple[int, ...] | None = None
+                            ) -> tuple[list[tuple[str, bytes | np.ndarray]], str, str] | None:
+        """The shard and the ``zarr.json`` (and consolidated entry) of a packed array holding ``values`` in Zarr (C)
+        order, if ``packed`` and Julia's ``chunks_for`` packs it (``dense_zcreate``; or of inner ``chunk_shape``,
+        Julia order, if given: a streamed matrix's), else None (docs/spec/FORMATS.md §5.5)."""
+        julia_shape = tuple(shape[::-1])
+        if chunk_shape is None:
+            chunk_shape = chunks_for(packed, julia_shape, values.dtype)
+        if chunk_shape is None or not packed:
+            return None
+        codec = compressor_for()
+        julia_values = values.reshape(shape).T  # (Zarr's C order is Julia's column-major order)
+        shard = encode_packed_dense_array(julia_values, chunk_shape, codec)
+        metadata, entry = sharded_array_metadata(values.dtype, julia_shape, chunk_shape, codec)
+        return [(prefix + ("c/0/0" if len(shape) == 2 else "c/0"), shard)], metadata, entry
 
-    def _write_sparse(self, node: str, components: list[tuple[str, np.ndarray]]) -> None:
+    def _write_array(self, node: str, values: np.ndarray, shape: tuple[int, ...], *, packed: bool = False,
+                     chunk_shape: tuple[int, ...] | None = None) -> None:
+        with self._putting_back(node):
+            packed_files = self._packed_array_files(values, shape, packed=packed, chunk_shape=chunk_shape)
+            if packed_files is None:
+                files, metadata = self._array_files(values, shape)
+                entry = metadata
+            else:
+                files, metadata, entry = packed_files
+        self._write_node(node, [*files, ("zarr.json", metadata.encode())], [(node, entry)])
+
+    def _write_sparse(self, node: str, components: list[tuple[str, np.ndarray]], *, packed: bool = False) -> None:
         files: list[tuple[str, bytes | np.ndarray]] = []
         metadata: dict[str, str] = {}
+        entries: dict[str, str] = {}
         with self._putting_back(node):
             for name, values in components:
-                chunk, metadata[name] = self._array_files(values, values.shape, f"{name}/")
+                packed_files = self._packed_array_files(values, values.shape, f"{name}/", packed=packed)
+                if packed_files is None:
+                    chunk, metadata[name] = self._array_files(values, values.shape, f"{name}/")
+                    entries[name] = metadata[name]
+                else:
+                    chunk, metadata[name], entries[name] = packed_files
                 files += chunk
         files += [(f"{name}/zarr.json", text.encode()) for name, text in metadata.items()]
-        self._write_node(node, [*files, ("zarr.json", _GROUP_FILE)], _sparse_entries(node, metadata))
+        self._write_node(node, [*files, ("zarr.json", _GROUP_FILE)], _sparse_entries(node, entries))
 
     # Axes.
 
@@ -1717,11 +1755,11 @@ class ZarrFormat(ReorderThroughModule, StoredFormat):
         node = f"vectors/{axis}/{name}"
         length = self.format_axis_length(axis)
         if isinstance(vector, SparseVector):
-            self._write_sparse(node, _sparse_parts([("nzind", vector.nzind)], vector.nzval))
+            self._write_sparse(node, _sparse_parts([("nzind", vector.nzind)], vector.nzval), packed=self.is_packed)
             return
         if not isinstance(vector, np.ndarray):
             vector = np.full(length, vector, dtype=scalar_dtype(vector))  # Zarr stores a fill as a dense array
-        self._write_array(node, vector, (length,))
+        self._write_array(node, vector, (length,), packed=self.is_packed)  # (Julia packs strings vectors too)
 
     def format_delete_vector(self, axis: str, name: str, *, for_set: bool) -> None:
         if for_set:
@@ -1741,7 +1779,7 @@ class ZarrFormat(ReorderThroughModule, StoredFormat):
         self._building = (node, writer)
         return buffers
 
-    def _finish_building(self, files: list[tuple[str, bytes]], entries: list[tuple[str, str]]) -> None:
+    def _finish_building(self, files: Sequence[tuple[str, bytes | np.ndarray]], entries: list[tuple[str, str]]) -> None:
         assert self._building is not None, "filled an empty_* builder that was not started"
         (node, writer), self._building = self._building, None
         self._write_node(node, files, entries, writer)
@@ -1750,6 +1788,7 @@ class ZarrFormat(ReorderThroughModule, StoredFormat):
         # A node is built aside and renamed into place only when filled, so a failed build leaves nothing of its own,
         # and an overwrite's old node (renamed aside by the for_set delete) is put back: the old value is kept.
         building, self._building = self._building, None
+        self._packed_chunks = None
         if building is None:
             return False
         if building[1].abort():
@@ -1786,11 +1825,41 @@ class ZarrFormat(ReorderThroughModule, StoredFormat):
                                    f"{problem}; ZarrDaf names are file names of at most {_MAX_NAME_BYTES} UTF-8 "
                                    f"bytes, other than {', '.join(sorted(_RESERVED_NAMES))}: choose another name)")
 
+    #: The inner chunk shape (Julia order) of the packed dense builder being filled (in memory, written packed when
+    #: filled, as Julia's), or None.
+    _packed_chunks: tuple[int, ...] | None = None
+
+    def _start_packed(self, node: str, chunk_shape: tuple[int, ...] | None, shape: tuple[int, ...],
+                      dtype: np.dtype) -> np.ndarray | None:
+        if chunk_shape is None:
+            return None
+        self._start_building(node, [])
+        self._packed_chunks = chunk_shape
+        return np.zeros(shape, dtype=dtype, order="F")
+
+    def _finish_packed(self, values: np.ndarray, shape: tuple[int, ...]) -> bool:
+        """Write a packed builder's buffer (``values`` in Zarr order), if it is one."""
+        chunk_shape, self._packed_chunks = self._packed_chunks, None
+        if chunk_shape is None:
+            return False
+        packed_files = self._packed_array_files(values, shape, packed=True, chunk_shape=chunk_shape)
+        assert packed_files is not None and self._building is not None
+        files, metadata, entry = packed_files
+        self._finish_building([*files, ("zarr.json", metadata.encode())], [(self._building[0], entry)])
+        return True
+
     def format_get_empty_dense_vector(self, axis: str, name: str, dtype: np.dtype) -> np.ndarray:
-        (buffer,) = self._start_building(f"vectors/{axis}/{name}", [("c/0", dtype, self.format_axis_length(axis))])
+        length = self.format_axis_length(axis)
+        packed = self._start_packed(f"vectors/{axis}/{name}", chunks_for(self.is_packed, (length,), dtype),
+                                    (length,), dtype)
+        if packed is not None:
+            return packed
+        (buffer,) = self._start_building(f"vectors/{axis}/{name}", [("c/0", dtype, length)])
         return buffer
 
     def format_filled_empty_dense_vector(self, axis: str, name: str, filled: np.ndarray) -> None:
+        if self._finish_packed(filled, filled.shape):
+            return
         node, metadata = f"vectors/{axis}/{name}", array_metadata(filled.dtype, filled.shape)
         self._finish_building([("zarr.json", metadata.encode())], [(node, metadata)])
 
@@ -1844,6 +1913,80 @@ class ZarrFormat(ReorderThroughModule, StoredFormat):
         return SparseMatrixCSC(shape, colptr, rowval, nzval), weakest_cache_group(colptr_group, rowval_group,
                                                                                   nzval_group)
 
+    def format_get_matrix_columns(self, rows_axis: str, columns_axis: str, name: str,
+                                  columns: np.ndarray) -> StoredMatrix | None:
+        return self._consistently(f"matrices/{rows_axis}/{columns_axis}/{name}",
+                                  lambda: self._get_matrix_columns(rows_axis, columns_axis, name, columns))
+
+    def _get_matrix_columns(self, rows_axis: str, columns_axis: str, name: str,
+                            columns: np.ndarray) -> StoredMatrix | None:
+        """Some columns of a packed (sharded) matrix, decoding only the chunks that hold them (``None``: not packed,
+        or its shard is not stored, read whole as :meth:`_get_matrix` reads it)."""
+        node = f"matrices/{rows_axis}/{columns_axis}/{name}"
+        what = f"matrix: {name}\nof the rows axis: {rows_axis}\nand the columns axis: {columns_axis}"
+        shape = (self.format_axis_length(rows_axis), self.format_axis_length(columns_axis))
+        metadata = self._node_metadata(node, what)
+        if metadata.get("node_type") == "array":
+            info = self._array(node, what, metadata)
+            if info.packed is None:
+                return None
+            self._require_shape(info, (shape[1], shape[0]), what)
+            lazy = self._lazy_packed(node, info, what)
+            return None if lazy is None else lazy.columns(columns)
+        parts = {part: self._array(f"{node}/{part}", f"{part} of the {what}")
+                 for part in ("rowval", "nzval") if self._nodes.has_node(f"{node}/{part}")}
+        if not any(info.packed is not None for info in parts.values()):
+            return None
+        colptr, _ = self._component(node, "colptr", what, index=True, length=shape[1] + 1)
+        nnz = int(colptr[-1]) - 1
+        if int(colptr[0]) != 1 or nnz < 0 or nnz > shape[0] * shape[1]:
+            raise DafFormatError(f"the colptr of the sparse {what}\nin the daf zarr group: {self.path}\nis not a "
+                                 f"1-based CSC of {shape[0]} x {shape[1]} (from {colptr[0]} to {colptr[-1]})")
+        starts = colptr[columns].astype(np.int64) - 1
+        stops = colptr[columns + 1].astype(np.int64) - 1
+        if np.any(stops < starts) or (starts.size and (starts.min() < 0 or stops.max() > nnz)):
+            raise DafFormatError(f"the colptr of the sparse {what}\nin the daf zarr group: {self.path}\ndecreases")
+        selected_colptr = np.ones(columns.shape[0] + 1, dtype=colptr.dtype)
+        selected_colptr[1:] += np.cumsum(stops - starts).astype(colptr.dtype)
+
+        def runs(part: str) -> np.ndarray:
+            info = parts.get(part)
+            if info is not None and info.packed is not None and len(info.shape) == 1 \
+                    and info.dtype != STRING_DTYPE and (part == "nzval" or info.dtype.kind in "iu"):
+                if info.shape[0] != nnz:
+                    raise DafFormatError(f"the {part} of the sparse {what}\nin the daf zarr group: {self.path}\n"
+                                         f"has {info.shape[0]} entries (expected: {nnz})")
+                lazy = self._lazy_packed(f"{node}/{part}", info, f"{part} of the {what}")
+                if lazy is not None:
+                    return lazy.elements(starts, stops)
+            whole = self._component(node, "rowval", what, index=True, length=nnz)[0] if part == "rowval" else \
+                self._nzval(node, what, nnz)[0]
+            counts = stops - starts
+            if not counts.size or not counts.sum():
+                return whole[:0].copy()
+            return whole[np.repeat(starts - np.concatenate(([0], np.cumsum(counts)[:-1])), counts)
+                         + np.arange(counts.sum())]
+
+        rowval = runs("rowval").astype(colptr.dtype, copy=False)
+        return SparseMatrixCSC((shape[0], int(columns.shape[0])), selected_colptr, rowval, runs("nzval"))
+
+    def _lazy_packed(self, node: str, info: _Array, what: str) -> LazyPackedArray | None:
+        """The chunks of a packed array's shard, located (``None`` if the shard is not stored)."""
+        assert info.packed is not None
+        key = f"{node}/{info.chunk_key((0,) * len(info.shape))}"
+        size = self._nodes.size(key)
+        if not size:
+            return None
+        mapped = self._nodes.map(key, np.dtype(np.uint8), size)
+        if mapped is None:
+            return None
+        source = BufferByteSource(f"{key} (in the daf zarr group: {self.path})", mapped[0])
+
+        def invalid(problem: str) -> DafFormatError:
+            return DafFormatError(f"invalid packed data of the {what}\nin the daf zarr group: {self.path}\n({problem})")
+
+        return LazyPackedArray(source, info.packed, invalid=invalid, via="auto", fill=info.fill)
+
     def format_set_matrix(self, rows_axis: str, columns_axis: str, name: str,
                           matrix: StoredMatrix | StorageScalar) -> None:
         self._require_names(("axis", rows_axis), ("axis", columns_axis), ("matrix", name))
@@ -1851,11 +1994,12 @@ class ZarrFormat(ReorderThroughModule, StoredFormat):
         shape = (self.format_axis_length(rows_axis), self.format_axis_length(columns_axis))
         if isinstance(matrix, SparseMatrixCSC):
             self._write_sparse(node, _sparse_parts([("colptr", matrix.colptr), ("rowval", matrix.rowval)],
-                                                   matrix.nzval))
+                                                   matrix.nzval), packed=self.is_packed)
             return
         if not isinstance(matrix, np.ndarray):
             matrix = np.full(shape, matrix, dtype=scalar_dtype(matrix), order="F")
-        self._write_array(node, np.asfortranarray(matrix).T, (shape[1], shape[0]))
+        self._write_array(node, np.asfortranarray(matrix).T, (shape[1], shape[0]),  # (string matrices: never packed)
+                          packed=self.is_packed and matrix.dtype != STRING_DTYPE)
 
     def format_delete_matrix(self, rows_axis: str, columns_axis: str, name: str, *, for_set: bool) -> None:
         if for_set:
@@ -1866,12 +2010,19 @@ class ZarrFormat(ReorderThroughModule, StoredFormat):
     def format_get_empty_dense_matrix(self, rows_axis: str, columns_axis: str, name: str,
                                       dtype: np.dtype) -> np.ndarray:
         shape = (self.format_axis_length(rows_axis), self.format_axis_length(columns_axis))
+        # (Julia streams a packed dense matrix with one whole column per inner chunk, not chunks_for's)
+        streamed = (shape[0], 1) if chunks_for(self.is_packed, shape, dtype) is not None else None
+        packed = self._start_packed(f"matrices/{rows_axis}/{columns_axis}/{name}", streamed, shape, dtype)
+        if packed is not None:
+            return packed
         (buffer,) = self._start_building(f"matrices/{rows_axis}/{columns_axis}/{name}",
                                          [("c/0/0", dtype, shape[0] * shape[1])])
         return buffer.reshape(shape, order="F")
 
     def format_filled_empty_dense_matrix(self, rows_axis: str, columns_axis: str, name: str,
                                          filled: np.ndarray) -> None:
+        if self._finish_packed(np.asfortranarray(filled).T, (filled.shape[1], filled.shape[0])):
+            return
         node = f"matrices/{rows_axis}/{columns_axis}/{name}"
         metadata = array_metadata(filled.dtype, (filled.shape[1], filled.shape[0]))
         self._finish_building([("zarr.json", metadata.encode())], [(node, metadata)])
@@ -1948,7 +2099,8 @@ class ZarrDaf(PersistentDaf):
     memory-mapped (zero-copy) in both; ZIP archives are append-only (deletes and overwrites raise
     :class:`~pydaf.formats.zip.store.DafAppendOnlyError`). Modes as :class:`~pydaf.H5df` (``r`` returns a
     :class:`~pydaf.DafReadOnly`; ``w`` replaces a directory or a whole archive, and is refused for a group of an
-    archive). zarr-python reads what this writes (matrices as their transpose, as Julia's).
+    archive). zarr-python reads what this writes (matrices as their transpose, as Julia's), packed arrays too
+    (``packed=True``: writes pack by default, as sharded arrays; docs/design/packed.md).
 
     Example:
         >>> import pydaf, tempfile, os
@@ -1968,8 +2120,11 @@ class ZarrDaf(PersistentDaf):
 
     _format: ZarrFormat
 
-    def __init__(self, path: str | os.PathLike, mode: str = "r", *, name: str | None = None) -> None:
+    def __init__(self, path: str | os.PathLike, mode: str = "r", *, name: str | None = None,
+                 packed: bool = False) -> None:
+        packed = validated_packed_default(packed)
         super().__init__(ZarrFormat(os.fspath(path), mode), name=name)
+        self._format.packed_default = packed
 
 
 def _guess_can_open(path: str) -> bool:

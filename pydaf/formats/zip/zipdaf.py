@@ -10,12 +10,14 @@ from __future__ import annotations
 import os
 import re
 import weakref
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import numpy as np
 
 from ..._os.byte_sources import BufferByteSource
 from ...abc.format import CacheGroup, StoredMatrix, StoredVector, parse_mode
+from ...core.packed_settings import chunks_for, validated_packed_default
 from ...errors import (
     DafAppendOnlyError,
     DafFormatError,
@@ -32,6 +34,7 @@ from ..files.layout import (
     MINOR_VERSION,
     Files,
     decode_matrix,
+    decode_matrix_columns,
     decode_vector,
     dense_json,
     empty_sparse_matrix_json,
@@ -335,7 +338,8 @@ class ZipFormat(StoredFormat):
 
     def format_set_vector(self, axis: str, name: str, vector: StoredVector | StorageScalar) -> None:
         base, what = self._vector(axis, name)
-        self._write(base, *vector_files(vector, self.format_axis_length(axis), what), what)
+        self._write(base, *vector_files(vector, self.format_axis_length(axis), what, packed=self.is_packed,
+                                        pack_strings=False), what)  # (Julia's ZipDaf writes strings flat)
 
     def format_delete_vector(self, axis: str, name: str, *, for_set: bool) -> None:
         raise self._append_only("overwrite" if for_set else "delete", self._vector(axis, name)[1])
@@ -373,17 +377,45 @@ class ZipFormat(StoredFormat):
 
     def format_discard_empty(self) -> bool:
         building, self._building = self._building, None
+        self._packed_building = None
         if building is not None:
             building[1].abort()
         return True
 
+    #: The property a packed dense builder is filling (in memory, written packed when filled, as Julia's).
+    _packed_building: str | None = None
+
+    def _start_packed(self, base: str, what: str, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray | None:
+        """An in-memory buffer for a dense builder Julia packs (``chunks_for``), else None."""
+        if chunks_for(self.is_packed, shape, dtype) is None:
+            return None
+        self._refuse_existing(base, what)
+        self.format_discard_empty()
+        self._packed_building = base
+        return np.zeros(shape, dtype=dtype, order="F")
+
+    def _finish_packed(self, base: str, what: str, files: Callable[[], tuple[Files, str]]) -> bool:
+        """Write a packed builder's files (``files()``: its entries and descriptor), if ``base`` is one."""
+        if self._packed_building != base:
+            return False
+        self._packed_building = None
+        stored, descriptor = files()
+        self._write(base, stored, descriptor, what)
+        return True
+
     def format_get_empty_dense_vector(self, axis: str, name: str, dtype: np.dtype) -> np.ndarray:
         base, what = self._vector(axis, name)
-        (buffer,) = self._start_building(base, what, [(".data", dtype, self.format_axis_length(axis))])
+        length = self.format_axis_length(axis)
+        packed = self._start_packed(base, what, (length,), dtype)
+        if packed is not None:
+            return packed
+        (buffer,) = self._start_building(base, what, [(".data", dtype, length)])
         return buffer
 
     def format_filled_empty_dense_vector(self, axis: str, name: str, filled: np.ndarray) -> None:
-        self._finish_building(self._vector(axis, name)[0], dense_json(julia_name(filled.dtype)))
+        base, what = self._vector(axis, name)
+        if not self._finish_packed(base, what, lambda: vector_files(filled, filled.shape[0], what, packed=True)):
+            self._finish_building(base, dense_json(julia_name(filled.dtype)))
 
     def format_get_empty_sparse_vector(self, axis: str, name: str, dtype: np.dtype, nnz: int,
                                        indtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
@@ -414,11 +446,18 @@ class ZipFormat(StoredFormat):
         shape = (self.format_axis_length(rows_axis), self.format_axis_length(columns_axis))
         return decode_matrix(_EntrySource(self, self.prefix + base, what), self._descriptor(base, what), shape)
 
+    def format_get_matrix_columns(self, rows_axis: str, columns_axis: str, name: str,
+                                  columns: np.ndarray) -> StoredMatrix | None:
+        base, what = self._matrix(rows_axis, columns_axis, name)
+        shape = (self.format_axis_length(rows_axis), self.format_axis_length(columns_axis))
+        return decode_matrix_columns(_EntrySource(self, self.prefix + base, what), self._descriptor(base, what), shape,
+                                     columns)
+
     def format_set_matrix(self, rows_axis: str, columns_axis: str, name: str,
                           matrix: StoredMatrix | StorageScalar) -> None:
         base, what = self._matrix(rows_axis, columns_axis, name)
         shape = (self.format_axis_length(rows_axis), self.format_axis_length(columns_axis))
-        self._write(base, *matrix_files(matrix, shape, what), what)
+        self._write(base, *matrix_files(matrix, shape, what, packed=self.is_packed, pack_strings=False), what)
 
     def format_delete_matrix(self, rows_axis: str, columns_axis: str, name: str, *, for_set: bool) -> None:
         raise self._append_only("overwrite" if for_set else "delete", self._matrix(rows_axis, columns_axis, name)[1])
@@ -427,12 +466,17 @@ class ZipFormat(StoredFormat):
                                       dtype: np.dtype) -> np.ndarray:
         base, what = self._matrix(rows_axis, columns_axis, name)
         shape = (self.format_axis_length(rows_axis), self.format_axis_length(columns_axis))
+        packed = self._start_packed(base, what, shape, dtype)
+        if packed is not None:
+            return packed
         (buffer,) = self._start_building(base, what, [(".data", dtype, shape[0] * shape[1])])
         return buffer.reshape(shape, order="F")
 
     def format_filled_empty_dense_matrix(self, rows_axis: str, columns_axis: str, name: str,
                                          filled: np.ndarray) -> None:
-        self._finish_building(self._matrix(rows_axis, columns_axis, name)[0], dense_json(julia_name(filled.dtype)))
+        base, what = self._matrix(rows_axis, columns_axis, name)
+        if not self._finish_packed(base, what, lambda: matrix_files(filled, filled.shape, what, packed=True)):
+            self._finish_building(base, dense_json(julia_name(filled.dtype)))
 
     def format_get_empty_sparse_matrix(self, rows_axis: str, columns_axis: str, name: str, dtype: np.dtype,
                                        nnz: int, indtype: np.dtype) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -452,7 +496,8 @@ class ZipDaf(PersistentDaf):
     set at the root) or ``x.dafs.zip#/group`` (one of several). Numbers are memory-mapped from the archive
     (zero-copy, read-only views); the archive is append-only (deletes and overwrites raise
     :class:`~pydaf.formats.zip.store.DafAppendOnlyError`). Modes as :class:`~pydaf.H5df` (``r`` returns a
-    :class:`~pydaf.DafReadOnly`; ``w`` replaces a whole archive, and is refused for a group).
+    :class:`~pydaf.DafReadOnly`; ``w`` replaces a whole archive, and is refused for a group). ``packed=True`` makes
+    writes pack by default (numbers, as Julia's ZipDaf: strings stay flat; docs/design/packed.md).
 
     Example:
         >>> import pydaf, tempfile, os, zipfile
@@ -469,8 +514,11 @@ class ZipDaf(PersistentDaf):
 
     _format: ZipFormat
 
-    def __init__(self, path: str | os.PathLike, mode: str = "r", *, name: str | None = None) -> None:
+    def __init__(self, path: str | os.PathLike, mode: str = "r", *, name: str | None = None,
+                 packed: bool = False) -> None:
+        packed = validated_packed_default(packed)
         super().__init__(ZipFormat(os.fspath(path), mode), name=name)
+        self._format.packed_default = packed
 
 
 def _guess_can_open(path: str) -> bool:

@@ -50,12 +50,16 @@ def matrix_lookup(query_state: QueryState, rows_state: VectorState, columns_stat
         matrix_state.matrix_values = np.empty((0, 0), dtype=object)
     elif query_state.computing:
         daf = query_state.data
-        matrix = query_state.get_matrix(rows_axis, columns_axis, name, if_missing)
         rows = None if rows_state.is_complete_property_axis \
             else query_state.entry_indices(rows_axis, rows_state.vector_values)
         columns = None if columns_state.is_complete_property_axis \
             else query_state.entry_indices(columns_axis, columns_state.vector_values)
-        matrix_state.matrix_values = select_matrix(matrix, rows=rows, columns=columns)
+        selected = query_state.get_matrix_selection(rows_axis, columns_axis, name, rows, columns)
+        if selected is not None:  # (only the selected columns read: a packed matrix decodes only their chunks)
+            matrix_state.matrix_values = selected
+        else:
+            matrix = query_state.get_matrix(rows_axis, columns_axis, name, if_missing)
+            matrix_state.matrix_values = select_matrix(matrix, rows=rows, columns=columns)
         if rows is None and columns is None and rows_axis != columns_axis:
             # (Looked up only if reduced per row: a fetch pays for no second lookup. A square matrix has one layout.)
             matrix_state.flipped = (matrix_state.matrix_values,
