@@ -229,9 +229,27 @@ def test_empty_builders_are_with_blocks():
 # The rest of dafpy's API.
 
 
-def test_http_daf_is_refused():
-    with pytest.raises(pydaf.DafUnsupportedError, match="http_daf"):
-        dp.http_daf("https://example.com/cells.daf")
+def test_http_daf_reads_a_served_data_set(tmp_path):
+    import functools
+    import http.server
+    import threading
+
+    daf = pydaf.FilesDaf(str(tmp_path / "x.daf"), "w").add_axis("cell", ["A", "B"])
+    daf.set_vector("cell", "age", np.array([3, 5]))
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *arguments):
+            pass
+
+    handler = functools.partial(Quiet, directory=str(tmp_path / "x.daf"))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        served = dp.http_daf(f"http://127.0.0.1:{server.server_address[1]}", name="served!")
+        assert isinstance(served, dp.DafReadOnly) and served.name == "served!"
+        assert served.get_np_vector("cell", "age").tolist() == [3, 5]
+    finally:
+        server.shutdown()
 
 
 def test_setup_logger_logs_pydaf_messages_to_stdout_from_the_level(capsys):

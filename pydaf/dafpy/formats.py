@@ -22,9 +22,9 @@ from typing import Any
 from ..composition.chains import chain_reader as pydaf_chain_reader
 from ..composition.chains import chain_writer as pydaf_chain_writer
 from ..composition.complete import complete_daf as pydaf_complete_daf
-from ..errors import DafUnsupportedError
 from ..formats.files import FilesDaf
 from ..formats.h5df import H5df
+from ..formats.http import HttpDaf
 from ..formats.memory import MemoryDaf
 from ..formats.zarr import ZarrDaf
 from ..formats.zarr import files_to_zarr as pydaf_files_to_zarr
@@ -80,18 +80,17 @@ def zarr_daf(path: str | os.PathLike, mode: str = "r", *, name: str | None = Non
 
 
 def http_daf(url: str, *, name: str | None = None) -> DafReadOnly:
-    """Julia's read-only data set served over HTTP: not in pydaf, which refuses it (copy the data set locally).
+    """A read-only data set served over HTTP (pydaf's :class:`~pydaf.HttpDaf`): a FilesDaf directory exposed by any
+    static web server.
 
     Example:
-        >>> http_daf("https://example.com/cells")
+        >>> http_daf("ftp://example.com/cells")
         Traceback (most recent call last):
         ...
-        pydaf.errors.DafUnsupportedError: not supported by pydaf: http_daf (reading a data set over HTTP)
-        for the url: https://example.com/cells
-        (download the data set and open its local copy with open_daf)
+        pydaf.errors.DafPathError: not an HTTP(S) URL: ftp://example.com/cells
+        (HttpDaf reads data sets served at http:// or https:// URLs)
     """
-    raise DafUnsupportedError("not supported by pydaf: http_daf (reading a data set over HTTP)",
-                              for_=f"url: {url}", hint="(download the data set and open its local copy with open_daf)")
+    return DafReadOnly(HttpDaf(url, **_given(name=name)))
 
 
 def files_to_zarr(*, files_path: str | os.PathLike, zarr_path: str | os.PathLike) -> None:
