@@ -89,6 +89,31 @@ def dense_column_major(matrix: np.ndarray | SparseMatrixCSC) -> np.ndarray:
     return np.asfortranarray(matrix)
 
 
+def selected_column_runs(colptr: np.ndarray, columns: np.ndarray,
+                         n_rows: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Where the entries of the 0-based ``columns`` of a 1-based CSC matrix of ``n_rows`` rows are in its ``rowval``
+    and ``nzval`` (0-based ``starts`` and ``stops``), and the ``colptr`` of the matrix of those columns. A ``colptr``
+    that is not a 1-based CSC of that shape (its values untrusted: read from a file) raises ``ValueError`` saying
+    what is wrong, for the caller to name the property.
+
+    Example:
+        >>> starts, stops, selected = selected_column_runs(np.array([1, 3, 3, 4]), np.array([2, 0]), 5)
+        >>> starts.tolist(), stops.tolist(), selected.tolist()
+        ([2, 0], [3, 2], [1, 2, 4])
+    """
+    nnz = int(colptr[-1]) - 1
+    n_columns = colptr.shape[0] - 1
+    if int(colptr[0]) != 1 or nnz < 0 or nnz > n_rows * n_columns:
+        raise ValueError(f"colptr from {int(colptr[0])} to {int(colptr[-1])} for a {n_rows} x {n_columns} matrix")
+    starts = colptr[columns].astype(np.int64) - 1
+    stops = colptr[columns + 1].astype(np.int64) - 1
+    if np.any(stops < starts) or (starts.size and (starts.min() < 0 or stops.max() > nnz)):
+        raise ValueError(f"colptr is not non-decreasing from 1 to {nnz + 1}")
+    selected = np.ones(columns.shape[0] + 1, dtype=colptr.dtype)
+    selected[1:] += np.cumsum(stops - starts).astype(colptr.dtype)
+    return starts, stops, selected
+
+
 @dataclass(frozen=True, eq=False)
 class SparseVector:
     """A Julia ``SparseVector``: ``length`` entries, ``nzind`` 1-based strictly increasing positions, ``nzval`` values.

@@ -21,7 +21,7 @@ from ..._os.byte_sources import ByteSource
 from ...abc.format import CacheGroup, StoredMatrix, StoredVector, weakest_cache_group
 from ...core.packed_settings import chunks_for, compressor_for
 from ...errors import DafFormatError, DafValueError
-from ...sparse import SparseMatrixCSC, SparseVector
+from ...sparse import SparseMatrixCSC, SparseVector, selected_column_runs
 from ...storage_types import DTYPES_BY_NAME, STRING_DTYPE, StorageScalar, julia_name, scalar_dtype
 from .._strings import (
     dense_string_matrix,
@@ -581,18 +581,10 @@ def decode_matrix_columns(source: LayoutSource, descriptor: Any, shape: tuple[in
         return None
     colptr, _ = _index(source, descriptor, "colptr", shape[1] + 1)
     nnz = int(colptr[-1]) - 1
-    if nnz < 0 or nnz > shape[0] * shape[1] or int(colptr[0]) != 1:
-        raise source.invalid(f"colptr from {int(colptr[0])} to {int(colptr[-1])} for a {shape[0]} x {shape[1]} "
-                             "matrix")
-    starts = colptr[columns].astype(np.int64) - 1
-    stops = colptr[columns + 1].astype(np.int64) - 1
-    if np.any(stops < starts) or (starts.size and (starts.min() < 0 or stops.max() > nnz)):
-        raise source.invalid(f"colptr is not non-decreasing from 1 to {nnz + 1}")
-    counts = stops - starts
-    selected_colptr = np.empty(columns.shape[0] + 1, dtype=colptr.dtype)
-    selected_colptr[0] = 1
-    np.cumsum(counts, out=selected_colptr[1:])
-    selected_colptr[1:] += 1
+    try:
+        starts, stops, selected_colptr = selected_column_runs(colptr, columns, shape[0])
+    except ValueError as error:
+        raise source.invalid(str(error)) from None
     rowval = _component_runs(source, descriptor, "rowval", nnz, starts, stops, cache)
     nzval = _component_runs(source, descriptor, "nzval", nnz, starts, stops, cache)
     selected_shape = (shape[0], int(columns.shape[0]))

@@ -41,7 +41,7 @@ from ...errors import (
     DafTypeError,
     DafValueError,
 )
-from ...sparse import SparseMatrixCSC, SparseVector
+from ...sparse import SparseMatrixCSC, SparseVector, selected_column_runs
 from ...storage_types import JULIA_NAMES, STRING_DTYPE, StorageScalar, scalar_dtype
 from .._strings import (
     dense_string_matrix,
@@ -953,16 +953,13 @@ class H5dfFormat(ReorderThroughModule, FormatWriter):
             if not isinstance(rowval_node, h5py.Dataset) or rowval_node.ndim != 1:
                 raise DafFormatError(f"missing dataset: rowval\nof the {what}\nin the H5df file: {self.path}")
             nnz = rowval_node.shape[0]
-            if int(colptr[0]) != 1 or int(colptr[-1]) != nnz + 1 or nnz > shape[0] * shape[1]:
+            try:
+                if int(colptr[-1]) != nnz + 1:
+                    raise ValueError(f"colptr ends at {colptr[-1]} for {nnz} rowval")
+                starts, stops, selected_colptr = selected_column_runs(colptr, columns, shape[0])
+            except ValueError as error:
                 raise DafFormatError(f"the colptr and rowval of the {what}\nin the H5df file: {self.path}\nare not "
-                                     f"a 1-based CSC of {shape[0]} x {shape[1]} (colptr from {colptr[0]} to "
-                                     f"{colptr[-1]}, {nnz} rowval)")
-            starts = colptr[columns].astype(np.int64) - 1
-            stops = colptr[columns + 1].astype(np.int64) - 1
-            if np.any(stops < starts) or (starts.size and (starts.min() < 0 or stops.max() > nnz)):
-                raise DafFormatError(f"the colptr of the {what}\nin the H5df file: {self.path}\ndecreases")
-            selected_colptr = np.ones(columns.shape[0] + 1, dtype=colptr.dtype)
-            selected_colptr[1:] += np.cumsum(stops - starts).astype(colptr.dtype)
+                                     f"a 1-based CSC of {shape[0]} x {shape[1]} ({error})") from None
             rowval = self._part_runs(node, "rowval", what, nnz, starts, stops).astype(colptr.dtype, copy=False)
             if parts["nzval"] is not None:
                 nzval = self._part_runs(node, "nzval", what, nnz, starts, stops)

@@ -650,10 +650,7 @@ def local_chunk_cache() -> ChunkCache:
     """
     from ...core.packed_settings import packed_local_cache_kb
 
-    cache = _CACHES.get("local")
-    if cache is None:
-        cache = _CACHES.setdefault("local", ChunkCache(packed_local_cache_kb() * 1024))
-    return cache
+    return _chunk_cache("local", packed_local_cache_kb)
 
 
 def http_chunk_cache() -> ChunkCache:
@@ -665,9 +662,13 @@ def http_chunk_cache() -> ChunkCache:
     """
     from ...core.packed_settings import packed_http_cache_kb
 
-    cache = _CACHES.get("http")
+    return _chunk_cache("http", packed_http_cache_kb)
+
+
+def _chunk_cache(kind: str, size_kb: Callable[[], int]) -> ChunkCache:
+    cache = _CACHES.get(kind)
     if cache is None:
-        cache = _CACHES.setdefault("http", ChunkCache(packed_http_cache_kb() * 1024))
+        cache = _CACHES.setdefault(kind, ChunkCache(size_kb() * 1024))
     return cache
 
 

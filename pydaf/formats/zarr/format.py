@@ -48,7 +48,7 @@ from ...errors import (
     DafValueError,
     DafZarrVersionError,
 )
-from ...sparse import SparseMatrixCSC, SparseVector
+from ...sparse import SparseMatrixCSC, SparseVector, selected_column_runs
 from ...storage_types import STRING_DTYPE, StorageScalar, scalar_dtype
 from ..packed import PackedLayout, packed_layout, read_packed_array
 from ..packed.shard import LazyPackedArray
@@ -1939,15 +1939,11 @@ class ZarrFormat(ReorderThroughModule, StoredFormat):
             return None
         colptr, _ = self._component(node, "colptr", what, index=True, length=shape[1] + 1)
         nnz = int(colptr[-1]) - 1
-        if int(colptr[0]) != 1 or nnz < 0 or nnz > shape[0] * shape[1]:
+        try:
+            starts, stops, selected_colptr = selected_column_runs(colptr, columns, shape[0])
+        except ValueError as error:
             raise DafFormatError(f"the colptr of the sparse {what}\nin the daf zarr group: {self.path}\nis not a "
-                                 f"1-based CSC of {shape[0]} x {shape[1]} (from {colptr[0]} to {colptr[-1]})")
-        starts = colptr[columns].astype(np.int64) - 1
-        stops = colptr[columns + 1].astype(np.int64) - 1
-        if np.any(stops < starts) or (starts.size and (starts.min() < 0 or stops.max() > nnz)):
-            raise DafFormatError(f"the colptr of the sparse {what}\nin the daf zarr group: {self.path}\ndecreases")
-        selected_colptr = np.ones(columns.shape[0] + 1, dtype=colptr.dtype)
-        selected_colptr[1:] += np.cumsum(stops - starts).astype(colptr.dtype)
+                                 f"1-based CSC of {shape[0]} x {shape[1]} ({error})") from None
 
         def runs(part: str) -> np.ndarray:
             info = parts.get(part)
