@@ -161,7 +161,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--demo-genes", type=int, default=2_000)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--remove", action="store_true", help="remove the data sets at the end")
-    parser.add_argument("--output", help=OUTPUT_HELP)
+    parser.add_argument("--output", metavar="PATH", help=OUTPUT_HELP)
     return parser
 
 
