@@ -20,10 +20,15 @@ def test_benchmark_script_end_to_end(tmp_path, capsys):
     assert lines[2].split() == ["slice", "4", "genes", "random", "4", "genes", "whole", "property"]
     ratios = [float(value) for value in lines[5].split()[-3:]]
     assert lines[5].startswith("bytes read / whole") and ratios[2] == 1.0 and max(ratios[:2]) < 0.1
-    assert lines[6].startswith("demo H5df: 600 cells x 100 genes")
-    sizes = lines[8].split()
+    http = lines.index(next(line for line in lines if line.startswith("slice 4 genes, ms")))
+    assert lines[http].split()[4:] == ["local", "HttpDaf", "(127.0.0.1)", "http", "/", "local"]
+    assert float(lines[http + 1].split()[-1]) > 0  # (the HTTP slice was read and equals the local one: PASS below)
+    demo = http + 2
+    assert lines[demo].startswith("demo H5df: 600 cells x 100 genes")
+    sizes = lines[demo + 2].split()
     assert sizes[:3] == ["file", "size,", "bytes"] and int(sizes[4].replace(",", "")) < int(sizes[3].replace(",", ""))
-    assert lines[10].endswith("PASS")
+    assert lines[demo + 4].endswith("PASS")
+    assert lines[-1].startswith("check http slice: within 2x of local: ")
     assert os.path.isdir(os.path.join(directory, "umis-3000x400x300.daf"))  # kept, and reused by the next run
     assert bench.main([*arguments, "--remove"]) == 0
     assert not capsys.readouterr().out.startswith("wrote ")
