@@ -24,9 +24,10 @@ from __future__ import annotations
 
 import enum
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
 from ..abc.format import CacheGroup
 
@@ -390,3 +391,55 @@ class VersionCounters:
 
     def bump(self, key: Hashable) -> None:
         self._counters[key] = self[key] + 1
+
+
+_Value = TypeVar("_Value")
+
+
+class SizedLruCache(Generic[_Value]):
+    """A thread-safe cache bounded by the total size of its values (``size_of`` of each, default ``len``), the least
+    recently used dropped first; a value larger than the whole bound is never kept. (What HTTP reads keep of fetched
+    bytes and lazy packed reads of decoded chunks.)
+
+    Example:
+        >>> cache = SizedLruCache(10)
+        >>> cache.put("a", b"12345"); cache.put("b", b"67890"); cache.put("c", b"x")
+        >>> cache.get("a"), cache.get("b"), cache.nbytes
+        (None, b'67890', 6)
+    """
+
+    def __init__(self, max_bytes: int, size_of: Callable[[_Value], int] = len) -> None:  # type: ignore[assignment]
+        self.max_bytes = max_bytes
+        self.nbytes = 0
+        self._size_of = size_of
+        self._items: OrderedDict[Hashable, _Value] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: Hashable) -> _Value | None:
+        """The cached value (marked as recently used), or ``None``."""
+        with self._lock:
+            value = self._items.get(key)
+            if value is not None:
+                self._items.move_to_end(key)
+            return value
+
+    def put(self, key: Hashable, value: _Value) -> None:
+        """Keep a value, dropping the least recently used ones beyond the bound."""
+        size = self._size_of(value)
+        if size > self.max_bytes:
+            return
+        with self._lock:
+            previous = self._items.pop(key, None)
+            if previous is not None:
+                self.nbytes -= self._size_of(previous)
+            self._items[key] = value
+            self.nbytes += size
+            while self.nbytes > self.max_bytes:
+                _, dropped = self._items.popitem(last=False)
+                self.nbytes -= self._size_of(dropped)
+
+    def clear(self) -> None:
+        """Drop every value."""
+        with self._lock:
+            self._items.clear()
+            self.nbytes = 0

@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import OrderedDict
-from collections.abc import Hashable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urljoin, urlsplit
 
+from ...core.cache import SizedLruCache
 from ...core.packed_settings import (
     DEFAULT_HTTP_CACHE_KB,
     DEFAULT_TARGET_CHUNK_KB,
@@ -118,7 +118,7 @@ def join_url(base: str, relative_path: str) -> str:
     return base.rstrip("/") + "/" + "/".join(quote(part, safe="") for part in relative_path.split("/"))
 
 
-class ByteCache:
+class ByteCache(SizedLruCache[bytes]):
     """A thread-safe LRU cache of fetched bytes, bounded by their total size (an item larger than the bound is
     never kept).
 
@@ -129,36 +129,10 @@ class ByteCache:
         (None, b'67890', 6)
     """
 
-    def __init__(self, max_bytes: int) -> None:
-        self.max_bytes = max_bytes
-        self.size = 0
-        self._items: OrderedDict[Hashable, bytes] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key: Hashable) -> bytes | None:
-        with self._lock:
-            data = self._items.get(key)
-            if data is not None:
-                self._items.move_to_end(key)
-            return data
-
-    def put(self, key: Hashable, data: bytes) -> None:
-        if len(data) > self.max_bytes:
-            return
-        with self._lock:
-            old = self._items.pop(key, None)
-            if old is not None:
-                self.size -= len(old)
-            self._items[key] = data
-            self.size += len(data)
-            while self.size > self.max_bytes:
-                _, dropped = self._items.popitem(last=False)
-                self.size -= len(dropped)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._items.clear()
-            self.size = 0
+    @property
+    def size(self) -> int:
+        """The bytes kept."""
+        return self.nbytes
 
 
 @dataclass

@@ -40,6 +40,7 @@ from typing import Any, Literal, NamedTuple
 import numpy as np
 
 from ..._os.byte_sources import ByteSource
+from ...core.cache import SizedLruCache
 from ...errors import DafError, DafFormatError
 from ...storage_types import STRING_DTYPE
 
@@ -578,7 +579,7 @@ def _type_name(layout: PackedLayout) -> str:
 # Lazy reads: only the chunks a selection covers.
 
 
-class ChunkCache:
+class ChunkCache(SizedLruCache[np.ndarray]):
     """A bounded, thread-safe cache of decoded chunks (least recently used dropped first), shared by every lazy read
     of one kind of storage: :func:`local_chunk_cache` (``DAF_PACKED_LOCAL_CACHE_KB``) and :func:`http_chunk_cache`
     (``DAF_PACKED_HTTP_CACHE_KB``). A chunk is keyed by its shard's name, its place and its content's checksum (the
@@ -594,42 +595,13 @@ class ChunkCache:
     """
 
     def __init__(self, max_bytes: int) -> None:
-        from collections import OrderedDict
-
-        self.max_bytes = max_bytes
-        self.nbytes = 0
-        self._chunks: OrderedDict[Any, np.ndarray] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key: Any) -> np.ndarray | None:
-        """The cached chunk (marked as recently used), or ``None``."""
-        with self._lock:
-            chunk = self._chunks.get(key)
-            if chunk is not None:
-                self._chunks.move_to_end(key)
-            return chunk
+        super().__init__(max_bytes, _chunk_bytes)
 
     def put(self, key: Any, chunk: np.ndarray) -> None:
-        """Keep a decoded chunk (read-only), dropping the least recently used ones beyond the budget."""
-        size = _chunk_bytes(chunk)
-        if size > self.max_bytes:
-            return
-        chunk.flags.writeable = False
-        with self._lock:
-            previous = self._chunks.pop(key, None)
-            if previous is not None:
-                self.nbytes -= _chunk_bytes(previous)
-            self._chunks[key] = chunk
-            self.nbytes += size
-            while self.nbytes > self.max_bytes:
-                _, dropped = self._chunks.popitem(last=False)
-                self.nbytes -= _chunk_bytes(dropped)
-
-    def clear(self) -> None:
-        """Drop every chunk."""
-        with self._lock:
-            self._chunks.clear()
-            self.nbytes = 0
+        """Keep a decoded chunk, read-only, dropping the least recently used ones beyond the budget."""
+        if _chunk_bytes(chunk) <= self.max_bytes:
+            chunk.flags.writeable = False
+        super().put(key, chunk)
 
 
 def _chunk_bytes(chunk: np.ndarray) -> int:
