@@ -74,7 +74,8 @@ def test_paths_no_format_recognises_list_the_known_formats(tmp_path, kind):
                 "(x.dafs.zarr.zip#/group)\n"
                 "- ZipDaf: a ZIP of a FilesDaf layout (x.daf.zip), or a group in one (x.dafs.zip#/group)\n"
                 "- FilesDaf: a directory holding daf.json (or a new path, which becomes one)\n"
-                "- HttpDaf: a FilesDaf directory served over HTTP (http://host/x.daf or https://...; read-only)")
+                "- HttpDaf: a FilesDaf or ZarrDaf directory served over HTTP (http://host/x.daf, "
+                "http://host/x.daf.zarr or https://...; read-only)")
     for mode in ("r", "w"):
         with pytest.raises(pydaf.DafFormatError) as raised:
             pydaf.open_daf(path, mode)

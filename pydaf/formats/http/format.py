@@ -1,4 +1,5 @@
-"""HttpDaf: read-only access to a FilesDaf directory served by any static web server (Julia's ``HttpDaf``).
+"""HttpDaf: read-only access to a FilesDaf directory served by any static web server (Julia's ``HttpDaf``), and,
+beyond Julia, to a ZarrDaf directory (:mod:`.zarr`; :func:`served_format` tells which is served).
 
 ``metadata.json`` (docs/spec/FORMATS.md §3.2) is fetched once at open, so listing the scalars, axes, vectors and
 matrices, reading scalars and the lengths of axes, takes no further request; each data file is fetched on its first
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any, ClassVar
+from urllib.parse import urlsplit
 
 import numpy as np
 
@@ -39,6 +41,7 @@ from ..files.layout import (
 from ..packed.shard import http_chunk_cache
 from ..registry import FormatEntry, register_format
 from .client import ByteCache, HttpByteSource, HttpClient, HttpSettings, http_url, join_url
+from .zarr import ServedZarrFormat
 
 _MAX_DAF_JSON_BYTES = 1 << 16
 _MAX_METADATA_BYTES = 1 << 30  # (a descriptor is ~100 bytes: a billion bytes is ten million properties)
@@ -278,6 +281,11 @@ class HttpDaf(DafReadOnly):
     kept in a cache bounded by ``DAF_PACKED_HTTP_CACHE_KB`` (default 256 MiB). Packed files are read by Range
     requests where the server honours them (:class:`~pydaf.formats.http.HttpByteSource`).
 
+    Beyond Julia, ``url`` may also be a ZarrDaf directory (``x.daf.zarr``, or any URL whose root has a Zarr group's
+    ``zarr.json`` marked as a Daf data set and no ``daf.json``), read the same way by ZarrDaf's own reader
+    (:mod:`pydaf.formats.http.zarr`): the root ``zarr.json`` (and its consolidated metadata) at open, each chunk file
+    on first use, packed shards by Range requests.
+
     The name is ``name``, else the data set's ``name`` scalar, else the URL. ``timeout`` (seconds per connection or
     read), ``retries`` (after a 5xx status or a dropped connection) and ``backoff`` (the first pause between retries,
     doubled each time) say how patient it is; every failure is a :class:`~pydaf.DafHttpError` naming the URL and the
@@ -295,12 +303,12 @@ class HttpDaf(DafReadOnly):
     write_hint: ClassVar[str | None] = (
         "an HttpDaf is read-only: copy it to write, e.g. pydaf convert URL local.daf, or pydaf.copy_all")
 
-    _format: HttpFormat
+    _format: HttpFormat | ServedZarrFormat
 
     def __init__(self, url: str, *, name: str | None = None, timeout: float = 30.0, retries: int = 3,
                  backoff: float = 0.25, packed: bool = False) -> None:
         settings = HttpSettings.from_environment(timeout=timeout, retries=retries, backoff=backoff)
-        super().__init__(HttpFormat(url, settings), name=name)
+        super().__init__(served_format(url, settings), name=name)
 
     @property
     def url(self) -> str:
@@ -361,11 +369,38 @@ class HttpDaf(DafReadOnly):
         return cls(path, name=name)
 
 
+def served_format(url: str, settings: HttpSettings) -> HttpFormat | ServedZarrFormat:
+    """The storage of the data set served at ``url``: a ZarrDaf directory if its path ends with ``.daf.zarr``, else
+    a FilesDaf directory (its ``daf.json``), else, where there is no ``daf.json``, a ZarrDaf directory (its root
+    ``zarr.json``); neither is a :class:`~pydaf.DafNotDafError` naming both.
+
+    Example:
+        >>> served_format("http://127.0.0.1:9/x.daf.zarr", HttpSettings(timeout=1, retries=0))  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        pydaf.errors.DafHttpError: can't connect to: http://127.0.0.1:9/x.daf.zarr/zarr.json
+        ...
+    """
+    if urlsplit(http_url(url)).path.endswith(".daf.zarr"):
+        return ServedZarrFormat(url, settings)
+    try:
+        return HttpFormat(url, settings)
+    except DafNotDafError:
+        try:
+            return ServedZarrFormat(url, settings)
+        except DafNotDafError:
+            base = http_url(url)
+            raise DafNotDafError(f"not a daf data set: {base}\n(the server has neither a daf.json there, as a FilesDaf "
+                                 f"directory has, nor a zarr.json, as a ZarrDaf directory has: HTTP 404 for "
+                                 f"{join_url(base, 'daf.json')} and {join_url(base, 'zarr.json')})") from None
+
+
 def _guess_can_open(path: str) -> bool:
     """An ``http://`` or ``https://`` URL (in any case)."""
     return path[:8].lower().startswith(("http://", "https://"))
 
 
 FORMAT = register_format(FormatEntry(
-    name="HttpDaf", paths="a FilesDaf directory served over HTTP (http://host/x.daf or https://...; read-only)",
+    name="HttpDaf", paths="a FilesDaf or ZarrDaf directory served over HTTP (http://host/x.daf, "
+    "http://host/x.daf.zarr or https://...; read-only)",
     guess_can_open=_guess_can_open, open=HttpDaf.open, priority=0, read_only=True))

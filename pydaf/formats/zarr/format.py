@@ -1,7 +1,8 @@
 """ZarrDaf: a Daf data set as a Zarr v3 hierarchy, byte-compatible with Julia's ``ZarrDaf``: a directory
 (``x.daf.zarr``), a ZIP archive holding one data set at its root (``x.daf.zarr.zip``) or several in groups
 (``x.dafs.zarr.zip#/group``). Every array is one uncompressed chunk, memory-mapped when read; writes are atomic per
-property (an archive is append-only, through :mod:`pydaf.formats.zip.store`); nothing read is trusted.
+property (an archive is append-only, through :mod:`pydaf.formats.zip.store`); nothing read is trusted. The same
+reader reads a directory served over HTTP (:mod:`pydaf.formats.http.zarr`, its nodes and shards read by HTTP).
 
 Design: docs/design/zarr.md; the bytes: docs/spec/FORMATS.md §5."""
 
@@ -25,7 +26,7 @@ from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 
-from ..._os.byte_sources import BufferByteSource
+from ..._os.byte_sources import BufferByteSource, ByteSource
 from ..._os.files import file_kind, open_regular_file, read_regular_file
 from ..._os.locks import LockHold, ProcessRegistry, hold_lock
 from ..._os.maps import FileKey, file_key, map_file, map_region
@@ -51,7 +52,7 @@ from ...errors import (
 from ...sparse import SparseMatrixCSC, SparseVector, selected_column_runs
 from ...storage_types import STRING_DTYPE, StorageScalar, scalar_dtype
 from ..packed import PackedLayout, packed_layout, read_packed_array
-from ..packed.shard import LazyPackedArray
+from ..packed.shard import ChunkCache, LazyPackedArray
 from ..packed.shard_writer import encode_packed_dense_array, sharded_array_metadata
 from ..paths import split_container_path
 from ..registry import FormatEntry, PersistentDaf, register_format
@@ -1307,13 +1308,9 @@ class ZarrFormat(ReorderThroughModule, StoredFormat):
         directory gives the same chunks with their CRC32s, so pydaf reads those through it (catching a corrupt chunk)
         and others (zarr-python's) through the index."""
         assert info.packed is not None
-        key = f"{node}/{info.chunk_key((0,) * len(info.shape))}"
-        size = self._nodes.size(key)
-        if size is None:
+        source = self._shard_source(f"{node}/{info.chunk_key((0,) * len(info.shape))}")
+        if source is None:
             return self._allocate((info.size,), info, what)
-        mapped = self._nodes.map(key, np.dtype(np.uint8), size) if size else None
-        source = BufferByteSource(f"{key} (in the daf zarr group: {self.path})",
-                                  np.zeros(0, dtype=np.uint8) if mapped is None else mapped[0])
 
         def invalid(problem: str) -> DafFormatError:
             return DafFormatError(f"invalid packed data of the {what}\nin the daf zarr group: {self.path}\n({problem})")
@@ -1969,19 +1966,32 @@ class ZarrFormat(ReorderThroughModule, StoredFormat):
     def _lazy_packed(self, node: str, info: _Array, what: str) -> LazyPackedArray | None:
         """The chunks of a packed array's shard, located (``None`` if the shard is not stored)."""
         assert info.packed is not None
-        key = f"{node}/{info.chunk_key((0,) * len(info.shape))}"
-        size = self._nodes.size(key)
-        if not size:
+        source = self._shard_source(f"{node}/{info.chunk_key((0,) * len(info.shape))}")
+        if source is None or not source.size():
             return None
-        mapped = self._nodes.map(key, np.dtype(np.uint8), size)
-        if mapped is None:
-            return None
-        source = BufferByteSource(f"{key} (in the daf zarr group: {self.path})", mapped[0])
 
         def invalid(problem: str) -> DafFormatError:
             return DafFormatError(f"invalid packed data of the {what}\nin the daf zarr group: {self.path}\n({problem})")
 
-        return LazyPackedArray(source, info.packed, invalid=invalid, via="auto", fill=info.fill)
+        return LazyPackedArray(source, info.packed, invalid=invalid, via="auto", fill=info.fill,
+                               cache=self._chunk_cache())
+
+    def _shard_source(self, key: str) -> ByteSource | None:
+        """The bytes of the shard of a packed array (``None``: not stored), which the shard reader reads: a zero-copy
+        view of its map here (a directory or an archive); read by HTTP Range requests in a ZarrDaf served over HTTP
+        (:class:`pydaf.formats.http.zarr.ServedZarrFormat`, which overrides this)."""
+        size = self._nodes.size(key)
+        if size is None:
+            return None
+        mapped = self._nodes.map(key, np.dtype(np.uint8), size) if size else None
+        if size and mapped is None:
+            return None  # (gone since its size was read: not stored)
+        return BufferByteSource(f"{key} (in the daf zarr group: {self.path})",
+                                np.zeros(0, dtype=np.uint8) if mapped is None else mapped[0])
+
+    def _chunk_cache(self) -> ChunkCache | None:
+        """The cache of decoded chunks of lazy packed reads (``None``: the local one, ``DAF_PACKED_LOCAL_CACHE_KB``)."""
+        return None
 
     def format_set_matrix(self, rows_axis: str, columns_axis: str, name: str,
                           matrix: StoredMatrix | StorageScalar) -> None:
