@@ -170,7 +170,7 @@ LAYERS = [
     {"queries"},
     {"composition"},
     {"manifest", "check", "demo", "example_data", "testing"},
-    {"interop"},
+    {"interop", "dask"},  # dask: arrays and queries of stored data sets on a cluster
     {"julia"},
     {"dafpy"},  # dafpy's API (names, arguments, return forms) over pydaf's; nothing below imports it
     {"cli", "__main__"},

@@ -52,11 +52,10 @@ def _commands(block: str) -> list[str]:
 def test_readme_blocks_run_in_an_empty_folder(tmp_path: Path) -> None:
     blocks = [block for block in _blocks("python") if not _needs_julia(block) or _julia_available()]
     script = "\n".join(f"# --- README block {index}\n{block}" for index, block in enumerate(blocks))
-    (tmp_path / "readme_blocks.py").write_text(script)
     work = tmp_path / "work"
     work.mkdir()
-    result = subprocess.run([sys.executable, str(tmp_path / "readme_blocks.py")], cwd=work, capture_output=True,
-                            text=True, timeout=600)
+    # (given as ``-c``, as a notebook's cells are run: dask's worker processes would import a script's file again)
+    result = subprocess.run([sys.executable, "-c", script], cwd=work, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, f"README blocks failed:\n{result.stdout[-3000:]}\n{result.stderr[-5000:]}"
     commands = [command for block in _blocks("sh") for command in _commands(block)]
     assert len(commands) >= 5, commands

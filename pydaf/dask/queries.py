@@ -1,0 +1,979 @@
+"""Daf queries evaluated on a dask cluster: :func:`query` (a lazy ``dask.array.Array``), :func:`get_np_query` and
+:func:`get_query` (computed, in the forms of the data set's own ``get_np_query`` and ``get_query``).
+
+How a query is split. The query is parsed in the client and an axis that survives in its result is chosen:
+
+- ``@ r @ c :: m`` with element-wise steps (``%``, comparisons, lookups of entry names): the stored layout's columns
+  axis (``c`` if ``(r, c)`` is stored, else ``r``);
+- ``>- Op`` (one value per column) and ``-/ p >- Op`` keep the columns axis; ``>| Op`` (one value per row) and
+  ``|/ p >| Op`` keep the rows axis (the grouped axis is never the split axis);
+- a vector query (``@ cell [ mask ] : donor : age % Abs``) splits its axis.
+
+The split axis is cut into contiguous ranges of its entries. Each task carries the :class:`~pydaf.dask.DafSource`,
+the query text and its range, opens the data set (:func:`~pydaf.dask.open_source`), views it with the split axis
+restricted to the range (the data set chained with a ``MemoryDaf`` holding each entry's position, viewed with
+``axes=[(axis, "@ axis [ position >= start & position < stop ]")]``; a worker makes the chain once per data set and
+axis; a range of columns is a zero-copy slice of a mapped matrix) and evaluates the same query there with pydaf's
+own engine. The pieces are concatenated along the split axis: the result is exactly (bitwise) the local
+``daf.get_np_query(query)``. Masks on the split axis (``@ gene [ is_marker ]``) work through the view; the client
+evaluates the split axis's own axis query to know how many entries each piece has.
+
+Reductions that eliminate the split axis combine per-piece partials, computed by pydaf's reduction kernels:
+
+- ``>> Op`` of a vector or a matrix (a scalar);
+- ``/ p >> Op`` of a vector (each piece's groups and their partials, combined by group, in the engine's order:
+  sorted values, or the axis order with ``=@``; empty groups take the ``||`` default, or fail as locally);
+- ``>| Op`` ending a query on a sparse matrix stored with the rows axis as rows (a piece of its rows would scan
+  the whole stored matrix: CSC finds rows only by reading all its indices): pieces of its columns, each row's
+  partials combined.
+
+``Sum``, ``Max``, ``Min`` and ``Count`` are exact (sums in the kernels' 64-bit accumulators, then cast to the result
+type as the operation does); ``Mean`` (sums and counts) is exact for integer data; ``Var``, ``Std``, ``VarN`` and
+``StdN`` (counts, means and squared deviations, Chan et al.'s combination) and the sums and means of float data
+differ from the local result only by rounding: within a relative 1e-12 for Float64 results (about 1e-16 measured);
+Float32 data is accumulated in Float64 either way, so a Float32 result differs by at most one Float32 rounding
+(relative 6e-8). ``Median``, ``Quantile``, ``Mode``, ``GeoMean`` and user-defined reductions are not combined.
+
+One task evaluates the whole query on a worker (exactly the local engine's result) for what is not split:
+non-decomposable reductions of the split axis, count matrices (``*``), square slices (``@|``, ``@-``), lookups whose
+values are entries of the split axis itself (``=@ cell``, a property named ``cell``, ``@ cell = X`` in a mask of the
+other axis), ``??`` that drops entries (their number is only known from the data), groups that follow recorded
+(AnnData) categories, matrices whose two axes are the same axis, steps after a reduction that eliminated the axis,
+and queries that do not start at an axis (scalars, single entries). A one-task ``query`` has unknown (NaN) shape and
+an ``object`` dtype until computed; a ``/ p >> Op`` one has an unknown length. Sets of names (``@ ?``,
+``@ cell : ?``) are small: :func:`get_np_query`/:func:`get_query` evaluate them locally.
+
+Errors in the query (syntax, an unknown property, an unsupported type) are raised in the client when the graph is
+built: the client evaluates the query (or the parts of a group-by) on one entry of the split axis.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..composition.chains import chain_reader
+from ..composition.views import VIEW_ALL_AXES, viewer
+from ..core.readers import DafReader
+from ..core.values import exact_cast
+from ..errors import DafQueryError, DafValueError
+from ..formats.memory import MemoryDaf
+from ..kernels import reductions as kernels
+from ..queries.base import EltwiseOperation, ReductionOperation
+from ..queries.evaluator import QueryResult, query_result_dimensions
+from ..queries.operations import Count, Max, Mean, Min, Std, StdN, Sum, Var, VarN
+from ..queries.query import (
+    AsAxis,
+    Axis,
+    BeginMask,
+    BeginNegatedMask,
+    ComparisonOperation,
+    CountBy,
+    EndMask,
+    GroupBy,
+    GroupColumnsBy,
+    GroupRowsBy,
+    IfMissing,
+    IfNot,
+    IsEqual,
+    LookupMatrix,
+    LookupVector,
+    QuerySequence,
+    ReduceToColumn,
+    ReduceToRow,
+    SquareColumnIs,
+    SquareRowIs,
+    as_query_sequence,
+)
+from ..queries.results import as_numpy, as_pandas, query_result
+from ..queries.tokens import escape_value
+from ..sparse import SparseMatrixCSC
+from .sources import DafSource, open_source, source_of
+
+if TYPE_CHECKING:
+    import dask.array
+
+__all__ = ["get_np_query", "get_query", "query"]
+
+#: The default size of a piece of a split query: about this many bytes of the stored data it reads.
+DEFAULT_CHUNK_BYTES = 128 * 1024 * 1024
+
+# The vector of each entry's position a piece's view restricts the split axis by (in a MemoryDaf chained over the
+# data set).
+_RANGE_POSITION = "__pydaf_dask_position__"
+
+# How many (data set, axis) chains of pieces a process keeps.
+_KEPT_RANGES = 8
+
+# How many columns of a sparse matrix tell its density.
+_SAMPLED_COLUMNS = 64
+
+# Bytes per entry assumed for the split axis of a vector query (vectors are small: pieces are large).
+_VECTOR_ENTRY_BYTES = 8
+
+# The reductions combined from per-piece partials (exactly for Sum/Max/Min/Count).
+_DECOMPOSABLE = (Sum, Max, Min, Count, Mean, Var, Std, VarN, StdN)
+
+
+# The plan: how a query is split.
+
+
+@dataclass
+class _Plan:
+    """How a query is evaluated: ``"split"`` (pieces along ``axis``, concatenated along result dimension ``dimension``),
+    ``"reduce"`` / ``"group"`` / ``"rows"`` (``prefix`` split so, each piece's partials of ``reduction`` combined: to a
+    scalar, by group, by row) or ``"one"`` (one task: ``reason``)."""
+
+    kind: str
+    dimensions: int
+    axis: str | None = None
+    axis_query: QuerySequence | None = None
+    dimension: int = 0
+    prefix: QuerySequence | None = None
+    reduction: ReductionOperation | None = None
+    reason: str = ""
+    matrix: tuple[str, str, str] | None = None  # the rows axis, columns axis and name of a matrix lookup
+    key_query: QuerySequence | None = None  # a group-by of a vector: each entry's group
+
+
+def _axis_segment(operations: tuple, index: int) -> int | None:
+    """The end of the axis query starting at ``index`` (``@ axis`` and its mask, if any), or ``None`` if none starts
+    there (an ``@ axis = entry`` picks an entry, it is not an axis query)."""
+    if index >= len(operations):
+        return None
+    operation = operations[index]
+    if type(operation) is not Axis or operation.axis_name is None:
+        return None
+    end = index + 1
+    if end < len(operations) and isinstance(operations[end], IsEqual):
+        return None
+    if end < len(operations) and isinstance(operations[end], BeginMask | BeginNegatedMask):
+        while end < len(operations) and not isinstance(operations[end], EndMask):
+            end += 1
+        if end == len(operations):
+            return None
+        end += 1
+    return end
+
+
+def _names_in(operations: tuple) -> set[str]:
+    """Every axis or property a query names (and the prefix before ``.`` of each property: ``type.manual`` names
+    entries of ``type``)."""
+    names: set[str] = set()
+    for operation in operations:
+        for attribute in ("axis_name", "property_name"):
+            name = getattr(operation, attribute, None)
+            if isinstance(name, str):
+                names.add(name)
+                names.add(name.split(".", 1)[0])
+    return names
+
+
+def _one(dimensions: int, reason: str) -> _Plan:
+    return _Plan("one", dimensions, reason=reason)
+
+
+def _plan(local: DafReader, sequence: QuerySequence) -> _Plan:
+    """Choose how to evaluate ``sequence`` (see the module docstring)."""
+    dimensions = query_result_dimensions(sequence)  # (also checks the query is valid)
+    operations: tuple[Any, ...] = sequence.operations
+    if dimensions < 0:
+        return _one(dimensions, "a set of names")
+    first_end = _axis_segment(operations, 0)
+    if first_end is None:
+        return _one(dimensions, "the query does not start at an axis")
+    segments = [(0, first_end)]
+    second_end = _axis_segment(operations, first_end)
+    matrix_name = None
+    if second_end is not None:
+        if second_end >= len(operations) or type(operations[second_end]) is not LookupMatrix:
+            return _one(dimensions, "an unusual phrase")
+        segments.append((first_end, second_end))
+        matrix_name = operations[second_end].property_name
+        index = second_end + 1
+    else:
+        index = first_end
+    axes: list[str | None] = [operations[start].axis_name for start, _ in segments]
+    matrix = None if matrix_name is None else (str(axes[0]), str(axes[1]), matrix_name)
+    # Each step of the query: how it changes the dimensions of what it works on (an axis, or None: groups).
+    eliminated_at: int | None = None
+    before_elimination: list[str | None] = []
+    per_row_at: int | None = None  # a ``>|`` of the matrix of both axes
+    while index < len(operations):
+        operation = operations[index]
+        if isinstance(operation, SquareColumnIs | SquareRowIs):
+            return _one(dimensions, "a square matrix slice (@| or @-)")
+        if isinstance(operation, CountBy):
+            return _one(dimensions, "a count matrix (*)")
+        if isinstance(operation, IfNot) and operation.final_value is None and axes:
+            return _one(dimensions, "?? drops entries (their number is only known from the data)")
+        if isinstance(operation, ReduceToRow | ReduceToColumn):
+            if len(axes) != 2:
+                return _one(dimensions, "an unusual phrase")
+            if isinstance(operation, ReduceToColumn) and None not in axes:
+                per_row_at = index
+            axes = [axes[1]] if isinstance(operation, ReduceToRow) else [axes[0]]
+        elif isinstance(operation, GroupRowsBy | GroupColumnsBy | GroupBy):
+            ends_with = {GroupRowsBy: ReduceToRow, GroupColumnsBy: ReduceToColumn, GroupBy: ReductionOperation}
+            end = index + 1
+            while end < len(operations) and not isinstance(operations[end], ends_with[type(operation)]):
+                end += 1
+            if end == len(operations):
+                return _one(dimensions, "an unusual phrase")
+            if isinstance(operation, GroupBy):
+                if len(axes) != 1:
+                    return _one(dimensions, "an unusual phrase")
+                eliminated_at, before_elimination = index, list(axes)
+                axes = [None]
+            elif len(axes) != 2:
+                return _one(dimensions, "an unusual phrase")
+            elif isinstance(operation, GroupRowsBy):
+                axes = [None, axes[1]]
+            else:
+                axes = [axes[0], None]
+            index = end
+        elif isinstance(operation, ReductionOperation):
+            if axes and eliminated_at is None:
+                eliminated_at, before_elimination = index, list(axes)
+            axes = []
+        elif isinstance(operation, Axis) and index + 1 < len(operations) \
+                and isinstance(operations[index + 1], IsEqual):
+            index += 1  # (a slice of a matrix as a property: ``:: m @ axis = entry``)
+        elif not isinstance(operation, EltwiseOperation | ComparisonOperation | LookupVector | LookupMatrix | AsAxis
+                            | IfMissing | IfNot | IsEqual):
+            return _one(dimensions, "an unusual phrase")
+        index += 1
+
+    def splittable(candidates: list[str | None]) -> str | None:
+        """The axis to split among the surviving ones (the stored layout's columns first), if any is safe."""
+        named = [axis for axis in candidates if axis is not None]
+        if len(named) != len(set(named)):
+            return None  # (a square matrix: restricting the axis restricts both)
+        if len(named) == 2 and matrix_name is not None:
+            rows_axis, columns_axis = named
+            if not local.has_matrix(rows_axis, columns_axis, matrix_name, relayout=False) \
+                    and local.has_matrix(columns_axis, rows_axis, matrix_name, relayout=False):
+                named = [rows_axis, columns_axis]
+            else:
+                named = [columns_axis, rows_axis]
+        for axis in named:
+            start = next(start for start, _ in segments if operations[start].axis_name == axis)
+            others = operations[:start] + operations[start + 1:]
+            if axis not in _names_in(others):
+                return axis
+        return None
+
+    survivors = [axis for axis in axes if axis is not None]
+    if survivors and per_row_at is not None and matrix is not None:
+        plan = _per_row_plan(local, dimensions, operations, segments, matrix, per_row_at,
+                             lambda axis: splittable([axis]) == axis)
+        if plan is not None:
+            return plan
+    if survivors:
+        split_axis = splittable(axes)
+        if split_axis is None:
+            return _one(dimensions, "the surviving axes are looked up by the query itself")
+        plan = _split_plan(dimensions, split_axis, axes.index(split_axis), operations, segments)
+        plan.matrix = matrix
+        return plan
+    if eliminated_at is None or not any(axis is not None for axis in before_elimination):
+        return _one(dimensions, "no axis of the data set survives in the result")
+    key_steps: tuple = ()
+    if isinstance(operations[eliminated_at], GroupBy):
+        closing = next(index for index in range(eliminated_at + 1, len(operations))
+                       if isinstance(operations[index], ReductionOperation))
+        key_steps = operations[eliminated_at + 1:closing]
+        reduction, rest = operations[closing], operations[closing + 1:]
+        if any(isinstance(step, IfNot) and step.final_value is None for step in key_steps):
+            return _one(dimensions, "?? drops entries of the groups (their number is only known from the data)")
+    else:
+        reduction, rest = operations[eliminated_at], operations[eliminated_at + 1:]
+    if type(reduction) not in _DECOMPOSABLE:
+        return _one(dimensions, f"the reduction {reduction.operation_name()} is not combined from pieces")
+    if any(not isinstance(operation, IfMissing) for operation in rest):
+        return _one(dimensions, "steps after the reduction")
+    split_axis = splittable(before_elimination)
+    if split_axis is None:
+        return _one(dimensions, "the surviving axes are looked up by the query itself")
+    plan = _split_plan(len(before_elimination), split_axis, before_elimination.index(split_axis), operations,
+                       segments)
+    plan.kind, plan.dimensions, plan.reduction = "reduce", 0, reduction
+    plan.prefix = QuerySequence(*operations[:eliminated_at])
+    plan.matrix = matrix
+    if isinstance(operations[eliminated_at], GroupBy):
+        # Each entry's group: its property, looked up as the group-by looks it up (a matrix slice if one follows).
+        assert plan.axis_query is not None
+        group_by = operations[eliminated_at]
+        sliced = any(isinstance(step, Axis) for step in key_steps[:2])
+        lookup = LookupMatrix(group_by.property_name) if sliced else LookupVector(group_by.property_name)
+        plan.kind, plan.dimensions = "group", 1
+        plan.key_query = QuerySequence(*plan.axis_query.operations, lookup, *key_steps)
+    return plan
+
+
+def _per_row_plan(local: DafReader, dimensions: int, operations: tuple[Any, ...], segments: list[tuple[int, int]],
+                  matrix: tuple[str, str, str], per_row_at: int, safe: Any) -> _Plan | None:
+    """A ``>| Op`` that ends the query, on a sparse matrix stored with its rows axis as rows: pieces of its columns,
+    each piece's per-row partials combined (a piece of its rows would scan the whole stored matrix: the rows of a
+    CSC matrix are found only by reading all of its indices). ``None`` where this does not apply."""
+    rows_axis, columns_axis, name = matrix
+    reduction = operations[per_row_at].reduction_operation
+    rest = operations[per_row_at + 1:]
+    if type(reduction) not in _DECOMPOSABLE or any(not isinstance(operation, IfMissing) for operation in rest) \
+            or not local.has_matrix(rows_axis, columns_axis, name, relayout=False) \
+            or not isinstance(local.get_stored_matrix_columns(rows_axis, columns_axis, name, slice(0, 0)),
+                              SparseMatrixCSC) \
+            or not safe(columns_axis):
+        return None
+    plan = _split_plan(2, columns_axis, 1, operations, segments)
+    plan.kind, plan.dimensions, plan.reduction = "rows", dimensions, reduction
+    plan.prefix = QuerySequence(*operations[:per_row_at])
+    plan.matrix = matrix
+    return plan
+
+
+def _split_plan(dimensions: int, axis: str, dimension: int, operations: tuple,
+                segments: list[tuple[int, int]]) -> _Plan:
+    start, end = next((start, end) for start, end in segments if operations[start].axis_name == axis)
+    return _Plan("split", dimensions, axis=axis, axis_query=QuerySequence(*operations[start:end]), dimension=dimension)
+
+
+# A piece: the data set with the split axis restricted to a range.
+
+
+@dataclass
+class _Ranges:
+    """What the pieces of one axis of one open data set share: a ``MemoryDaf`` with the axis and each entry's
+    position (a piece's axis query selects its range of positions) and its chain over the data set (which hashes the
+    axis's entries once, not once a piece)."""
+
+    daf: DafReader
+    memory: MemoryDaf
+    chain: DafReader
+
+
+# The last few used, per process (as open_source keeps the data sets): (id of the data set, axis) -> _Ranges.
+_ranges_kept: OrderedDict[tuple[int, str], _Ranges] = OrderedDict()
+_ranges_lock = threading.Lock()
+
+
+def _new_ranges(daf: DafReader, axis: str) -> _Ranges:
+    memory = MemoryDaf(name=f"{daf.name}.ranges")
+    memory.add_axis(axis, daf.axis_vector(axis))
+    memory.set_vector(axis, _RANGE_POSITION, np.arange(daf.axis_length(axis), dtype=np.int64))
+    return _Ranges(daf, memory, chain_reader([daf, memory], name=f"{daf.name}.ranged"))
+
+
+def _kept_ranges(daf: DafReader, axis: str) -> _Ranges:
+    key = (id(daf), axis)
+    with _ranges_lock:
+        kept = _ranges_kept.get(key)
+        if kept is not None and kept.daf is daf:
+            _ranges_kept.move_to_end(key)
+            return kept
+    made = _new_ranges(daf, axis)
+    with _ranges_lock:
+        kept = _ranges_kept.get(key)
+        if kept is None or kept.daf is not daf:
+            kept = _ranges_kept[key] = made
+        _ranges_kept.move_to_end(key)
+        while len(_ranges_kept) > _KEPT_RANGES:
+            _ranges_kept.popitem(last=False)
+    return kept
+
+
+def _range_view(daf: DafReader, axis: str, start: int, stop: int, *, keep: bool = True) -> DafReader:
+    """``daf`` with ``axis`` restricted to the entries ``start:stop`` (a view; a range of a mapped matrix's columns
+    is a slice of it). ``keep``: share the axis's chain with the other pieces of this process (a worker's): the
+    pieces write nothing, so threads run them at once and the chain's hashed entries serve them all."""
+    ranges = _kept_ranges(daf, axis) if keep else _new_ranges(daf, axis)
+    position = escape_value(_RANGE_POSITION)
+    axis_query = f"@ {escape_value(axis)} [ {position} >= {start} & {position} < {stop} ]"
+    return viewer(ranges.chain, name=f"{daf.name}[{axis}={start}:{stop}]", axes=[VIEW_ALL_AXES, (axis, axis_query)])
+
+
+def _evaluate_piece(source: DafSource, query_text: str, axis: str, start: int, stop: int) -> Any:
+    """The query on a range of the split axis (a task: numpy or scipy csc)."""
+    view = _range_view(open_source(source), axis, start, stop)
+    return as_numpy(query_result(view, as_query_sequence(query_text), cache=False))
+
+
+def _evaluate_whole(source: DafSource, query_text: str) -> Any:
+    """The whole query in one task."""
+    return open_source(source).get_np_query(query_text, cache=False)
+
+
+@dataclass(frozen=True)
+class _Partial:
+    """What a piece contributes to a combined reduction: its number of values, their input type, and the statistics
+    the reduction needs (in the kernels' accumulation types)."""
+
+    size: int
+    dtype: np.dtype
+    statistics: dict[str, Any] = field(default_factory=dict)
+
+
+def _partial_piece(source: DafSource, prefix_text: str, reduction_text: str, axis: str, start: int,
+                   stop: int) -> _Partial:
+    """The partial statistics of a range of the values a reduction reduces (a task)."""
+    view = _range_view(open_source(source), axis, start, stop)
+    values = query_result(view, as_query_sequence(prefix_text), cache=False).value
+    reduction: Any = as_query_sequence(reduction_text).operations[0]
+    is_matrix = isinstance(values, SparseMatrixCSC) or np.ndim(values) == 2
+    size = int(values.shape[0]) * int(values.shape[1]) if is_matrix else len(values)
+    dtype = values.nzval.dtype if isinstance(values, SparseMatrixCSC) else np.asarray(values).dtype
+    if size == 0 or isinstance(reduction, Count):
+        return _Partial(size, dtype)
+
+    def statistic(name: str) -> Any:
+        return kernels.reduce_all(values, name) if is_matrix else kernels.reduce_vector(np.asarray(values), name)
+
+    if isinstance(reduction, Sum | Mean):
+        return _Partial(size, dtype, {"sum": statistic("sum")})
+    if isinstance(reduction, Max):
+        return _Partial(size, dtype, {"max": statistic("max")})
+    if isinstance(reduction, Min):
+        return _Partial(size, dtype, {"min": statistic("min")})
+    return _Partial(size, dtype, {"mean": float(statistic("mean")), "var": float(statistic("var"))})
+
+
+def _cast(value: Any, dtype: np.dtype) -> Any:
+    """As the operations cast a reduced value to their result type (Julia's ``convert``: rounding floats, exact
+    integers)."""
+    return exact_cast(np.asarray(value), np.dtype(dtype), exact_floats=False)[()]
+
+
+def _combine(source: DafSource, query_text: str, reduction_text: str, *partials: _Partial) -> Any:
+    """The reduction of the whole from the pieces' partials (a task)."""
+    reduction: Any = as_query_sequence(reduction_text).operations[0]
+    pieces = [partial for partial in partials if partial.size > 0]
+    if not pieces:  # nothing to reduce: the engine's answer (the IfMissing default, or its error)
+        return _evaluate_whole(source, query_text)
+    dtype = pieces[0].dtype
+    result_type = reduction.reduction_result_type(dtype)
+    size = sum(partial.size for partial in pieces)
+    if isinstance(reduction, Count):
+        return _cast(size, result_type)
+    if isinstance(reduction, Sum | Mean):
+        sums = [partial.statistics["sum"] for partial in pieces]
+        total = sums[0]
+        for value in sums[1:]:
+            total = total + value  # (in the kernels' int64/uint64/float64 accumulator type, as one sum would be)
+        if isinstance(reduction, Sum):
+            return _cast(total, result_type)
+        return _cast(np.float64(float(total) / size), result_type)
+    if isinstance(reduction, Max):
+        return _cast(max(partial.statistics["max"] for partial in pieces), result_type)
+    if isinstance(reduction, Min):
+        return _cast(min(partial.statistics["min"] for partial in pieces), result_type)
+    # Chan et al.: the mean and the sum of squared deviations of the union of the pieces.
+    count, mean, squares = 0, 0.0, 0.0
+    for partial in pieces:
+        n, piece_mean = partial.size, partial.statistics["mean"]
+        piece_squares = partial.statistics["var"] * n
+        delta = piece_mean - mean
+        total = count + n
+        mean += delta * n / total
+        squares += piece_squares + delta * delta * count * n / total
+        count = total
+    variance = squares / count
+    if isinstance(reduction, Var):
+        return _cast(np.float64(variance), result_type)
+    spread = math.sqrt(variance) if isinstance(reduction, Std | StdN) else variance
+    if isinstance(reduction, Std):
+        return _cast(np.float64(spread), result_type)
+    assert isinstance(reduction, VarN | StdN)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return result_type.type(spread) / result_type.type(mean + reduction.eps)
+
+
+# Group-bys of a vector (``/ p >> Op``): each piece's groups and their partials, combined by group.
+
+
+@dataclass(frozen=True)
+class _GroupPartial:
+    """A piece's groups (the typed values of the group property), the input type, and each group's statistics."""
+
+    groups: np.ndarray
+    dtype: np.dtype
+    statistics: dict[str, np.ndarray]
+
+
+def _group_piece(source: DafSource, prefix_text: str, key_text: str, reduction_text: str, axis: str, start: int,
+                 stop: int) -> _GroupPartial:
+    """The groups of a range of a vector and each group's partial statistics (a task)."""
+    import pandas as pd
+
+    view = _range_view(open_source(source), axis, start, stop)
+    values = np.asarray(query_result(view, as_query_sequence(prefix_text), cache=False).value)
+    keys = np.asarray(query_result(view, as_query_sequence(key_text), cache=False).value)
+    reduction: Any = as_query_sequence(reduction_text).operations[0]
+    codes, groups = pd.factorize(keys, use_na_sentinel=False)
+    groups = np.asarray(groups, dtype=keys.dtype)
+    n_groups = groups.shape[0]
+    statistics = {"count": np.bincount(codes, minlength=n_groups).astype(np.int64)}
+    if not isinstance(reduction, Count) and values.shape[0] > 0:
+        needed: dict[type, tuple[str, ...]] = {Sum: ("sum",), Mean: ("sum",), Max: ("max",), Min: ("min",)}
+        names = needed.get(type(reduction), ("mean", "var"))
+        with np.errstate(invalid="ignore"):
+            for name in names:
+                statistics[name] = np.asarray(kernels.reduce_grouped_vector(values, name, codes, n_groups))
+    return _GroupPartial(groups, values.dtype, statistics)
+
+
+def _combine_groups(source: DafSource, query_text: str, reduction_text: str, group_axis: str | None,
+                    *partials: _GroupPartial) -> tuple[np.ndarray, np.ndarray]:
+    """The grouped reduction of the whole from the pieces' per-group partials, and the group names, in the engine's
+    order: sorted values, or the order of the group axis (``=@``) (a task)."""
+    import pandas as pd
+
+    from ..queries.state import Purpose, QueryState, cast_value, entry_names
+
+    reduction: Any = as_query_sequence(reduction_text).operations[0]
+    dtype = partials[0].dtype
+    result_type = reduction.reduction_result_type(dtype)
+    codes, groups = pd.factorize(np.concatenate([partial.groups for partial in partials]), use_na_sentinel=False)
+    groups = np.asarray(groups, dtype=partials[0].groups.dtype)
+    n_groups = groups.shape[0]
+    count = np.zeros(n_groups, dtype=np.int64)
+    totals: dict[str, np.ndarray] = {}
+    mean = np.zeros(n_groups)
+    squares = np.zeros(n_groups)
+    offset = 0
+    for partial in partials:
+        where = codes[offset:offset + partial.groups.shape[0]]  # (each group once in a piece)
+        offset += partial.groups.shape[0]
+        n = partial.statistics["count"]
+        for name, value in partial.statistics.items():
+            if name in ("sum", "max", "min"):
+                if name not in totals:
+                    totals[name] = np.zeros(n_groups, dtype=value.dtype)
+                    totals[name][where] = value
+                    totals[f"{name}_seen"] = np.zeros(n_groups, dtype=bool)
+                else:
+                    seen = totals[f"{name}_seen"][where]
+                    old = totals[name][where]
+                    pick = np.maximum if name == "max" else np.minimum
+                    combined = old + value if name == "sum" else pick(old, value)
+                    totals[name][where] = np.where(seen, combined, value)
+                totals[f"{name}_seen"][where] = True
+        if "var" in partial.statistics:  # Chan et al., per group
+            before = count[where]
+            total = before + n
+            delta = partial.statistics["mean"] - mean[where]
+            with np.errstate(invalid="ignore", divide="ignore"):
+                share = np.where(total > 0, n / np.maximum(total, 1), 0.0)
+                mean[where] += delta * share
+                squares[where] += partial.statistics["var"] * n + delta * delta * before * share
+        count[where] += n
+
+    if isinstance(reduction, Count):
+        reduced = exact_cast(count, result_type, exact_floats=False)
+    elif isinstance(reduction, Sum):
+        reduced = exact_cast(totals["sum"], result_type, exact_floats=False)
+    elif isinstance(reduction, Mean):
+        reduced = exact_cast(totals["sum"].astype(np.float64) / count, result_type, exact_floats=False)
+    elif isinstance(reduction, Max | Min):
+        name = "max" if isinstance(reduction, Max) else "min"
+        reduced = exact_cast(totals[name], result_type, exact_floats=False)
+    else:
+        variance = squares / count
+        spread = np.sqrt(variance) if isinstance(reduction, Std | StdN) else variance
+        if isinstance(reduction, Var | Std):
+            reduced = exact_cast(spread, result_type, exact_floats=False)
+        else:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                reduced = spread.astype(result_type) / (mean + reduction.eps).astype(result_type)
+
+    if group_axis is None:
+        order = np.argsort(groups, kind="stable")
+        return np.asarray(reduced[order]), entry_names(groups[order])
+    # The groups are the entries of an axis, in its order (values that are no entry of it are in no group).
+    daf = open_source(source)
+    entries = daf.axis_vector(group_axis)
+    positions = pd.Index(entries, dtype=object).get_indexer(entry_names(groups))
+    known = positions >= 0
+    result = np.zeros(entries.shape[0], dtype=reduced.dtype)
+    result[positions[known]] = reduced[known]
+    present = np.zeros(entries.shape[0], dtype=bool)
+    present[positions[known]] = count[known] > 0
+    if not np.all(present):
+        operations = as_query_sequence(query_text).operations
+        if_missing = operations[-1] if isinstance(operations[-1], IfMissing) else None
+        if if_missing is None:  # the engine's error
+            return np.asarray(_evaluate_whole(source, query_text)), entries
+        state = QueryState(daf, operations, Purpose.COMPUTE)
+        result[~present] = cast_value(state, "missing", if_missing.default_value, result.dtype)
+    return result, np.asarray(entries, dtype=object)
+
+
+# A ``>| Op`` of a sparse matrix stored by rows: pieces of its columns, each row's partials combined.
+
+
+def _row_partial_piece(source: DafSource, prefix_text: str, reduction_text: str, axis: str, start: int,
+                       stop: int) -> _Partial:
+    """The per-row partial statistics of a range of the columns of the matrix a ``>|`` reduces (a task): ``size``
+    is its number of columns, the statistics are vectors of one value per row."""
+    view = _range_view(open_source(source), axis, start, stop)
+    values = query_result(view, as_query_sequence(prefix_text), cache=False).value
+    reduction: Any = as_query_sequence(reduction_text).operations[0]
+    dtype = values.nzval.dtype if isinstance(values, SparseMatrixCSC) else np.asarray(values).dtype
+    n_rows, n_columns = int(values.shape[0]), int(values.shape[1])
+    if n_rows == 0 or n_columns == 0 or isinstance(reduction, Count):
+        return _Partial(n_columns, dtype, {"rows": np.asarray(n_rows)})
+    needed: dict[type, tuple[str, ...]] = {Sum: ("sum",), Mean: ("sum",), Max: ("max",), Min: ("min",)}
+    statistics = {name: np.asarray(kernels.reduce_rows(values, name))
+                  for name in needed.get(type(reduction), ("mean", "var"))}
+    statistics["rows"] = np.asarray(n_rows)
+    return _Partial(n_columns, dtype, statistics)
+
+
+def _combine_rows(source: DafSource, query_text: str, reduction_text: str, *partials: _Partial) -> np.ndarray:
+    """The ``>|`` reduction of the whole matrix from its column pieces' per-row partials (a task)."""
+    reduction: Any = as_query_sequence(reduction_text).operations[0]
+    pieces = [partial for partial in partials if partial.size > 0]
+    n_rows = int(pieces[0].statistics["rows"]) if pieces else 0
+    if n_rows == 0:  # an empty matrix: the engine's answer (the IfMissing default, or its error)
+        return np.asarray(_evaluate_whole(source, query_text))
+    dtype = pieces[0].dtype
+    result_type = reduction.reduction_result_type(dtype)
+    size = sum(partial.size for partial in pieces)
+    if isinstance(reduction, Count):
+        return exact_cast(np.full(n_rows, size, dtype=np.int64), result_type, exact_floats=False)
+    if isinstance(reduction, Sum | Mean):
+        total = pieces[0].statistics["sum"].copy()
+        for partial in pieces[1:]:
+            total += partial.statistics["sum"]  # (in the kernels' int64/uint64/float64 accumulator type)
+        if isinstance(reduction, Sum):
+            return exact_cast(total, result_type, exact_floats=False)
+        return exact_cast(total.astype(np.float64) / size, result_type, exact_floats=False)
+    if isinstance(reduction, Max | Min):
+        name, pick = ("max", np.maximum) if isinstance(reduction, Max) else ("min", np.minimum)
+        extreme = pieces[0].statistics[name]
+        for partial in pieces[1:]:
+            extreme = pick(extreme, partial.statistics[name])
+        return exact_cast(extreme, result_type, exact_floats=False)
+    # Chan et al., each row.
+    count, mean, squares = 0, np.zeros(n_rows), np.zeros(n_rows)
+    for partial in pieces:
+        n = partial.size
+        delta = partial.statistics["mean"] - mean
+        total_count = count + n
+        mean = mean + delta * (n / total_count)
+        squares = squares + partial.statistics["var"] * n + delta * delta * (count * n / total_count)
+        count = total_count
+    variance = squares / count
+    spread = np.sqrt(variance) if isinstance(reduction, Std | StdN) else variance
+    if isinstance(reduction, Var | Std):
+        return exact_cast(spread, result_type, exact_floats=False)
+    # (VarN/StdN as the operation divides arrays: Julia's order of conversions.)
+    means = (mean.astype(result_type).astype(np.float64) + reduction.eps).astype(result_type)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return spread.astype(result_type) / means
+
+
+# Building the graph.
+
+
+@dataclass
+class _Graph:
+    """The tasks of a query and how their results make the whole."""
+
+    plan: _Plan
+    pieces: list[Any]  # dask delayed values
+    lengths: list[int] = field(default_factory=list)  # entries of the split axis in each piece
+    probe: QueryResult | None = None  # the query on one entry: types, the other dimension, its names
+    entries: np.ndarray | None = None  # the (selected) entries of the split axis
+    local_value: Any = None  # a set of names, evaluated locally
+    group_axis: str | None = None  # the axis whose entries are the groups of a group-by (``=@``)
+
+
+def _ranges(selected: np.ndarray, length: int, entry_bytes: float, chunk_bytes: int) -> list[tuple[int, int, int]]:
+    """Contiguous ranges of an axis of ``length`` entries, each about ``chunk_bytes`` of data, and how many of the
+    ``selected`` positions each holds (ranges holding none are left out)."""
+    per_range = max(1, int(chunk_bytes // max(entry_bytes, 1.0)))
+    ranges = []
+    for start in range(0, length, per_range):
+        stop = min(length, start + per_range)
+        count = int(np.searchsorted(selected, stop) - np.searchsorted(selected, start))
+        if count:
+            ranges.append((start, stop, count))
+    return ranges
+
+
+def _entry_bytes(local: DafReader, plan: _Plan) -> float:
+    """About how many bytes of stored data one entry of the split axis reads: a matrix lookup's stored bytes per
+    entry of the axis (a sparse matrix's from the density of a few columns spread over it; nothing is read whole),
+    a vector's 8."""
+    assert plan.axis is not None
+    if plan.matrix is None:
+        return _VECTOR_ENTRY_BYTES
+    rows_axis, columns_axis, name = plan.matrix
+    for rows, columns in ((rows_axis, columns_axis), (columns_axis, rows_axis)):
+        if local.has_matrix(rows, columns, name, relayout=False):
+            n_rows, n_columns = local.axis_length(rows), local.axis_length(columns)
+            probe = local.get_stored_matrix_columns(rows, columns, name, slice(0, 0))  # (no data read)
+            if isinstance(probe, SparseMatrixCSC):
+                sampled = np.unique(np.linspace(0, max(0, n_columns - 1), min(n_columns, _SAMPLED_COLUMNS))
+                                    .astype(np.int64))
+                sample = local.get_stored_matrix_columns(rows, columns, name, sampled) if sampled.shape[0] else probe
+                nnz = sample.nnz if isinstance(sample, SparseMatrixCSC) else n_rows * sampled.shape[0]
+                per_column = nnz / max(1, sampled.shape[0]) * (probe.nzval.dtype.itemsize + 8) + 8
+            else:
+                per_column = n_rows * np.asarray(probe).dtype.itemsize
+            return per_column * n_columns / max(1, local.axis_length(plan.axis))
+    return _VECTOR_ENTRY_BYTES * max(local.axis_length(rows_axis), local.axis_length(columns_axis))
+
+
+def _local(daf: DafReader | str | os.PathLike) -> tuple[DafReader, DafSource]:
+    source = source_of(daf)
+    return (daf if isinstance(daf, DafReader) else open_source(source)), source
+
+
+def _graph(daf: DafReader | str | os.PathLike, query_value: Any, chunk_bytes: int | None) -> _Graph:
+    import dask
+    import pandas as pd
+
+    if chunk_bytes is not None and (not isinstance(chunk_bytes, int) or chunk_bytes <= 0):
+        raise DafValueError(f"invalid chunk_bytes: {chunk_bytes!r}\n(expected a positive number of bytes)")
+    local, source = _local(daf)
+    sequence = as_query_sequence(query_value)
+    text = str(sequence)
+    plan = _plan(local, sequence)
+    if plan.dimensions < 0:
+        return _Graph(plan, [], local_value=local.get_np_query(sequence, cache=False))
+    whole = _Graph(plan, [dask.delayed(_evaluate_whole, pure=True)(source, text)])
+    if plan.kind == "one":
+        return whole
+    assert plan.axis is not None and plan.axis_query is not None
+    # The entries of the split axis the query selects (its own axis query: ``@ gene [ is_marker ]``).
+    entries = np.asarray(query_result(local, plan.axis_query, cache=False).value, dtype=object)
+    positions = np.sort(pd.Index(local.axis_vector(plan.axis), dtype=object).get_indexer(entries).astype(np.int64))
+    if positions.shape[0] == 0:
+        whole.plan = _one(plan.dimensions, "the split axis has no selected entries")
+        return whole
+    # The query on one entry, in the client: raises the query's errors here, and tells the result's types and its
+    # other dimension.
+    probe_view = _range_view(local, plan.axis, int(positions[0]), int(positions[0]) + 1, keep=False)
+    # (A group-by's groups are not all in one entry: its parts are evaluated, not the whole.)
+    probe = query_result(probe_view, plan.prefix if plan.kind == "group" else sequence, cache=False)
+    probe.entries_of_dimensions = probe.entries  # (read now: the names of a whole axis are read lazily)
+    group_axis = None
+    if plan.kind in ("reduce", "group", "rows"):
+        assert plan.prefix is not None and plan.reduction is not None
+        # (The values reduced must be numbers the kernels take, unless only counted.)
+        reduced = query_result(probe_view, plan.prefix, cache=False).value
+        reduced_type = reduced.nzval.dtype if isinstance(reduced, SparseMatrixCSC) else np.asarray(reduced).dtype
+        if reduced_type.kind not in "biuf" and not isinstance(plan.reduction, Count):
+            if plan.kind == "group":
+                query_result(probe_view, sequence, cache=False)  # (the engine's error for the type)
+            whole.plan = _one(plan.dimensions, "the reduced values are not numbers")
+            return whole
+    if plan.kind == "group":
+        from ..queries.machine import final_state
+        from ..queries.state import Purpose
+
+        assert plan.reduction is not None
+        probe.value = np.zeros(0, dtype=plan.reduction.reduction_result_type(reduced_type))  # (only its type)
+
+        assert plan.key_query is not None
+        key_state = final_state(probe_view, plan.key_query, Purpose.COMPUTE)
+        key = key_state.stack[-1]
+        group_axis = key.property_axis_name
+        if group_axis is None and key.values_source is not None and key_state.get_recorded_categories(
+                *key.values_source):
+            whole.plan = _one(plan.dimensions, "the groups follow recorded categories")
+            return whole
+    ranges = _ranges(positions, local.axis_length(plan.axis), _entry_bytes(local, plan),
+                     DEFAULT_CHUNK_BYTES if chunk_bytes is None else chunk_bytes)
+    if plan.kind == "split":
+        piece = dask.delayed(_evaluate_piece, pure=True)
+        pieces = [piece(source, text, plan.axis, start, stop) for start, stop, _ in ranges]
+        return _Graph(plan, pieces, [count for _, _, count in ranges], probe, entries)
+    assert plan.prefix is not None and plan.reduction is not None
+    reduction_text = str(plan.reduction)
+    if plan.kind == "rows":
+        row_partial = dask.delayed(_row_partial_piece, pure=True)
+        partials = [row_partial(source, str(plan.prefix), reduction_text, plan.axis, start, stop)
+                    for start, stop, _ in ranges]
+        combined = dask.delayed(_combine_rows, pure=True)(source, text, reduction_text, *partials)
+        return _Graph(plan, [combined], [], probe)
+    if plan.kind == "group":
+        assert plan.key_query is not None
+        group = dask.delayed(_group_piece, pure=True)
+        partials = [group(source, str(plan.prefix), str(plan.key_query), reduction_text, plan.axis, start, stop)
+                    for start, stop, _ in ranges]
+        combined = dask.delayed(_combine_groups, pure=True)(source, text, reduction_text, group_axis, *partials)
+        return _Graph(plan, [combined], [], probe, group_axis=group_axis)
+    partial = dask.delayed(_partial_piece, pure=True)
+    partials = [partial(source, str(plan.prefix), reduction_text, plan.axis, start, stop)
+                for start, stop, _ in ranges]
+    return _Graph(plan, [dask.delayed(_combine, pure=True)(source, text, reduction_text, *partials)], [], probe)
+
+
+# Assembling the pieces.
+
+
+def _is_sparse(value: Any) -> bool:
+    import scipy.sparse
+
+    return scipy.sparse.issparse(value)
+
+
+def _assemble(graph: _Graph, values: list[Any]) -> Any:
+    """The whole result from the computed pieces (numpy, scipy csc or a scalar)."""
+    plan = graph.plan
+    if plan.kind == "group":
+        return values[0][0]  # (the values; the group names are values[0][1])
+    if plan.kind != "split":
+        return values[0]
+    if plan.dimensions == 1:
+        return np.concatenate([np.asarray(value) for value in values])
+    if any(_is_sparse(value) for value in values) and all(_is_sparse(value) for value in values):
+        import scipy.sparse
+
+        stack = scipy.sparse.hstack if plan.dimension == 1 else scipy.sparse.vstack
+        return stack(values, format="csc")
+    dense = [value.toarray() if _is_sparse(value) else np.asarray(value) for value in values]
+    return np.asfortranarray(np.concatenate(dense, axis=plan.dimension))
+
+
+# The API.
+
+
+def query(daf: DafReader | str | os.PathLike, query: Any, *, chunk_bytes: int | None = None) -> dask.array.Array:
+    """The result of a Daf query on a stored data set (an open one, or its path or URL) as a lazy
+    ``dask.array.Array``: 1-d for a vector, 2-d for a matrix (sparse pieces are ``scipy.sparse.csc_matrix``), 0-d for
+    a scalar. Pieces are contiguous ranges of an axis that survives in the result, each about ``chunk_bytes`` of
+    stored data (default 128 MiB), evaluated by workers that open the data set themselves (see the module
+    docstring); nothing large is in the graph. Forms that are not split are one task, of unknown (NaN) shape.
+    A set of names is not an array: use :func:`get_query`.
+
+    Example:
+        >>> import pydaf, pydaf.dask, tempfile, os
+        >>> path = os.path.join(tempfile.mkdtemp(), "cells.h5df")
+        >>> daf = pydaf.open_daf(path, "w").add_axis("cell", ["A", "B", "C"]).add_axis("gene", ["X", "Y"])
+        >>> daf = daf.set_matrix("cell", "gene", "UMIs", [[1, 2], [3, 4], [5, 6]])
+        >>> lazy = pydaf.dask.query(path, "@ cell @ gene :: UMIs >- Sum", chunk_bytes=24)
+        >>> lazy.numblocks, lazy.compute(scheduler="synchronous").tolist()
+        ((2,), [9, 12])
+    """
+    import dask.array as da
+
+    graph = _graph(daf, query, chunk_bytes)
+    plan = graph.plan
+    if plan.dimensions < 0:
+        raise DafQueryError(f"a set of names is not an array: {as_query_sequence(query)}",
+                            hint="hint: pydaf.dask.get_query (or the data set's own get_query) gives the set")
+    if plan.kind == "one":
+        nan = float("nan")
+        return da.from_delayed(graph.pieces[0], shape=(nan,) * plan.dimensions, dtype=object)
+    assert graph.probe is not None
+    probe_value = as_numpy(graph.probe)
+    if plan.kind == "reduce":
+        return da.from_delayed(graph.pieces[0], shape=(), dtype=np.asarray(probe_value).dtype)
+    if plan.kind == "rows":
+        return da.from_delayed(graph.pieces[0], shape=probe_value.shape, dtype=probe_value.dtype)
+    if plan.kind == "group":  # (how many groups is known once every piece is)
+        import operator
+
+        import dask
+
+        values = dask.delayed(operator.getitem, pure=True)(graph.pieces[0], 0)
+        return da.from_delayed(values, shape=(float("nan"),), dtype=probe_value.dtype)
+    dtype = probe_value.dtype
+    arrays = []
+    for piece, length in zip(graph.pieces, graph.lengths, strict=True):
+        if plan.dimensions == 1:
+            shape: tuple[int, ...] = (length,)
+            meta: Any = np.empty((0,), dtype=dtype)
+        else:
+            shape = (length, probe_value.shape[1]) if plan.dimension == 0 else (probe_value.shape[0], length)
+            if _is_sparse(probe_value):
+                import scipy.sparse
+
+                meta = scipy.sparse.csc_matrix((0, 0), dtype=dtype)
+            else:
+                meta = np.empty((0, 0), dtype=dtype)
+        arrays.append(da.from_delayed(piece, shape=shape, dtype=dtype, meta=meta))
+    return arrays[0] if len(arrays) == 1 else da.concatenate(arrays, axis=plan.dimension)
+
+
+def get_np_query(daf: DafReader | str | os.PathLike, query: Any, *, chunk_bytes: int | None = None,
+                 **compute: Any) -> Any:
+    """The result of a Daf query evaluated on the cluster (see :func:`query`), in the forms of
+    :meth:`~pydaf.DafReader.get_np_query`: a numpy vector, a column-major numpy or ``scipy.sparse.csc_matrix``
+    matrix, a numpy scalar, or a set of names (evaluated locally). ``compute`` goes to ``dask.compute`` (e.g.
+    ``scheduler="synchronous"``).
+
+    Example:
+        >>> import pydaf, pydaf.dask, tempfile, os
+        >>> path = os.path.join(tempfile.mkdtemp(), "cells.h5df")
+        >>> daf = pydaf.open_daf(path, "w").add_axis("cell", ["A", "B", "C"]).set_vector("cell", "age", [3, 5, 9])
+        >>> pydaf.dask.get_np_query(daf, "@ cell : age >> Sum", scheduler="synchronous")
+        np.int64(17)
+        >>> pydaf.dask.get_np_query(daf, "@ cell [ age > 4 ] : age % Abs", scheduler="synchronous").tolist()
+        [5, 9]
+    """
+    import dask
+
+    graph = _graph(daf, query, chunk_bytes)
+    if graph.plan.dimensions < 0:
+        return graph.local_value
+    values = list(dask.compute(*graph.pieces, **compute))
+    return _assemble(graph, values)
+
+
+def get_query(daf: DafReader | str | os.PathLike, query: Any, *, chunk_bytes: int | None = None,
+              **compute: Any) -> Any:
+    """As :func:`get_np_query`, in the forms of :meth:`~pydaf.DafReader.get_query`: a vector as a ``pandas.Series``
+    and a matrix as a ``pandas.DataFrame`` labelled by entry names (read by the client), a scalar, or a set of names.
+
+    Example:
+        >>> import pydaf, pydaf.dask, tempfile, os
+        >>> path = os.path.join(tempfile.mkdtemp(), "cells.h5df")
+        >>> daf = pydaf.open_daf(path, "w").add_axis("cell", ["A", "B", "C"]).set_vector("cell", "age", [3, 5, 9])
+        >>> pydaf.dask.get_query(path, "@ cell [ age > 4 ] : age", scheduler="synchronous").to_dict()
+        {'B': 5, 'C': 9}
+    """
+    import dask
+
+    graph = _graph(daf, query, chunk_bytes)
+    plan = graph.plan
+    if plan.dimensions < 0:
+        return graph.local_value
+    if plan.kind == "one":  # (labelled by the worker that evaluates it)
+        task = dask.delayed(_evaluate_whole_pandas, pure=True)(source_of(daf), str(as_query_sequence(query)))
+        return dask.compute(task, **compute)[0]
+    values = list(dask.compute(*graph.pieces, **compute))
+    value = _assemble(graph, values)
+    if plan.dimensions == 0:
+        return value
+    if plan.kind == "group":
+        import pandas as pd
+
+        return pd.Series(value, index=pd.Index(values[0][1], name=graph.group_axis, dtype=object), copy=False)
+    assert graph.probe is not None
+    if plan.kind == "rows":  # (the probe has every row)
+        return as_pandas(QueryResult(1, value, graph.probe.entries, graph.probe.dimension_names))
+    assert graph.entries is not None
+    entries = list(graph.probe.entries)
+    entries[plan.dimension] = graph.entries
+    if _is_sparse(value):
+        import pandas as pd
+
+        index = pd.Index(entries[0], name=graph.probe.dimension_names[0], dtype=object)
+        columns = pd.Index(entries[1], name=graph.probe.dimension_names[1], dtype=object)
+        return pd.DataFrame.sparse.from_spmatrix(value, index=index, columns=columns)
+    return as_pandas(QueryResult(plan.dimensions, value, tuple(entries), graph.probe.dimension_names))
+
+
+def _evaluate_whole_pandas(source: DafSource, query_text: str) -> Any:
+    """The whole query in one task, labelled."""
+    return open_source(source).get_query(query_text, cache=False)

@@ -1,0 +1,400 @@
+"""pydaf.dask.queries on a real dask cluster (2 worker processes): each query's result equals the local evaluation
+(bitwise where split along a surviving axis), errors surface in the client when the graph is built, and the graph
+carries no data."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+import scipy.sparse
+
+import pydaf
+from pydaf.errors import DafQueryError
+
+distributed = pytest.importorskip("distributed")
+dask = pytest.importorskip("dask")
+
+from pydaf.dask import queries as dask_queries  # noqa: E402
+
+N_CELLS, N_GENES = 1200, 800
+
+
+@pytest.fixture(scope="module")
+def client():
+    cluster = distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None)
+    client = distributed.Client(cluster)
+    yield client
+    client.close()
+    cluster.close()
+
+
+def _big_daf() -> pydaf.MemoryDaf:
+    """Dense and sparse matrices large enough to split into several pieces, in both or one layout."""
+    rng = np.random.default_rng(29)
+    daf = pydaf.MemoryDaf(name="big!")
+    daf.add_axis("cell", [f"C{index}" for index in range(N_CELLS)])
+    daf.add_axis("gene", [f"G{index}" for index in range(N_GENES)])
+    daf.add_axis("type", ["T0", "T1", "T2", "T3"])
+    daf.set_vector("cell", "type", np.array([f"T{index % 3}" for index in range(N_CELLS)], dtype=object))
+    daf.set_vector("cell", "score", rng.normal(size=N_CELLS))
+    daf.set_vector("cell", "batch", rng.integers(0, 5, size=N_CELLS).astype(np.int32))
+    daf.set_vector("gene", "is_marker", rng.random(N_GENES) < 0.3)
+    daf.set_vector("gene", "module", np.array([f"M{index % 7}" for index in range(N_GENES)], dtype=object))
+    # Dense Float64 stored as (cell, gene) only; dense Float32 stored as (gene, cell) only.
+    daf.set_matrix("cell", "gene", "expression", np.asfortranarray(rng.gamma(2.0, 3.0, (N_CELLS, N_GENES))),
+                   relayout=False)
+    daf.set_matrix("gene", "cell", "fraction",
+                   np.asfortranarray(rng.random((N_GENES, N_CELLS)).astype(np.float32)), relayout=False)
+    # Sparse UInt16 (about 5% stored), stored as (cell, gene) only.
+    umis = scipy.sparse.random(N_CELLS, N_GENES, density=0.05, format="csc", random_state=7,
+                               data_rvs=lambda size: rng.integers(1, 40, size=size)).astype(np.uint16)
+    daf.set_matrix("cell", "gene", "UMIs", umis, relayout=False)
+    return daf
+
+
+@pytest.fixture(scope="module")
+def paths(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("dask_queries")
+    result = {}
+    cells = pydaf.example_cells_daf()
+    for key, name in (("h5df", "cells.h5df"), ("files", "cells.daf"), ("zarr", "cells.daf.zarr")):
+        path = str(folder / name)
+        pydaf.copy_all(pydaf.open_daf(path, "w"), cells, progress=False)
+        result[key] = path
+    path = str(folder / "big.h5df")
+    pydaf.copy_all(pydaf.open_daf(path, "w"), _big_daf(), progress=False, relayout=False)
+    result["big"] = path
+    path = str(folder / "big.daf")
+    pydaf.copy_all(pydaf.open_daf(path, "w"), _big_daf(), progress=False, relayout=False)
+    result["big_files"] = path
+    return result
+
+
+# (data set, query, how it is evaluated: "split <axis>", "reduce <axis>" or "one", chunk_bytes)
+# The example cells: 856 cells x 683 genes of UInt8 UMIs (both layouts, dense; 584 bytes a cell, 683 a gene).
+CELLS = 20_000  # about 30 pieces of the cells' matrix
+QUERIES = [
+    # Matrices, element-wise.
+    ("h5df", "@ cell @ gene :: UMIs", "split gene", CELLS),
+    ("files", "@ cell @ gene :: UMIs % Log base 2 eps 1", "split gene", CELLS),
+    ("zarr", "@ cell @ gene :: UMIs > 2", "split gene", CELLS),
+    ("h5df", "@ gene @ cell :: UMIs % Clamp min 1 max 5", "split cell", CELLS),
+    ("big", "@ cell @ gene :: UMIs", "split gene", 60_000),
+    ("big", "@ cell @ gene :: UMIs % Convert type Float32", "split gene", 60_000),
+    ("big", "@ cell @ gene :: expression % Log base 2 eps 1", "split gene", 1_000_000),
+    ("big", "@ cell @ gene :: fraction", "split cell", 500_000),  # only (gene, cell) stored: its columns are cells
+    ("big_files", "@ cell @ gene [ is_marker ] :: expression % Abs", "split gene", 1_000_000),
+    # Reductions to one value per column (>-) or per row (>|).
+    ("h5df", "@ cell @ gene :: UMIs >- Sum", "split gene", CELLS),
+    ("files", "@ cell @ gene :: UMIs >- Max", "split gene", CELLS),
+    ("zarr", "@ cell @ gene :: UMIs >- Mean", "split gene", CELLS),
+    ("h5df", "@ cell @ gene :: UMIs >| Sum", "split cell", CELLS),
+    ("h5df", "@ cell @ gene :: UMIs >| Median", "split cell", CELLS),
+    ("big", "@ cell @ gene :: UMIs >- Sum", "split gene", 60_000),
+    ("big", "@ cell @ gene :: UMIs >| Median", "split cell", 60_000),
+    # >| of a sparse matrix stored by rows: pieces of its columns, per-row partials combined.
+    ("big", "@ cell @ gene :: UMIs >| Sum", "rows gene", 60_000),
+    ("big", "@ cell @ gene :: UMIs >| Max", "rows gene", 60_000),
+    ("big", "@ cell @ gene :: UMIs >| Mean", "rows gene", 60_000),
+    ("big_files", "@ cell [ type = T1 ] @ gene [ is_marker ] :: UMIs >| Count", "rows gene", 60_000),
+    ("big", "@ cell @ gene :: UMIs % Convert type Int64 >| Min", "rows gene", 60_000),
+    ("big", "@ cell @ gene :: expression >- Std", "split gene", 1_000_000),
+    ("big", "@ cell @ gene :: expression >| Quantile p 0.9", "split cell", 1_000_000),
+    ("big", "@ cell @ gene :: fraction >- Min", "split gene", 500_000),
+    ("big_files", "@ cell @ gene :: expression >- Mode", "split gene", 1_000_000),
+    # Group-bys of a matrix.
+    ("h5df", "@ cell @ gene :: UMIs -/ donor >- Sum", "split gene", CELLS),
+    ("files", "@ gene @ cell :: UMIs |/ experiment >| Max", "split gene", CELLS),
+    ("big", "@ cell @ gene :: UMIs -/ type >- Mean", "split gene", 60_000),
+    ("big", "@ cell @ gene :: UMIs -/ type =@ >- Sum || 0", "split gene", 60_000),
+    ("big", "@ gene @ cell :: expression |/ batch >| Median", "split gene", 1_000_000),
+    # Masks on rows and columns (and on the split axis).
+    ("h5df", "@ cell [ donor : age > 60 ] @ gene :: UMIs >- Sum", "split gene", CELLS),
+    ("zarr", "@ cell @ gene [ is_lateral ] :: UMIs >- Sum", "split gene", CELLS),
+    ("h5df", "@ cell [ donor : sex = male ] @ gene [ ! is_lateral ] :: UMIs", "split gene", CELLS),
+    ("big", "@ cell [ type = T1 & score > 0 ] @ gene [ is_marker ] :: UMIs", "split gene", 60_000),
+    ("big", "@ cell [ UMIs @ gene = G3 > 0 ] @ gene :: expression >- Max", "one", 1_000_000),  # G3: the split axis
+    # Scalars of a whole matrix or vector.
+    ("h5df", "@ cell @ gene :: UMIs >> Sum", "reduce gene", CELLS),
+    ("files", "@ cell @ gene :: UMIs >> Max", "reduce gene", CELLS),
+    ("zarr", "@ cell @ gene :: UMIs >> Count", "reduce gene", CELLS),
+    ("h5df", "@ cell @ gene :: UMIs >> Mean", "reduce gene", CELLS),
+    ("big", "@ cell @ gene :: UMIs >> Sum", "reduce gene", 60_000),
+    ("big", "@ cell @ gene :: UMIs >> Min", "reduce gene", 60_000),
+    ("big", "@ cell @ gene :: UMIs >> Sum type Int64", "reduce gene", 60_000),
+    ("big", "@ cell [ type = T9 ] @ gene :: UMIs >> Sum || 7", "reduce gene", 60_000),  # no cell: the default
+    ("h5df", "@ cell @ gene :: UMIs >> Median", "one", CELLS),
+    ("big", "@ cell @ gene :: UMIs >> Quantile p 0.99", "one", 60_000),
+    ("h5df", "@ donor : age >> Max", "reduce donor", 64),
+    ("h5df", "@ cell : donor : age >> Sum", "reduce cell", 800),
+    ("h5df", "@ cell : donor : age >> Mode", "one", 800),
+    # Vectors.
+    ("h5df", "@ cell : donor : age", "split cell", 800),
+    ("files", r"@ cell [ experiment ~ demux_.\*_1 ] : donor : sex", "split cell", 800),
+    ("zarr", "@ gene [ ! is_lateral ]", "split gene", 800),
+    ("h5df", "@ donor : age % Log eps 1 > 6", "split donor", 64),
+    ("big", "@ cell : score % Abs", "split cell", 800),
+    # Group-bys of a vector: per-group partials combined.
+    ("h5df", "@ cell : donor : age / experiment >> Mean", "group cell", 800),
+    ("files", "@ donor : age / sex >> Max", "group donor", 64),
+    ("zarr", "@ cell : experiment / donor : sex >> Count", "group cell", 800),
+    ("h5df", "@ cell [ donor : age > 80 ] : donor / donor =@ >> Count || 0", "group cell", 800),
+    ("h5df", "@ cell @ gene :: UMIs >| Sum / donor >> Sum", "group cell", CELLS),
+    ("big", "@ cell : batch / type >> Sum", "group cell", 800),
+    ("big", "@ cell @ gene :: UMIs >| Max / type =@ >> Max || 0", "group cell", 60_000),
+    ("big", "@ cell : batch / type >> Min", "group cell", 800),
+    # Counts, square and unusual phrases, names and scalars: one task (or local names).
+    ("h5df", "@ cell : donor : age / experiment >> Median", "one", 800),
+    ("h5df", "@ cell : experiment * donor : sex", "one", 800),
+    ("h5df", ". organism", "one", 800),
+    ("h5df", ": age @ donor = N16", "one", 800),
+    ("h5df", "@ ?", "names", 800),
+    ("zarr", "@ cell : ?", "names", 800),
+]
+
+
+def _same(local, result) -> None:
+    """Bitwise equality of values, types and (for matrices) layout."""
+    if isinstance(local, set):
+        assert result == local
+    elif scipy.sparse.issparse(local):
+        assert scipy.sparse.issparse(result) and result.format == "csc"
+        assert result.shape == local.shape and result.dtype == local.dtype
+        assert (result != local).nnz == 0
+    else:
+        assert np.asarray(result).dtype == np.asarray(local).dtype
+        assert np.asarray(result).shape == np.asarray(local).shape
+        assert np.array_equal(result, local)
+        if np.ndim(local) == 2:
+            assert np.asarray(result).flags.f_contiguous
+
+
+@pytest.mark.parametrize(("key", "query", "how", "chunk_bytes"), QUERIES, ids=[entry[1] for entry in QUERIES])
+def test_query_equals_local(client, paths, key, query, how, chunk_bytes):
+    path = paths[key]
+    local = pydaf.open_daf(path, "r").get_np_query(query, cache=False)
+    graph = dask_queries._graph(path, query, chunk_bytes)
+    kind = "names" if graph.plan.dimensions < 0 else graph.plan.kind
+    assert kind == how.split()[0], graph.plan.reason
+    if kind in ("split", "reduce", "group", "rows"):
+        assert graph.plan.axis == how.split()[1]
+        pieces = len(graph.pieces) if kind == "split" else len(graph.pieces[0].dask) - 1
+        assert pieces >= 4, pieces
+    result = dask_queries.get_np_query(path, query, chunk_bytes=chunk_bytes)
+    _same(local, result)
+
+
+def test_the_table_covers_enough(paths):
+    kinds = [how.split()[0] for _, _, how, _ in QUERIES]
+    assert len(QUERIES) >= 25 and kinds.count("split") >= 25 and kinds.count("reduce") >= 8
+    assert kinds.count("group") >= 6 and kinds.count("one") >= 6 and kinds.count("rows") >= 4
+
+
+# Float reductions combined from partials: equal up to rounding.
+
+
+@pytest.mark.parametrize("query", [
+    "@ cell @ gene :: expression >> Sum",
+    "@ cell @ gene :: expression >> Mean",
+    "@ cell @ gene :: expression >> Var",
+    "@ cell @ gene :: expression >> Std",
+    "@ cell @ gene :: expression >> VarN eps 1",
+    "@ cell @ gene :: expression >> StdN",
+    "@ cell @ gene :: UMIs >> Var",
+    "@ cell @ gene :: UMIs >| Var",
+    "@ cell @ gene :: UMIs % Convert type Float64 >| StdN eps 1",
+    "@ cell @ gene :: UMIs % Convert type Float64 >| Mean",
+    "@ cell @ gene :: fraction >> Sum",  # Float32 data: the kernels sum in Float64 either way
+    "@ cell @ gene :: fraction >> Mean",
+    "@ cell : score >> Std",
+    "@ cell : score / type >> Mean",
+    "@ cell : score / type >> Var",
+    "@ cell : score / batch >> StdN eps 1",
+    "@ cell @ gene :: expression >| Sum / type =@ >> Std || 0",
+    "@ cell @ gene :: fraction >| Mean / type >> Sum",
+])
+def test_combined_float_reductions_within_tolerance(client, paths, query):
+    path = paths["big"]
+    local = pydaf.open_daf(path, "r").get_np_query(query, cache=False)
+    chunk_bytes = 800 if query.startswith("@ cell :") else 60_000 if "UMIs" in query else 100_000
+    graph = dask_queries._graph(path, query, chunk_bytes)
+    assert graph.plan.kind in ("reduce", "group", "rows") and len(graph.pieces[0].dask) - 1 >= 4
+    result = dask_queries.get_np_query(path, query, chunk_bytes=chunk_bytes)
+    assert np.asarray(result).dtype == np.asarray(local).dtype and np.shape(result) == np.shape(local)
+    rtol = 1e-12 if np.asarray(local).dtype == np.float64 else 1e-6
+    assert np.allclose(result, local, rtol=rtol, atol=0), (result, local)
+
+
+def test_integer_sums_are_exact_whatever_the_pieces(client, paths):
+    path = paths["big"]
+    local = pydaf.open_daf(path, "r").get_np_query("@ cell @ gene :: UMIs >> Sum", cache=False)
+    for chunk_bytes in (5_000, 50_000, 10**9):
+        assert dask_queries.get_np_query(path, "@ cell @ gene :: UMIs >> Sum", chunk_bytes=chunk_bytes) == local
+
+
+# Labelled (pandas) results.
+
+
+@pytest.mark.parametrize("query", [
+    "@ cell @ gene :: UMIs >- Sum",
+    "@ cell [ donor : age > 60 ] @ gene [ is_lateral ] :: UMIs",
+    "@ cell @ gene :: UMIs -/ donor >- Max",
+    "@ gene @ cell :: UMIs |/ experiment >| Sum",
+    "@ cell : donor : age",
+    "@ donor : age / sex >> Max",
+    "@ cell : donor / donor =@ >> Count",
+    "@ donor : age / sex >> Median",
+    "@ cell @ gene :: UMIs >> Sum",
+    "@ gene : ?",
+])
+def test_get_query_is_labelled_as_locally(client, paths, query):
+    path = paths["h5df"]
+    local = pydaf.open_daf(path, "r").get_query(query, cache=False)
+    result = dask_queries.get_query(path, query, chunk_bytes=CELLS)
+    if hasattr(local, "equals"):
+        assert type(result) is type(local)
+        assert result.equals(local)
+        assert list(result.index) == list(local.index) and result.index.name == local.index.name
+        if hasattr(local, "columns"):
+            assert list(result.columns) == list(local.columns) and result.columns.name == local.columns.name
+    else:
+        assert result == local
+
+
+def test_get_query_of_per_row_pieces_is_labelled(client, paths):
+    path, query = paths["big"], "@ cell [ type = T1 ] @ gene :: UMIs >| Sum"
+    local = pydaf.open_daf(path, "r").get_query(query, cache=False)
+    assert dask_queries._graph(path, query, 60_000).plan.kind == "rows"
+    result = dask_queries.get_query(path, query, chunk_bytes=60_000)
+    assert result.equals(local) and list(result.index) == list(local.index) and result.index.name == "cell"
+    lazy = dask_queries.query(path, query, chunk_bytes=60_000)
+    assert lazy.shape == local.shape and lazy.dtype == local.dtype
+
+
+def test_get_query_of_a_sparse_matrix_is_a_sparse_frame(client, paths):
+    path = paths["big"]
+    local = pydaf.open_daf(path, "r").get_query("@ cell @ gene [ is_marker ] :: UMIs", cache=False)
+    result = dask_queries.get_query(path, "@ cell @ gene [ is_marker ] :: UMIs", chunk_bytes=60_000)
+    assert list(result.columns) == list(local.columns) and list(result.index) == list(local.index)
+    assert (result.sparse.to_coo() != local.sparse.to_coo()).nnz == 0
+
+
+# The lazy array.
+
+
+def test_query_is_a_lazy_chunked_array(client, paths):
+    path = paths["big"]
+    lazy = dask_queries.query(path, "@ cell @ gene :: expression % Log base 2 eps 1", chunk_bytes=1_000_000)
+    assert lazy.shape == (N_CELLS, N_GENES) and lazy.dtype == np.float64
+    assert lazy.numblocks[0] == 1 and lazy.numblocks[1] >= 8
+    local = pydaf.open_daf(path, "r").get_np_query("@ cell @ gene :: expression % Log base 2 eps 1", cache=False)
+    assert np.array_equal(lazy.compute(), local)
+    # Further dask operations run on the pieces.
+    assert np.allclose(lazy.sum(axis=0).compute(), local.sum(axis=0), rtol=1e-12)
+
+
+def test_sparse_pieces_stay_sparse(client, paths):
+    path = paths["big"]
+    lazy = dask_queries.query(path, "@ cell @ gene :: UMIs", chunk_bytes=60_000)
+    assert isinstance(lazy._meta, scipy.sparse.csc_matrix) and lazy.numblocks[1] >= 4
+    pieces = client.compute(lazy.to_delayed().ravel().tolist(), sync=True)
+    assert all(isinstance(piece, scipy.sparse.csc_matrix) for piece in pieces)
+    local = pydaf.open_daf(path, "r").get_np_query("@ cell @ gene :: UMIs", cache=False)
+    assert (scipy.sparse.hstack(pieces, format="csc") != local).nnz == 0
+
+
+def test_scalar_and_one_task_arrays(client, paths):
+    path = paths["h5df"]
+    daf = pydaf.open_daf(path, "r")
+    scalar = dask_queries.query(path, "@ cell @ gene :: UMIs >> Sum", chunk_bytes=CELLS)
+    assert scalar.shape == () and scalar.dtype == np.uint32
+    assert scalar.compute() == daf.get_np_query("@ cell @ gene :: UMIs >> Sum")
+    grouped = dask_queries.query(path, "@ donor : age / sex >> Max", chunk_bytes=64)
+    assert grouped.ndim == 1 and np.isnan(grouped.shape[0]) and grouped.dtype == np.uint32
+    assert np.array_equal(grouped.compute(), daf.get_np_query("@ donor : age / sex >> Max"))
+    one = dask_queries.query(path, "@ donor : age / sex >> Median")
+    assert one.ndim == 1 and np.isnan(one.shape[0])
+    assert np.array_equal(one.compute(), daf.get_np_query("@ donor : age / sex >> Median"))
+    with pytest.raises(DafQueryError, match="a set of names is not an array"):
+        dask_queries.query(path, "@ ?")
+
+
+# Errors and the graph.
+
+
+@pytest.mark.parametrize(("query", "error"), [
+    ("@ cell @ gene :: nonesuch >- Sum", pydaf.DafError),
+    ("@ cell : nonesuch", pydaf.DafError),
+    ("@ cell @ gene :: UMIs >- Sum %", DafQueryError),
+    ("@ cell @ gene :: UMIs >- Summ", DafQueryError),
+    ("@ nonesuch : age", pydaf.DafError),
+    ("@ cell : donor >> Sum", pydaf.DafError),  # strings do not sum
+    ("@ cell : donor / experiment >> Sum", pydaf.DafError),
+])
+def test_query_errors_are_raised_when_the_graph_is_built(paths, query, error):
+    path = paths["h5df"]
+    with pytest.raises(error) as local_error:
+        pydaf.open_daf(path, "r").get_np_query(query, cache=False)
+    with pytest.raises(error) as dask_error:
+        dask_queries.query(path, query, chunk_bytes=CELLS)  # no cluster: raised before anything is computed
+    assert type(dask_error.value) is type(local_error.value)
+
+
+def test_an_empty_group_without_a_default_fails_as_locally(client, paths):
+    path = paths["h5df"]
+    query = "@ cell [ donor : age > 80 ] : donor / donor =@ >> Count"  # most donors have no such cell
+    with pytest.raises(DafQueryError, match="no IfMissing value specified for the unused entry"):
+        pydaf.open_daf(path, "r").get_np_query(query, cache=False)
+    assert dask_queries._graph(path, query, 800).plan.kind == "group"
+    with pytest.raises(DafQueryError, match="no IfMissing value specified for the unused entry"):
+        dask_queries.get_np_query(path, query, chunk_bytes=800)
+
+
+def test_the_graph_holds_no_data(paths):
+    path = paths["big"]
+    stored = sum(np.asarray(part).nbytes for part in (pydaf.open_daf(path, "r").get_stored_matrix(
+        "cell", "gene", "expression", relayout=False),))
+    for query in ("@ cell @ gene :: expression % Abs", "@ cell @ gene :: expression >> Mean",
+                  "@ cell @ gene [ is_marker ] :: UMIs >- Sum"):
+        lazy = dask_queries.query(path, query, chunk_bytes=1_000_000)
+        graph = dict(lazy.__dask_graph__())
+        size = len(pickle.dumps(graph))
+        assert size < 2_000 * max(1, len(graph)), (query, size, len(graph))
+        assert size < stored / 100
+
+
+def test_a_piece_is_a_zero_copy_slice_of_the_mapped_matrix(paths):
+    daf = pydaf.open_daf(paths["big_files"], "r")
+    stored = daf.get_stored_matrix("cell", "gene", "expression", relayout=False)
+    view = dask_queries._range_view(daf, "gene", 100, 200)
+    piece = view.get_np_query("@ cell @ gene :: expression")
+    assert view.axis_vector("gene").tolist() == [f"G{index}" for index in range(100, 200)]
+    assert piece.shape == (N_CELLS, 100) and np.shares_memory(piece, stored)
+    assert np.array_equal(piece, stored[:, 100:200])
+    # The pieces of a process share the axis's chain.
+    first, second = dask_queries._range_view(daf, "gene", 0, 10), dask_queries._range_view(daf, "gene", 10, 30)
+    assert first.axis_length("gene") == 10 and second.axis_length("gene") == 20
+    assert first.daf is second.daf is dask_queries._kept_ranges(daf, "gene").chain
+
+
+def test_pieces_in_threads_of_one_process(paths):
+    # (Pieces of one worker share the axis's chain: threads run them at once.)
+    path = paths["big_files"]
+    for query in ("@ cell @ gene :: expression >- Max", "@ cell @ gene [ is_marker ] :: UMIs",
+                  "@ cell @ gene :: UMIs >> Sum", "@ cell : batch / type >> Sum", "@ cell @ gene :: UMIs >| Sum"):
+        local = pydaf.open_daf(path, "r").get_np_query(query, cache=False)
+        result = dask_queries.get_np_query(path, query, chunk_bytes=800 if "batch" in query else 60_000,
+                                           scheduler="threads", num_workers=4)
+        _same(local, result)
+
+
+def test_a_rewritten_data_set_gets_new_tasks(tmp_path):
+    path = str(tmp_path / "small.h5df")
+    daf = pydaf.open_daf(path, "w").add_axis("cell", ["A", "B", "C"]).set_vector("cell", "age", [1, 2, 3])
+    first = dask_queries.query(path, "@ cell : age").name
+    daf.set_vector("cell", "age", [4, 5, 6], overwrite=True)
+    second = dask_queries.query(path, "@ cell : age")
+    assert second.name != first
+    assert second.compute(scheduler="synchronous").tolist() == [4, 5, 6]
