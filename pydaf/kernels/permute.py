@@ -226,9 +226,16 @@ def write_permuted_dense(source: np.ndarray, rows_permutation: np.ndarray | None
         finally:
             free_buffers.put(buffer)
 
+    # (the kernel reads the source of a block ahead while earlier blocks are gathered, for data not in the page cache;
+    # permuted columns are scattered, one ``madvise`` each: for a matrix that fits in memory several times over, one
+    # call for all of it costs less than thousands)
+    whole = columns_permutation is not None and matrix.nbytes <= _physical_memory() // 8
+    if whole:
+        prefetch_pages(matrix)
+
     def prefetch(start: int) -> None:
-        # (the kernel reads the source of a block ahead while earlier blocks are gathered, for data not in the page
-        # cache)
+        if whole:
+            return
         if columns_permutation is None:
             prefetch_pages(matrix[:, start:min(start + block, n_columns)])
         else:
@@ -261,6 +268,13 @@ def write_permuted_dense(source: np.ndarray, rows_permutation: np.ndarray | None
             for future in pending:
                 future.cancel()
             raise
+
+
+def _physical_memory() -> int:
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError):
+        return 0
 
 
 def _dense_gatherer(matrix: np.ndarray, rows_permutation: np.ndarray | None,
