@@ -613,6 +613,7 @@ def test_threaded_decoding_is_exact_and_reports_bad_chunks(packed_file: Any, mon
     from pydaf.formats.h5df import packed
 
     monkeypatch.setattr(packed, "_PARALLEL_MIN_BYTES", 1)
+    monkeypatch.setattr(packed, "_PARALLEL_IMPORT_BYTES", 1)
     path = packed_file("gzip_shuffle")
     reader = pydaf.H5df(path, "r")
     assert np.array_equal(reader.get_vector("cell", "x"), np.arange(N_CELLS, dtype=np.float64))

@@ -3,8 +3,11 @@ comparisons), and reducing a matrix to a vector (``>|``, ``>-``)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
+from ...core.cache import MatrixCacheKey
 from ...sparse import SparseMatrixCSC
 from ..base import EltwiseOperation, ReductionOperation, select_matrix
 from ..query import (
@@ -55,12 +58,22 @@ def matrix_lookup(query_state: QueryState, rows_state: VectorState, columns_stat
         columns = None if columns_state.is_complete_property_axis \
             else query_state.entry_indices(columns_axis, columns_state.vector_values)
         selected = query_state.get_matrix_selection(rows_axis, columns_axis, name, rows, columns)
+        whole = rows is None and columns is None and rows_axis != columns_axis
         if selected is not None:  # (only the selected columns read: a packed matrix decodes only their chunks)
             matrix_state.matrix_values = selected
+        elif whole and _reduced_per_row_next(query_state) \
+                and daf.has_matrix(columns_axis, rows_axis, name, relayout=False):
+            # (The per-row reduction reads only the flipped layout: reading this one too would decode a packed
+            # matrix twice.)
+            query_state.dependencies.update((MatrixCacheKey(rows_axis, columns_axis, name),
+                                             MatrixCacheKey(columns_axis, rows_axis, name)))
+            flipped = daf.get_stored_matrix(columns_axis, rows_axis, name, relayout=False)
+            matrix_state.matrix_values = _FlippedShape(flipped)
+            matrix_state.flipped = (matrix_state.matrix_values, lambda: flipped)
         else:
             matrix = query_state.get_matrix(rows_axis, columns_axis, name, if_missing)
             matrix_state.matrix_values = select_matrix(matrix, rows=rows, columns=columns)
-        if rows is None and columns is None and rows_axis != columns_axis:
+        if whole and matrix_state.flipped is None:
             # (Looked up only if reduced per row: a fetch pays for no second lookup. A square matrix has one layout.)
             matrix_state.flipped = (matrix_state.matrix_values,
                                     lambda: daf.get_stored_matrix(columns_axis, rows_axis, name, default=None,
@@ -72,6 +85,22 @@ def matrix_lookup(query_state: QueryState, rows_state: VectorState, columns_stat
             raise Missing
         matrix_state.matrix_values = np.empty((0, 0), dtype=object)
     query_state.stack.append(matrix_state)
+
+
+def _reduced_per_row_next(query_state: QueryState) -> bool:
+    """Whether the next operation reduces each row of the matrix just looked up, reading its values (``>| Sum``)."""
+    operations, at = query_state.operations, query_state.next_operation_index
+    following = operations[at] if at < len(operations) else None
+    return isinstance(following, ReduceToColumn) and following.reduction_operation.reads_values
+
+
+class _FlippedShape:
+    """The shape and element type of a whole stored matrix read only in its flipped layout (which the per-row
+    reduction that follows uses): its values are never read."""
+
+    def __init__(self, flipped: Any) -> None:
+        self.shape = (flipped.shape[1], flipped.shape[0])
+        self.dtype = flipped.dtype
 
 
 def lookup_by_matrix(query_state: QueryState, state: MatrixState, as_axis: AsAxis | None, if_not: IfNot | None,
