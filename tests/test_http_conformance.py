@@ -78,16 +78,22 @@ def _fails_as_read_only(name: str) -> pytest.MarkDecorator:
                              reason=f"{name} writes to the data set it read back: an HttpDaf is read-only")
 
 
-for _name in WRITES_AFTER_READING_BACK:
-    _test = getattr(DafConformance, _name)
+def expect_read_only_failures(suite: type) -> None:
+    """Mark the conformance tests of ``suite`` (a served, read-only backend's) that write to what they read back as
+    strict expected failures."""
+    for name in WRITES_AFTER_READING_BACK:
+        test = getattr(DafConformance, name)
 
-    def _expected_to_fail(self, *arguments, _test=_test, **keywords):
-        return _test(self, *arguments, **keywords)
+        def expected_to_fail(self, *arguments, _test=test, **keywords):
+            return _test(self, *arguments, **keywords)
 
-    _expected_to_fail.__name__ = _name
-    _expected_to_fail.__wrapped__ = _test  # (keeps the fixtures pytest reads from the original)
-    _expected_to_fail.pytestmark = list(getattr(_test, "pytestmark", []))  # (and its parameters)
-    setattr(TestHttpDaf, _name, _fails_as_read_only(_name)(_expected_to_fail))
+        expected_to_fail.__name__ = name
+        expected_to_fail.__wrapped__ = test  # (keeps the fixtures pytest reads from the original)
+        expected_to_fail.pytestmark = list(getattr(test, "pytestmark", []))  # (and its parameters)
+        setattr(suite, name, _fails_as_read_only(name)(expected_to_fail))
+
+
+expect_read_only_failures(TestHttpDaf)
 
 
 def test_stored_numbers_are_read_only_arrays_in_memory(tmp_path):

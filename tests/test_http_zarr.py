@@ -27,7 +27,7 @@ from pydaf.formats.http.zarr import ServedZarrFormat
 from pydaf.testing import DafBackend, DafConformance, is_file_map
 
 from .http_servers import hostile_server, range_server, send, truncated
-from .test_http_conformance import WRITES_AFTER_READING_BACK
+from .test_http_conformance import expect_read_only_failures
 from .test_http_format import SERVERS, assert_same_data, served
 
 pytest.importorskip("aiohttp", reason="aiohttp (the test extra) serves the Range-honouring server")
@@ -441,21 +441,7 @@ class TestServedPackedZarrDaf(TestServedZarrDaf):
         monkeypatch.setenv("DAF_PACKED_TARGET_CHUNK_KB", "1")
 
 
-def _fails_as_read_only(name: str) -> pytest.MarkDecorator:
-    return pytest.mark.xfail(strict=True, raises=(pydaf.DafReadOnlyError, pydaf.DafTypeError),
-                             reason=f"{name} writes to the data set it read back: an HttpDaf is read-only")
-
-
-for _name in WRITES_AFTER_READING_BACK:
-    _test = getattr(DafConformance, _name)
-
-    def _expected_to_fail(self, *arguments, _test=_test, **keywords):
-        return _test(self, *arguments, **keywords)
-
-    _expected_to_fail.__name__ = _name
-    _expected_to_fail.__wrapped__ = _test  # (keeps the fixtures pytest reads from the original)
-    _expected_to_fail.pytestmark = list(getattr(_test, "pytestmark", []))  # (and its parameters)
-    setattr(TestServedZarrDaf, _name, _fails_as_read_only(_name)(_expected_to_fail))
+expect_read_only_failures(TestServedZarrDaf)
 
 
 def test_served_numbers_are_read_only_arrays_in_memory(tmp_path):

@@ -118,6 +118,26 @@ def join_url(base: str, relative_path: str) -> str:
     return base.rstrip("/") + "/" + "/".join(quote(part, safe="") for part in relative_path.split("/"))
 
 
+class ServedIdentity:
+    """What names a data set read over HTTP (mixed into its format): its URL, as its default name, its complete path
+    and in its description."""
+
+    url: str
+    served_format: str | None = None  # (the layout served, where it isn't a FilesDaf's)
+
+    def format_default_name(self) -> str:
+        return self.url
+
+    def format_complete_path(self) -> str | None:
+        return self.url
+
+    def format_description_header(self, indent: str, lines: list[str], deep: bool) -> None:
+        lines.append(f"{indent}type: HttpDaf")
+        lines.append(f"{indent}url: {self.url}")
+        if self.served_format is not None:
+            lines.append(f"{indent}format: {self.served_format}")
+
+
 class ByteCache(SizedLruCache[bytes]):
     """A thread-safe LRU cache of fetched bytes, bounded by their total size (an item larger than the bound is
     never kept).

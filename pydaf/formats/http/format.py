@@ -40,7 +40,7 @@ from ..files.layout import (
 )
 from ..packed.shard import http_chunk_cache
 from ..registry import FormatEntry, register_format
-from .client import ByteCache, HttpByteSource, HttpClient, HttpSettings, http_url, join_url
+from .client import ByteCache, HttpByteSource, HttpClient, HttpSettings, ServedIdentity, http_url, join_url
 from .zarr import ServedZarrFormat
 
 _MAX_DAF_JSON_BYTES = 1 << 16
@@ -80,7 +80,7 @@ class _HttpSource:
         return self._storage.byte_source(self._base + suffix, max_size=max_size)
 
 
-class HttpFormat(FormatReader):
+class HttpFormat(ServedIdentity, FormatReader):
     """The storage of an :class:`HttpDaf`: the files of a FilesDaf directory at a URL (see the module docstring)."""
 
     type_name = "HttpDaf"
@@ -117,18 +117,6 @@ class HttpFormat(FormatReader):
         if not isinstance(index, dict) or not all(isinstance(value, dict) for value in index.values()):
             raise DafFormatError(f"invalid metadata.json of {where}\n(expected a JSON object of property descriptors)")
         return index
-
-    # Identity.
-
-    def format_default_name(self) -> str:
-        return self.url
-
-    def format_complete_path(self) -> str | None:
-        return self.url
-
-    def format_description_header(self, indent: str, lines: list[str], deep: bool) -> None:
-        lines.append(f"{indent}type: HttpDaf")
-        lines.append(f"{indent}url: {self.url}")
 
     def format_close(self) -> None:
         """Close the connections and drop the fetched bytes (arrays already returned keep theirs)."""

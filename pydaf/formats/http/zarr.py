@@ -28,7 +28,7 @@ from ...abc.format import CacheGroup, FormatReader
 from ...errors import DafFormatError, DafHttpError, DafNotDafError
 from ..packed.shard import ChunkCache, http_chunk_cache
 from ..zarr.format import ZarrFormat
-from .client import ByteCache, HttpByteSource, HttpClient, HttpSettings, http_url, join_url
+from .client import ByteCache, HttpByteSource, HttpClient, HttpSettings, ServedIdentity, http_url, join_url
 
 #: A root ``zarr.json`` larger than this is not metadata (ZarrDaf's own bound on a ``zarr.json``).
 _MAX_ROOT_BYTES = 1 << 28
@@ -167,7 +167,7 @@ class _ServedNodes:
             return None
 
 
-class ServedZarrFormat(ZarrFormat):
+class ServedZarrFormat(ServedIdentity, ZarrFormat):
     """The storage of a ZarrDaf directory served over HTTP (the module's docstring says what is fetched when): a
     read-only :class:`~pydaf.formats.zarr.ZarrFormat` whose nodes are read by HTTP (the facade is
     :class:`~pydaf.HttpDaf`).
@@ -181,6 +181,8 @@ class ServedZarrFormat(ZarrFormat):
         for the zarr.json of the daf served at: http://127.0.0.1:9/x.daf.zarr
         (...)
     """
+
+    served_format = "ZarrDaf"
 
     type_name = "HttpDaf"
     maps_files = False  # (fetched into memory)
@@ -256,19 +258,6 @@ class ServedZarrFormat(ZarrFormat):
         parts = self._nodes.source(key).read_ranges([(int(column) * column_bytes, column_bytes)
                                                      for column in columns])
         return np.frombuffer(b"".join(parts), dtype=info.dtype).reshape((n_rows, len(parts)), order="F")
-
-    # Identity: a URL, not a path.
-
-    def format_default_name(self) -> str:
-        return self.url
-
-    def format_complete_path(self) -> str | None:
-        return self.url
-
-    def format_description_header(self, indent: str, lines: list[str], deep: bool) -> None:
-        lines.append(f"{indent}type: HttpDaf")
-        lines.append(f"{indent}url: {self.url}")
-        lines.append(f"{indent}format: ZarrDaf")
 
     def format_shared_state(self, state: Any) -> Any:
         return FormatReader.format_shared_state(self, state)  # (each open of a URL is its own data set)
