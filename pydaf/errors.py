@@ -9,7 +9,6 @@ reads instead of the text.
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 
@@ -86,7 +85,10 @@ class DafError(Exception):
             for the scalar: x
             in the daf data: cells!
         """
-        error = copy.copy(self)
+        # (not ``copy.copy``: where tblib's pickling support is installed, as ``distributed`` does on import, the
+        # copy of an exception shares its ``__dict__`` with the original, which would change too)
+        error = type(self).__new__(type(self))
+        error.__dict__.update(self.__dict__)
         error.problem, error.hint = str(self), None
         error.daf_name, error.daf_preposition = daf_name, "in"
         error.what = what if what is not None else self.what

@@ -88,6 +88,17 @@ def test_completed_keeps_the_class_and_its_own_fields() -> None:
     assert error.daf_name is None and str(error) == "can't convert exactly the value: -1"
 
 
+def test_completed_leaves_the_original_alone_where_tblib_pickles_exceptions() -> None:
+    # distributed installs tblib's pickling support on import, under which ``copy.copy`` of an exception shares its
+    # fields with the original (a real case: pydaf.dask in the same process).
+    tblib = pytest.importorskip("tblib.pickling_support", reason="tblib (a dependency of distributed) is not here")
+    tblib.install()
+    error = pydaf.DafInexactError("can't convert exactly the value: -1", value=-1, position=(3,))
+    completed = error.completed(daf_name="cells!", for_="vector: age\nof the axis: cell")
+    assert error.daf_name is None and str(error) == "can't convert exactly the value: -1"
+    assert completed.daf_name == "cells!" and (completed.value, completed.position) == (-1, (3,))
+
+
 def _truncated_files_daf(folder: str) -> str:
     """A FilesDaf whose directory (so its name, and the backend's messages) contains ``in the daf data: ``, with a
     vector data file cut short."""

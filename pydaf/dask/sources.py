@@ -53,7 +53,7 @@ def _is_url(path: str) -> bool:
 def _stamp(path: str) -> tuple[int, ...] | None:
     if _is_url(path):
         return None
-    storage = path.split("#", 1)[0]
+    storage = storage_path(path)
     try:
         status = os.stat(storage)
     except OSError:
