@@ -54,6 +54,24 @@ def _big_daf() -> pydaf.MemoryDaf:
     return daf
 
 
+def _flipped_daf() -> pydaf.MemoryDaf:
+    """The matrices of :func:`_big_daf` stored only as (gene, cell): a (cell, gene) query keeps ``gene``, the rows of
+    the stored layout. ``level`` follows recorded (AnnData) categories, not sorted."""
+    big = _big_daf()
+    daf = pydaf.MemoryDaf(name="flipped!")
+    for axis in ("cell", "gene", "type"):
+        daf.add_axis(axis, big.axis_vector(axis))
+    for axis, name in (("cell", "type"), ("cell", "score"), ("cell", "batch"), ("gene", "is_marker")):
+        daf.set_vector(axis, name, big.get_vector(axis, name))
+    daf.set_vector("cell", "level", np.array([f"L{index % 11}" for index in range(N_CELLS)], dtype=object))
+    daf.set_scalar("cell_level_categories", "\n".join(f"L{index}" for index in range(11)))  # (L2 before L10)
+    for name in ("UMIs", "expression", "fraction"):
+        matrix = big.get_matrix("cell", "gene", name)
+        flipped = scipy.sparse.csc_matrix(matrix.T) if scipy.sparse.issparse(matrix) else np.asfortranarray(matrix.T)
+        daf.set_matrix("gene", "cell", name, flipped, relayout=False)
+    return daf
+
+
 @pytest.fixture(scope="module")
 def paths(tmp_path_factory):
     folder = tmp_path_factory.mktemp("dask_queries")
@@ -69,6 +87,16 @@ def paths(tmp_path_factory):
     path = str(folder / "big.daf")
     pydaf.copy_all(pydaf.open_daf(path, "w"), _big_daf(), progress=False, relayout=False)
     result["big_files"] = path
+    flipped = _flipped_daf()
+    for key, name, relayout in (("flip", "flip.daf", False), ("flip_h5", "flip.h5df", False),
+                                ("both", "both.h5df", True)):
+        path = str(folder / name)
+        pydaf.copy_all(pydaf.open_daf(path, "w"), flipped, progress=False, relayout=relayout)
+        result[key] = path
+    both = pydaf.open_daf(result["both"], "r")
+    assert all(both.has_matrix("cell", "gene", name, relayout=False) for name in ("UMIs", "expression"))
+    flip = pydaf.open_daf(result["flip"], "r")
+    assert not any(flip.has_matrix("cell", "gene", name, relayout=False) for name in ("UMIs", "expression"))
     return result
 
 
@@ -90,7 +118,7 @@ QUERIES = [
     ("h5df", "@ cell @ gene :: UMIs >- Sum", "split gene", CELLS),
     ("files", "@ cell @ gene :: UMIs >- Max", "split gene", CELLS),
     ("zarr", "@ cell @ gene :: UMIs >- Mean", "split gene", CELLS),
-    ("h5df", "@ cell @ gene :: UMIs >| Sum", "split cell", CELLS),
+    ("h5df", "@ cell @ gene :: UMIs >| Sum", "split cell", CELLS),  # (dense in the query's own layout)
     ("h5df", "@ cell @ gene :: UMIs >| Median", "split cell", CELLS),
     ("big", "@ cell @ gene :: UMIs >- Sum", "split gene", 60_000),
     ("big", "@ cell @ gene :: UMIs >| Median", "split cell", 60_000),
@@ -102,7 +130,7 @@ QUERIES = [
     ("big", "@ cell @ gene :: UMIs % Convert type Int64 >| Min", "rows gene", 60_000),
     ("big", "@ cell @ gene :: expression >- Std", "split gene", 1_000_000),
     ("big", "@ cell @ gene :: expression >| Quantile p 0.9", "split cell", 1_000_000),
-    ("big", "@ cell @ gene :: fraction >- Min", "split gene", 500_000),
+    ("big", "@ cell @ gene :: fraction >- Min", "rows cell", 500_000),  # (dense, only (gene, cell) stored)
     ("big_files", "@ cell @ gene :: expression >- Mode", "split gene", 1_000_000),
     # Group-bys of a matrix.
     ("h5df", "@ cell @ gene :: UMIs -/ donor >- Sum", "split gene", CELLS),
@@ -110,6 +138,39 @@ QUERIES = [
     ("big", "@ cell @ gene :: UMIs -/ type >- Mean", "split gene", 60_000),
     ("big", "@ cell @ gene :: UMIs -/ type =@ >- Sum || 0", "split gene", 60_000),
     ("big", "@ gene @ cell :: expression |/ batch >| Median", "split gene", 1_000_000),
+    # The kept axis is the stored rows (matrices stored only flipped, sparse and dense): pieces of the reduced axis,
+    # each one's partials per kept entry (and per group) combined.
+    ("flip", "@ cell @ gene :: UMIs -/ type >- Sum", "grouped cell", 60_000),
+    ("flip", "@ cell @ gene :: UMIs -/ type >- Mean", "grouped cell", 60_000),  # (integer data: exact)
+    ("flip", "@ cell @ gene :: UMIs -/ batch >- Max", "grouped cell", 60_000),
+    ("flip", "@ cell @ gene :: UMIs -/ type >- Min", "grouped cell", 60_000),
+    ("flip", "@ cell @ gene :: UMIs -/ type >- Count", "grouped cell", 60_000),
+    ("flip", "@ cell [ score > 0 ] @ gene [ is_marker ] :: UMIs -/ type >- Sum", "grouped cell", 60_000),
+    ("flip", "@ cell [ type = T1 ] @ gene :: UMIs -/ type =@ >- Sum || 0", "grouped cell", 60_000),  # empty groups
+    ("flip", "@ cell @ gene :: UMIs > 5 -/ type =@ >- Max || false", "grouped cell", 60_000),
+    ("flip", "@ gene @ cell :: UMIs |/ type >| Max", "grouped cell", 60_000),
+    ("flip", "@ gene [ is_marker ] @ cell :: UMIs |/ batch >| Sum type Int64", "grouped cell", 60_000),
+    ("flip", "@ cell @ gene :: UMIs >- Sum", "rows cell", 60_000),
+    ("flip", "@ cell @ gene :: UMIs >- Mean", "rows cell", 60_000),
+    ("flip", "@ cell [ type = T2 ] @ gene :: UMIs >- Count", "rows cell", 60_000),
+    ("flip", "@ cell @ gene :: expression -/ type >- Max", "grouped cell", 1_000_000),
+    ("flip", "@ cell @ gene :: expression >- Min", "rows cell", 1_000_000),
+    ("flip", "@ gene @ cell :: expression |/ batch >| Count", "split gene", 1_000_000),  # (dense, its own layout)
+    ("flip", "@ cell @ gene :: expression -/ batch >- Count", "grouped cell", 1_000_000),
+    ("flip", "@ cell @ gene :: fraction -/ type >- Max", "grouped cell", 500_000),
+    ("flip_h5", "@ cell @ gene :: UMIs -/ type >- Sum", "grouped cell", 60_000),
+    ("flip_h5", "@ cell @ gene :: expression -/ batch >- Min", "grouped cell", 1_000_000),
+    ("flip", "@ cell @ gene :: UMIs -/ type >- Median", "split gene", 60_000),  # (not combined: the kept axis)
+    ("flip", "@ cell @ gene :: UMIs -/ level >- Sum", "grouped cell", 60_000),  # (recorded categories: L2 < L10)
+    ("flip", "@ cell @ gene :: expression -/ level >- Max", "grouped cell", 1_000_000),
+    ("flip", "@ cell : batch / level >> Sum", "group cell", 800),
+    ("flip", "@ cell @ gene :: expression >- Mode", "split gene", 1_000_000),
+    # Both layouts stored: the engine reads the query's own; where it keeps its rows, partials are combined.
+    ("both", "@ cell @ gene :: UMIs -/ type >- Sum", "split gene", 60_000),
+    ("both", "@ gene @ cell :: UMIs |/ type >| Sum", "grouped cell", 60_000),
+    ("both", "@ cell @ gene :: expression -/ type >- Max", "split gene", 1_000_000),
+    ("both", "@ gene @ cell :: expression |/ type >| Min", "split gene", 1_000_000),  # (dense: bitwise)
+    ("both", "@ gene @ cell :: UMIs >| Max", "rows cell", 60_000),
     # Masks on rows and columns (and on the split axis).
     ("h5df", "@ cell [ donor : age > 60 ] @ gene :: UMIs >- Sum", "split gene", CELLS),
     ("zarr", "@ cell @ gene [ is_lateral ] :: UMIs >- Sum", "split gene", CELLS),
@@ -178,18 +239,33 @@ def test_query_equals_local(client, paths, key, query, how, chunk_bytes):
     graph = dask_queries._graph(path, query, chunk_bytes)
     kind = "names" if graph.plan.dimensions < 0 else graph.plan.kind
     assert kind == how.split()[0], graph.plan.reason
-    if kind in ("split", "reduce", "group", "rows"):
+    if kind in ("split", "reduce", "group", "rows", "grouped"):
         assert graph.plan.axis == how.split()[1]
         pieces = len(graph.pieces) if kind == "split" else len(graph.pieces[0].dask) - 1
         assert pieces >= 4, pieces
+    if kind in ("rows", "grouped"):  # (the tasks: one per piece, and the combination)
+        tasks = _task_names(graph)
+        piece = "row_partial_piece" if kind == "rows" else "group_piece"  # (key_split drops the leading "_")
+        combine = "combine_rows" if kind == "rows" else "combine_groups"
+        assert tasks == {piece: pieces, combine: 1}, tasks
     result = dask_queries.get_np_query(path, query, chunk_bytes=chunk_bytes)
     _same(local, result)
+
+
+def _task_names(graph) -> dict[str, int]:
+    """How many tasks of each function the combined result's graph holds."""
+    from collections import Counter
+
+    from dask.utils import key_split
+
+    return dict(Counter(key_split(key) for key in graph.pieces[0].dask))
 
 
 def test_the_table_covers_enough(paths):
     kinds = [how.split()[0] for _, _, how, _ in QUERIES]
     assert len(QUERIES) >= 25 and kinds.count("split") >= 25 and kinds.count("reduce") >= 8
-    assert kinds.count("group") >= 6 and kinds.count("one") >= 6 and kinds.count("rows") >= 4
+    assert kinds.count("group") >= 6 and kinds.count("one") >= 6 and kinds.count("rows") >= 8
+    assert kinds.count("grouped") >= 18
 
 
 # Float reductions combined from partials: equal up to rounding.
@@ -225,6 +301,88 @@ def test_combined_float_reductions_within_tolerance(client, paths, query):
     assert np.asarray(result).dtype == np.asarray(local).dtype and np.shape(result) == np.shape(local)
     rtol = 1e-12 if np.asarray(local).dtype == np.float64 else 1e-6
     assert np.allclose(result, local, rtol=rtol, atol=0), (result, local)
+
+
+@pytest.mark.parametrize(("key", "query", "how"), [
+    ("flip", "@ cell @ gene :: expression -/ type >- Mean", "grouped"),
+    ("flip", "@ cell @ gene :: expression -/ type >- Var", "grouped"),
+    ("flip", "@ cell @ gene :: expression -/ batch >- Std", "grouped"),
+    ("flip", "@ cell @ gene :: expression -/ type =@ >- Sum || -1", "grouped"),
+    ("flip", "@ cell @ gene :: UMIs -/ type >- VarN eps 1", "grouped"),
+    ("flip", "@ cell @ gene :: UMIs % Log base 2 eps 1 -/ batch >- StdN eps 1", "grouped"),
+    ("flip", "@ cell @ gene :: UMIs % Convert type Float64 -/ type >- Mean", "grouped"),
+    ("flip", "@ gene @ cell :: UMIs % Convert type Float64 |/ type >| Sum", "grouped"),
+    ("flip", "@ gene @ cell :: UMIs % Convert type Float64 |/ batch >| Var", "grouped"),
+    ("flip", "@ cell @ gene :: expression >- Mean", "rows"),
+    ("flip", "@ cell @ gene :: UMIs >- Std", "rows"),
+    ("flip", "@ cell @ gene :: fraction -/ type >- Mean", "grouped"),  # Float32 data, in Float64 either way
+    ("flip_h5", "@ cell @ gene :: UMIs % Convert type Float64 -/ type >- StdN", "grouped"),
+    ("both", "@ gene @ cell :: UMIs % Log eps 1 |/ type >| Var", "grouped"),
+    ("both", "@ gene @ cell :: UMIs % Convert type Float64 >| Mean", "rows"),
+])
+def test_stored_rows_float_reductions_within_tolerance(client, paths, key, query, how):
+    path = paths[key]
+    local = pydaf.open_daf(path, "r").get_np_query(query, cache=False)
+    chunk_bytes = 60_000 if "UMIs" in query else 1_000_000
+    graph = dask_queries._graph(path, query, chunk_bytes)
+    assert graph.plan.kind == how and graph.plan.axis == "cell"
+    assert len(graph.pieces[0].dask) - 1 >= 4
+    result = dask_queries.get_np_query(path, query, chunk_bytes=chunk_bytes)
+    assert result.dtype == local.dtype and result.shape == local.shape
+    assert result.flags.f_contiguous
+    rtol = 1e-12 if local.dtype == np.float64 else 1e-6
+    assert np.allclose(result, local, rtol=rtol, atol=0), (result, local)
+
+
+def test_stored_rows_pieces_read_the_reduced_axis(paths):
+    # (The new path: each piece a range of cells, the stored columns; the grouped query's kept axis is whole.)
+    path, query = paths["flip"], "@ cell @ gene :: UMIs -/ type >- Sum"
+    graph = dask_queries._graph(path, query, 60_000)
+    tasks = dict(graph.pieces[0].dask)
+    pieces = [task for key, task in tasks.items() if str(key).startswith("_group_piece")]
+    assert len(pieces) >= 4
+    ranges = []
+    for task in pieces:
+        arguments = [getattr(argument, "value", argument) for argument in task.args]
+        prefix, axis, start, stop = arguments[1], arguments[4], arguments[5], arguments[6]
+        assert axis == "cell" and prefix == "@ gene @ cell :: UMIs"  # (the stored layout, no relayout)
+        ranges.append((start, stop))
+    assert sorted(ranges)[0][0] == 0 and sorted(ranges)[-1][1] == N_CELLS
+    # Before: one piece of genes, from the whole stored matrix (the same result, without partials).
+    fallback = dask_queries._plan(pydaf.open_daf(path, "r"), dask_queries.as_query_sequence(query)).fallback
+    old = dask_queries._graph(path, query, 60_000, fallback)
+    assert old.plan.kind == "split" and old.plan.axis == "gene"
+    local = pydaf.open_daf(path, "r").get_np_query(query, cache=False)
+    _same(local, dask_queries.get_np_query(path, query, chunk_bytes=60_000, scheduler="synchronous"))
+
+
+def test_stored_rows_lazy_and_labelled(client, paths):
+    path = paths["flip"]
+    daf = pydaf.open_daf(path, "r")
+    for query in ("@ cell @ gene :: UMIs -/ type >- Mean", "@ gene @ cell [ score > 0 ] :: UMIs |/ type =@ >| Sum || 0",
+                  "@ cell @ gene [ is_marker ] :: expression >- Max"):
+        local = daf.get_query(query, cache=False)
+        result = dask_queries.get_query(path, query, chunk_bytes=60_000)
+        assert dask_queries._graph(path, query, 60_000).plan.kind in ("grouped", "rows")
+        assert type(result) is type(local) and result.equals(local)
+        assert list(result.index) == list(local.index) and result.index.name == local.index.name
+        if hasattr(local, "columns"):
+            assert list(result.columns) == list(local.columns) and result.columns.name == local.columns.name
+    lazy = dask_queries.query(path, "@ cell @ gene :: UMIs -/ type >- Sum", chunk_bytes=60_000)
+    assert np.isnan(lazy.shape[0]) and lazy.shape[1] == N_GENES and lazy.dtype == np.uint32
+    assert np.array_equal(lazy.compute(), daf.get_np_query("@ cell @ gene :: UMIs -/ type >- Sum", cache=False))
+    lazy = dask_queries.query(path, "@ gene @ cell :: UMIs |/ type =@ >| Max || 0", chunk_bytes=60_000)
+    assert lazy.shape == (N_GENES, 4) and lazy.dtype == np.uint16
+    assert np.array_equal(lazy.compute(), daf.get_np_query("@ gene @ cell :: UMIs |/ type =@ >| Max || 0"))
+
+
+def test_stored_rows_empty_group_without_a_default_fails_as_locally(client, paths):
+    path, query = paths["flip"], "@ cell [ type = T1 ] @ gene :: UMIs -/ type =@ >- Sum"  # (T0, T2, T3: no cell)
+    with pytest.raises(DafQueryError, match="no IfMissing value specified for the unused entry"):
+        pydaf.open_daf(path, "r").get_np_query(query, cache=False)
+    assert dask_queries._graph(path, query, 60_000).plan.kind == "grouped"
+    with pytest.raises(DafQueryError, match="no IfMissing value specified for the unused entry"):
+        dask_queries.get_np_query(path, query, chunk_bytes=60_000)
 
 
 def test_integer_sums_are_exact_whatever_the_pieces(client, paths):

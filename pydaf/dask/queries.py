@@ -6,7 +6,9 @@ How a query is split. The query is parsed in the client and an axis that survive
 - ``@ r @ c :: m`` with element-wise steps (``%``, comparisons, lookups of entry names): the stored layout's columns
   axis (``c`` if ``(r, c)`` is stored, else ``r``);
 - ``>- Op`` (one value per column) and ``-/ p >- Op`` keep the columns axis; ``>| Op`` (one value per row) and
-  ``|/ p >| Op`` keep the rows axis (the grouped axis is never the split axis);
+  ``|/ p >| Op`` keep the rows axis: the kept axis is split where it is the columns of the layout the engine reads
+  (the query's own if stored, else the flipped one); where it is that layout's rows, the reduced (or grouped) axis is
+  split instead and the partials are combined (below);
 - a vector query (``@ cell [ mask ] : donor : age % Abs``) splits its axis.
 
 The split axis is cut into contiguous ranges of its entries. Each task carries the :class:`~pydaf.dask.DafSource`,
@@ -21,26 +23,33 @@ evaluates the split axis's own axis query to know how many entries each piece ha
 Reductions that eliminate the split axis combine per-piece partials, computed by pydaf's reduction kernels:
 
 - ``>> Op`` of a vector or a matrix (a scalar);
-- ``/ p >> Op`` of a vector (each piece's groups and their partials, combined by group, in the engine's order:
-  sorted values, or the axis order with ``=@``; empty groups take the ``||`` default, or fail as locally);
-- ``>| Op`` ending a query on a sparse matrix stored with the rows axis as rows (a piece of its rows would scan
-  the whole stored matrix: CSC finds rows only by reading all its indices): pieces of its columns, each row's
-  partials combined.
+- ``/ p >> Op`` of a vector (each piece's groups and their partials, combined by group, in the engine's order,
+  by its own code: sorted values, the order of categories recorded for an AnnData categorical, or the axis order with
+  ``=@``; empty groups take the ``||`` default, or fail as locally);
+- ``>| Op``, ``>- Op``, ``|/ p >| Op`` and ``-/ p >- Op`` ending a query whose kept axis is the rows of the layout
+  the engine reads, if sparse, or dense and only stored flipped (a piece of the stored rows would read the whole
+  matrix: a sparse one finds rows only by reading all its indices, a dense one reads a strided part of every column,
+  then relays it out; a dense matrix in the query's own layout keeps pieces of its rows, bitwise exact): pieces of the
+  reduced axis, its stored columns; each piece evaluates the matrix in its stored layout (its element-wise steps
+  commute with the transposition) and the partials of each kept entry (per group: ``-/``, ``|/``), which are
+  combined per kept entry (and group, in the engine's order as for ``/ p >> Op``).
 
 ``Sum``, ``Max``, ``Min`` and ``Count`` are exact (sums in the kernels' 64-bit accumulators, then cast to the result
 type as the operation does); ``Mean`` (sums and counts) is exact for integer data; ``Var``, ``Std``, ``VarN`` and
 ``StdN`` (counts, means and squared deviations, Chan et al.'s combination) and the sums and means of float data
 differ from the local result only by rounding: within a relative 1e-12 for Float64 results (about 1e-16 measured);
 Float32 data is accumulated in Float64 either way, so a Float32 result differs by at most one Float32 rounding
-(relative 6e-8). ``Median``, ``Quantile``, ``Mode``, ``GeoMean`` and user-defined reductions are not combined.
+(relative 6e-8). ``Median``, ``Quantile``, ``Mode``, ``GeoMean`` and user-defined reductions are not combined: a
+reduction of the matrix keeps the kept axis split, others run as one task.
 
 One task evaluates the whole query on a worker (exactly the local engine's result) for what is not split:
 non-decomposable reductions of the split axis, count matrices (``*``), square slices (``@|``, ``@-``), lookups whose
 values are entries of the split axis itself (``=@ cell``, a property named ``cell``, ``@ cell = X`` in a mask of the
-other axis), ``??`` that drops entries (their number is only known from the data), groups that follow recorded
-(AnnData) categories, matrices whose two axes are the same axis, steps after a reduction that eliminated the axis,
+other axis), ``??`` that drops entries (their number is only known from the data), matrices whose two axes are
+the same axis, steps after a reduction that eliminated the axis,
 and queries that do not start at an axis (scalars, single entries). A one-task ``query`` has unknown (NaN) shape and
-an ``object`` dtype until computed; a ``/ p >> Op`` one has an unknown length. Sets of names (``@ ?``,
+an ``object`` dtype until computed; a group-by's number of groups is unknown (NaN) unless they are the entries of an
+axis (``=@``). Sets of names (``@ ?``,
 ``@ cell : ?``) are small: :func:`get_np_query`/:func:`get_query` evaluate them locally.
 
 Errors in the query (syntax, an unknown property, an unsupported type) are raised in the client when the graph is
@@ -139,7 +148,8 @@ class _Plan:
     reduction: ReductionOperation | None = None
     reason: str = ""
     matrix: tuple[str, str, str] | None = None  # the rows axis, columns axis and name of a matrix lookup
-    key_query: QuerySequence | None = None  # a group-by of a vector: each entry's group
+    key_query: QuerySequence | None = None  # a group-by: each entry's group
+    fallback: _Plan | None = None  # "rows", "grouped": the plan splitting the kept axis instead
 
 
 def _axis_segment(operations: tuple, index: int) -> int | None:
@@ -204,7 +214,7 @@ def _plan(local: DafReader, sequence: QuerySequence) -> _Plan:
     # Each step of the query: how it changes the dimensions of what it works on (an axis, or None: groups).
     eliminated_at: int | None = None
     before_elimination: list[str | None] = []
-    per_row_at: int | None = None  # a ``>|`` of the matrix of both axes
+    reduced_at: int | None = None  # a ``>|``, ``>-``, ``|/`` or ``-/`` of the matrix of both axes
     while index < len(operations):
         operation = operations[index]
         if isinstance(operation, SquareColumnIs | SquareRowIs):
@@ -216,8 +226,8 @@ def _plan(local: DafReader, sequence: QuerySequence) -> _Plan:
         if isinstance(operation, ReduceToRow | ReduceToColumn):
             if len(axes) != 2:
                 return _one(dimensions, "an unusual phrase")
-            if isinstance(operation, ReduceToColumn) and None not in axes:
-                per_row_at = index
+            if None not in axes and reduced_at is None:
+                reduced_at = index
             axes = [axes[1]] if isinstance(operation, ReduceToRow) else [axes[0]]
         elif isinstance(operation, GroupRowsBy | GroupColumnsBy | GroupBy):
             ends_with = {GroupRowsBy: ReduceToRow, GroupColumnsBy: ReduceToColumn, GroupBy: ReductionOperation}
@@ -233,10 +243,10 @@ def _plan(local: DafReader, sequence: QuerySequence) -> _Plan:
                 axes = [None]
             elif len(axes) != 2:
                 return _one(dimensions, "an unusual phrase")
-            elif isinstance(operation, GroupRowsBy):
-                axes = [None, axes[1]]
             else:
-                axes = [axes[0], None]
+                if None not in axes and reduced_at is None:
+                    reduced_at = index
+                axes = [None, axes[1]] if isinstance(operation, GroupRowsBy) else [axes[0], None]
             index = end
         elif isinstance(operation, ReductionOperation):
             if axes and eliminated_at is None:
@@ -270,18 +280,20 @@ def _plan(local: DafReader, sequence: QuerySequence) -> _Plan:
         return None
 
     survivors = [axis for axis in axes if axis is not None]
-    if survivors and per_row_at is not None and matrix is not None:
-        plan = _per_row_plan(local, dimensions, operations, segments, matrix, per_row_at,
-                             lambda axis: splittable([axis]) == axis)
-        if plan is not None:
-            return plan
     if survivors:
         split_axis = splittable(axes)
         if split_axis is None:
-            return _one(dimensions, "the surviving axes are looked up by the query itself")
-        plan = _split_plan(dimensions, split_axis, axes.index(split_axis), operations, segments)
-        plan.matrix = matrix
-        return plan
+            fallback = _one(dimensions, "the surviving axes are looked up by the query itself")
+        else:
+            fallback = _split_plan(dimensions, split_axis, axes.index(split_axis), operations, segments)
+            fallback.matrix = matrix
+        if reduced_at is not None and matrix is not None:
+            plan = _stored_rows_plan(local, dimensions, operations, segments, matrix, reduced_at,
+                                     lambda axis: splittable([axis]) == axis)
+            if plan is not None:
+                plan.fallback = fallback
+                return plan
+        return fallback
     if eliminated_at is None or not any(axis is not None for axis in before_elimination):
         return _one(dimensions, "no axis of the data set survives in the result")
     key_steps: tuple = ()
@@ -307,35 +319,70 @@ def _plan(local: DafReader, sequence: QuerySequence) -> _Plan:
     plan.prefix = QuerySequence(*operations[:eliminated_at])
     plan.matrix = matrix
     if isinstance(operations[eliminated_at], GroupBy):
-        # Each entry's group: its property, looked up as the group-by looks it up (a matrix slice if one follows).
         assert plan.axis_query is not None
-        group_by = operations[eliminated_at]
-        sliced = any(isinstance(step, Axis) for step in key_steps[:2])
-        lookup = LookupMatrix(group_by.property_name) if sliced else LookupVector(group_by.property_name)
         plan.kind, plan.dimensions = "group", 1
-        plan.key_query = QuerySequence(*plan.axis_query.operations, lookup, *key_steps)
+        plan.key_query = _key_query(plan.axis_query, operations[eliminated_at].property_name, key_steps)
     return plan
 
 
-def _per_row_plan(local: DafReader, dimensions: int, operations: tuple[Any, ...], segments: list[tuple[int, int]],
-                  matrix: tuple[str, str, str], per_row_at: int, safe: Any) -> _Plan | None:
-    """A ``>| Op`` that ends the query, on a sparse matrix stored with its rows axis as rows: pieces of its columns,
-    each piece's per-row partials combined (a piece of its rows would scan the whole stored matrix: the rows of a
-    CSC matrix are found only by reading all of its indices). ``None`` where this does not apply."""
+def _stored_rows_plan(local: DafReader, dimensions: int, operations: tuple[Any, ...],
+                      segments: list[tuple[int, int]], matrix: tuple[str, str, str], reduced_at: int,
+                      safe: Any) -> _Plan | None:
+    """A reduction of the matrix to one value per entry, or per group of entries, of the axis it keeps (``>| Op``,
+    ``>- Op``, ``|/ p >| Op``, ``-/ p >- Op``) that ends the query, where the kept axis is the rows of the layout the
+    engine reads (the query's own if stored, else the flipped one) and that layout is sparse, or dense and flipped:
+    a piece of its rows would read the whole stored matrix (sparse: the rows of a CSC matrix are found only by
+    reading all of its indices; dense: a strided part of every column, then relaid out), so the pieces are ranges of
+    the reduced axis (its stored columns), each
+    evaluating the matrix in the stored layout and its partials per kept entry (and per group), which are combined.
+    ``None`` where this does not apply."""
     rows_axis, columns_axis, name = matrix
-    reduction = operations[per_row_at].reduction_operation
-    rest = operations[per_row_at + 1:]
-    if type(reduction) not in _DECOMPOSABLE or any(not isinstance(operation, IfMissing) for operation in rest) \
-            or not local.has_matrix(rows_axis, columns_axis, name, relayout=False) \
-            or not isinstance(local.get_stored_matrix_columns(rows_axis, columns_axis, name, slice(0, 0)),
-                              SparseMatrixCSC) \
-            or not safe(columns_axis):
+    step = operations[reduced_at]
+    closing = reduced_at
+    if isinstance(step, GroupRowsBy | GroupColumnsBy):
+        closing = next(index for index in range(reduced_at + 1, len(operations))
+                       if isinstance(operations[index], ReduceToRow | ReduceToColumn))
+    key_steps = operations[reduced_at + 1:closing]
+    reduction = operations[closing].reduction_operation
+    kept, reduced = ((rows_axis, columns_axis) if isinstance(step, ReduceToColumn | GroupColumnsBy)
+                     else (columns_axis, rows_axis))
+    if type(reduction) not in _DECOMPOSABLE \
+            or any(not isinstance(operation, IfMissing) for operation in operations[closing + 1:]) \
+            or any(isinstance(operation, IfNot) and operation.final_value is None for operation in key_steps) \
+            or not safe(reduced):
         return None
-    plan = _split_plan(2, columns_axis, 1, operations, segments)
-    plan.kind, plan.dimensions, plan.reduction = "rows", dimensions, reduction
-    plan.prefix = QuerySequence(*operations[:per_row_at])
-    plan.matrix = matrix
+    if local.has_matrix(rows_axis, columns_axis, name, relayout=False):
+        stored = (rows_axis, columns_axis)
+    elif local.has_matrix(columns_axis, rows_axis, name, relayout=False):
+        stored = (columns_axis, rows_axis)
+    else:
+        return None  # (a missing matrix: its default, or the engine's error, from the other plan)
+    if stored[0] != kept:
+        return None
+    if stored == (rows_axis, columns_axis) and not isinstance(
+            local.get_stored_matrix_columns(*stored, name, slice(0, 0)), SparseMatrixCSC):
+        return None  # (dense in the query's own layout: its rows are read as they are, no relayout, bitwise exact)
+    plan = _split_plan(2, reduced, 0 if reduced == rows_axis else 1, operations, segments)
+    plan.kind = "rows" if closing == reduced_at else "grouped"
+    plan.dimensions, plan.reduction, plan.matrix = dimensions, reduction, matrix
+    # The matrix in the stored layout (its element-wise steps commute with the transposition): each piece reduces
+    # the stored columns it holds, per stored row.
+    (first_start, first_end), (second_start, second_end) = segments
+    axis_queries = operations[first_start:first_end] + operations[second_start:second_end]
+    if stored != (rows_axis, columns_axis):
+        axis_queries = operations[second_start:second_end] + operations[first_start:first_end]
+    plan.prefix = QuerySequence(*axis_queries, *operations[second_end:reduced_at])
+    if plan.kind == "grouped":
+        assert plan.axis_query is not None
+        plan.key_query = _key_query(plan.axis_query, step.property_name, key_steps)
     return plan
+
+
+def _key_query(axis_query: QuerySequence, property_name: str, key_steps: tuple) -> QuerySequence:
+    """Each entry's group: its property, looked up as a group-by looks it up (a matrix slice if one follows)."""
+    sliced = any(isinstance(step, Axis) for step in key_steps[:2])
+    lookup = LookupMatrix(property_name) if sliced else LookupVector(property_name)
+    return QuerySequence(*axis_query.operations, lookup, *key_steps)
 
 
 def _split_plan(dimensions: int, axis: str, dimension: int, operations: tuple,
@@ -498,53 +545,70 @@ def _combine(source: DafSource, query_text: str, reduction_text: str, *partials:
 
 @dataclass(frozen=True)
 class _GroupPartial:
-    """A piece's groups (the typed values of the group property), the input type, and each group's statistics."""
+    """A piece's groups (the typed values of the group property), the input type, and each group's statistics (one
+    value per group of a vector; a row of one value per kept entry for a matrix, whose ``kept`` entries they are)."""
 
     groups: np.ndarray
     dtype: np.dtype
     statistics: dict[str, np.ndarray]
+    kept: tuple[int, ...] = ()
 
 
 def _group_piece(source: DafSource, prefix_text: str, key_text: str, reduction_text: str, axis: str, start: int,
                  stop: int) -> _GroupPartial:
-    """The groups of a range of a vector and each group's partial statistics (a task)."""
+    """The groups of a range of a vector, or of the stored columns of a matrix (in its stored layout), and each
+    group's partial statistics (a task)."""
     import pandas as pd
 
     view = _range_view(open_source(source), axis, start, stop)
-    values = np.asarray(query_result(view, as_query_sequence(prefix_text), cache=False).value)
+    values = query_result(view, as_query_sequence(prefix_text), cache=False).value
+    is_matrix = isinstance(values, SparseMatrixCSC) or np.ndim(values) == 2
+    if not is_matrix:
+        values = np.asarray(values)
+    dtype = values.nzval.dtype if isinstance(values, SparseMatrixCSC) else values.dtype
     keys = np.asarray(query_result(view, as_query_sequence(key_text), cache=False).value)
     reduction: Any = as_query_sequence(reduction_text).operations[0]
     codes, groups = pd.factorize(keys, use_na_sentinel=False)
     groups = np.asarray(groups, dtype=keys.dtype)
     n_groups = groups.shape[0]
     statistics = {"count": np.bincount(codes, minlength=n_groups).astype(np.int64)}
-    if not isinstance(reduction, Count) and values.shape[0] > 0:
+    if not isinstance(reduction, Count) and (is_matrix or values.shape[0] > 0):
         needed: dict[type, tuple[str, ...]] = {Sum: ("sum",), Mean: ("sum",), Max: ("max",), Min: ("min",)}
         names = needed.get(type(reduction), ("mean", "var"))
         with np.errstate(invalid="ignore"):
             for name in names:
-                statistics[name] = np.asarray(kernels.reduce_grouped_vector(values, name, codes, n_groups))
-    return _GroupPartial(groups, values.dtype, statistics)
+                if is_matrix:  # (each stored row's groups of columns, as rows of groups)
+                    reduced = kernels.reduce_grouped_columns(values, name, codes, n_groups).T
+                else:
+                    reduced = kernels.reduce_grouped_vector(values, name, codes, n_groups)
+                statistics[name] = np.asarray(reduced)
+    return _GroupPartial(groups, dtype, statistics, (int(values.shape[0]),) if is_matrix else ())
 
 
 def _combine_groups(source: DafSource, query_text: str, reduction_text: str, group_axis: str | None,
+                    values_source: tuple[str, str] | None, groups_dimension: int,
                     *partials: _GroupPartial) -> tuple[np.ndarray, np.ndarray]:
     """The grouped reduction of the whole from the pieces' per-group partials, and the group names, in the engine's
-    order: sorted values, or the order of the group axis (``=@``) (a task)."""
+    order (its own ``group_values``: sorted values, or the order of categories recorded for ``values_source``), or
+    the order of the group axis (``=@``) (a task). A matrix's groups are its ``groups_dimension`` (its rows for
+    ``-/``, its columns for ``|/``)."""
     import pandas as pd
 
-    from ..queries.state import Purpose, QueryState, cast_value, entry_names
+    from ..queries.phrases.common import group_values
+    from ..queries.state import Purpose, QueryState, VectorState, cast_value, entry_names
 
     reduction: Any = as_query_sequence(reduction_text).operations[0]
     dtype = partials[0].dtype
+    kept = partials[0].kept
     result_type = reduction.reduction_result_type(dtype)
     codes, groups = pd.factorize(np.concatenate([partial.groups for partial in partials]), use_na_sentinel=False)
     groups = np.asarray(groups, dtype=partials[0].groups.dtype)
     n_groups = groups.shape[0]
     count = np.zeros(n_groups, dtype=np.int64)
     totals: dict[str, np.ndarray] = {}
-    mean = np.zeros(n_groups)
-    squares = np.zeros(n_groups)
+    mean = np.zeros((n_groups, *kept))
+    squares = np.zeros((n_groups, *kept))
+    per_group = (-1,) + (1,) * len(kept)  # (a group's count, against its row of statistics)
     offset = 0
     for partial in partials:
         where = codes[offset:offset + partial.groups.shape[0]]  # (each group once in a piece)
@@ -553,53 +617,71 @@ def _combine_groups(source: DafSource, query_text: str, reduction_text: str, gro
         for name, value in partial.statistics.items():
             if name in ("sum", "max", "min"):
                 if name not in totals:
-                    totals[name] = np.zeros(n_groups, dtype=value.dtype)
+                    totals[name] = np.zeros((n_groups, *kept), dtype=value.dtype)
                     totals[name][where] = value
                     totals[f"{name}_seen"] = np.zeros(n_groups, dtype=bool)
                 else:
-                    seen = totals[f"{name}_seen"][where]
+                    seen = totals[f"{name}_seen"][where].reshape(per_group)
                     old = totals[name][where]
                     pick = np.maximum if name == "max" else np.minimum
                     combined = old + value if name == "sum" else pick(old, value)
                     totals[name][where] = np.where(seen, combined, value)
                 totals[f"{name}_seen"][where] = True
         if "var" in partial.statistics:  # Chan et al., per group
-            before = count[where]
-            total = before + n
+            before = count[where].reshape(per_group)
+            total = before + n.reshape(per_group)
             delta = partial.statistics["mean"] - mean[where]
             with np.errstate(invalid="ignore", divide="ignore"):
-                share = np.where(total > 0, n / np.maximum(total, 1), 0.0)
+                share = np.where(total > 0, n.reshape(per_group) / np.maximum(total, 1), 0.0)
                 mean[where] += delta * share
-                squares[where] += partial.statistics["var"] * n + delta * delta * before * share
+                squares[where] += partial.statistics["var"] * n.reshape(per_group) + delta * delta * before * share
         count[where] += n
 
+    counts = count.reshape(per_group)
     if isinstance(reduction, Count):
         reduced = exact_cast(count, result_type, exact_floats=False)
+        if kept:  # (the same count for each kept entry)
+            reduced = np.repeat(reduced[:, np.newaxis], kept[0], axis=1)
     elif isinstance(reduction, Sum):
         reduced = exact_cast(totals["sum"], result_type, exact_floats=False)
     elif isinstance(reduction, Mean):
-        reduced = exact_cast(totals["sum"].astype(np.float64) / count, result_type, exact_floats=False)
+        reduced = exact_cast(totals["sum"].astype(np.float64) / counts, result_type, exact_floats=False)
     elif isinstance(reduction, Max | Min):
         name = "max" if isinstance(reduction, Max) else "min"
         reduced = exact_cast(totals[name], result_type, exact_floats=False)
     else:
-        variance = squares / count
+        variance = squares / counts
         spread = np.sqrt(variance) if isinstance(reduction, Std | StdN) else variance
         if isinstance(reduction, Var | Std):
             reduced = exact_cast(spread, result_type, exact_floats=False)
+        elif kept:  # (VarN/StdN as the operation divides a matrix's arrays: Julia's order of conversions)
+            means = (mean.astype(result_type).astype(np.float64) + reduction.eps).astype(result_type)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                reduced = spread.astype(result_type) / means
         else:
             with np.errstate(divide="ignore", invalid="ignore"):
                 reduced = spread.astype(result_type) / (mean + reduction.eps).astype(result_type)
 
+    def oriented(result: np.ndarray) -> np.ndarray:
+        """A matrix in the engine's layout: column-major, its groups in ``groups_dimension``."""
+        if not kept:
+            return result
+        return np.asfortranarray(result.T if groups_dimension == 1 else result)
+
     if group_axis is None:
-        order = np.argsort(groups, kind="stable")
-        return np.asarray(reduced[order]), entry_names(groups[order])
+        group_state = VectorState()
+        group_state.stored_values, group_state.values_source = groups, values_source
+        query_state = QueryState(open_source(source) if values_source else MemoryDaf(), (), Purpose.COMPUTE)
+        ordered, rank = group_values(query_state, group_state)
+        result = np.empty_like(reduced)
+        result[rank] = reduced
+        return oriented(result), entry_names(ordered)
     # The groups are the entries of an axis, in its order (values that are no entry of it are in no group).
     daf = open_source(source)
     entries = daf.axis_vector(group_axis)
     positions = pd.Index(entries, dtype=object).get_indexer(entry_names(groups))
     known = positions >= 0
-    result = np.zeros(entries.shape[0], dtype=reduced.dtype)
+    result = np.zeros((entries.shape[0], *kept), dtype=reduced.dtype)
     result[positions[known]] = reduced[known]
     present = np.zeros(entries.shape[0], dtype=bool)
     present[positions[known]] = count[known] > 0
@@ -610,7 +692,7 @@ def _combine_groups(source: DafSource, query_text: str, reduction_text: str, gro
             return np.asarray(_evaluate_whole(source, query_text)), entries
         state = QueryState(daf, operations, Purpose.COMPUTE)
         result[~present] = cast_value(state, "missing", if_missing.default_value, result.dtype)
-    return result, np.asarray(entries, dtype=object)
+    return oriented(result), np.asarray(entries, dtype=object)
 
 
 # A ``>| Op`` of a sparse matrix stored by rows: pieces of its columns, each row's partials combined.
@@ -736,7 +818,8 @@ def _local(daf: DafReader | str | os.PathLike) -> tuple[DafReader, DafSource]:
     return (daf if isinstance(daf, DafReader) else open_source(source)), source
 
 
-def _graph(daf: DafReader | str | os.PathLike, query_value: Any, chunk_bytes: int | None) -> _Graph:
+def _graph(daf: DafReader | str | os.PathLike, query_value: Any, chunk_bytes: int | None,
+           plan: _Plan | None = None) -> _Graph:
     import dask
     import pandas as pd
 
@@ -745,7 +828,8 @@ def _graph(daf: DafReader | str | os.PathLike, query_value: Any, chunk_bytes: in
     local, source = _local(daf)
     sequence = as_query_sequence(query_value)
     text = str(sequence)
-    plan = _plan(local, sequence)
+    if plan is None:
+        plan = _plan(local, sequence)
     if plan.dimensions < 0:
         return _Graph(plan, [], local_value=local.get_np_query(sequence, cache=False))
     whole = _Graph(plan, [dask.delayed(_evaluate_whole, pure=True)(source, text)])
@@ -762,34 +846,34 @@ def _graph(daf: DafReader | str | os.PathLike, query_value: Any, chunk_bytes: in
     # other dimension.
     probe_view = _range_view(local, plan.axis, int(positions[0]), int(positions[0]) + 1, keep=False)
     # (A group-by's groups are not all in one entry: its parts are evaluated, not the whole.)
-    probe = query_result(probe_view, plan.prefix if plan.kind == "group" else sequence, cache=False)
+    grouped = plan.kind in ("group", "grouped")
+    probe = query_result(probe_view, plan.prefix if grouped else sequence, cache=False)
     probe.entries_of_dimensions = probe.entries  # (read now: the names of a whole axis are read lazily)
     group_axis = None
-    if plan.kind in ("reduce", "group", "rows"):
+    if plan.kind in ("reduce", "group", "rows", "grouped"):
         assert plan.prefix is not None and plan.reduction is not None
         # (The values reduced must be numbers the kernels take, unless only counted.)
         reduced = query_result(probe_view, plan.prefix, cache=False).value
         reduced_type = reduced.nzval.dtype if isinstance(reduced, SparseMatrixCSC) else np.asarray(reduced).dtype
         if reduced_type.kind not in "biuf" and not isinstance(plan.reduction, Count):
-            if plan.kind == "group":
+            if grouped:
                 query_result(probe_view, sequence, cache=False)  # (the engine's error for the type)
             whole.plan = _one(plan.dimensions, "the reduced values are not numbers")
             return whole
-    if plan.kind == "group":
+    if grouped:
         from ..queries.machine import final_state
         from ..queries.state import Purpose
 
         assert plan.reduction is not None
-        probe.value = np.zeros(0, dtype=plan.reduction.reduction_result_type(reduced_type))  # (only its type)
+        # (Only its type; and for a matrix the kept entries: the stored rows of the probe.)
+        shape = (0,) if plan.kind == "group" else (np.shape(reduced)[0], 0)
+        probe.value = np.zeros(shape, dtype=plan.reduction.reduction_result_type(reduced_type))
 
         assert plan.key_query is not None
         key_state = final_state(probe_view, plan.key_query, Purpose.COMPUTE)
         key = key_state.stack[-1]
         group_axis = key.property_axis_name
-        if group_axis is None and key.values_source is not None and key_state.get_recorded_categories(
-                *key.values_source):
-            whole.plan = _one(plan.dimensions, "the groups follow recorded categories")
-            return whole
+        values_source = key.values_source if group_axis is None else None  # (recorded categories order groups)
     ranges = _ranges(positions, local.axis_length(plan.axis), _entry_bytes(local, plan),
                      DEFAULT_CHUNK_BYTES if chunk_bytes is None else chunk_bytes)
     if plan.kind == "split":
@@ -804,12 +888,14 @@ def _graph(daf: DafReader | str | os.PathLike, query_value: Any, chunk_bytes: in
                     for start, stop, _ in ranges]
         combined = dask.delayed(_combine_rows, pure=True)(source, text, reduction_text, *partials)
         return _Graph(plan, [combined], [], probe)
-    if plan.kind == "group":
+    if grouped:
         assert plan.key_query is not None
         group = dask.delayed(_group_piece, pure=True)
         partials = [group(source, str(plan.prefix), str(plan.key_query), reduction_text, plan.axis, start, stop)
                     for start, stop, _ in ranges]
-        combined = dask.delayed(_combine_groups, pure=True)(source, text, reduction_text, group_axis, *partials)
+        groups_dimension = plan.dimension if plan.kind == "grouped" else 0
+        combined = dask.delayed(_combine_groups, pure=True)(source, text, reduction_text, group_axis,
+                                                            values_source, groups_dimension, *partials)
         return _Graph(plan, [combined], [], probe, group_axis=group_axis)
     partial = dask.delayed(_partial_piece, pure=True)
     partials = [partial(source, str(plan.prefix), reduction_text, plan.axis, start, stop)
@@ -829,7 +915,7 @@ def _is_sparse(value: Any) -> bool:
 def _assemble(graph: _Graph, values: list[Any]) -> Any:
     """The whole result from the computed pieces (numpy, scipy csc or a scalar)."""
     plan = graph.plan
-    if plan.kind == "group":
+    if plan.kind in ("group", "grouped"):
         return values[0][0]  # (the values; the group names are values[0][1])
     if plan.kind != "split":
         return values[0]
@@ -880,13 +966,18 @@ def query(daf: DafReader | str | os.PathLike, query: Any, *, chunk_bytes: int | 
         return da.from_delayed(graph.pieces[0], shape=(), dtype=np.asarray(probe_value).dtype)
     if plan.kind == "rows":
         return da.from_delayed(graph.pieces[0], shape=probe_value.shape, dtype=probe_value.dtype)
-    if plan.kind == "group":  # (how many groups is known once every piece is)
+    if plan.kind in ("group", "grouped"):  # (how many groups is known once every piece is, or the group axis's)
         import operator
 
         import dask
 
         values = dask.delayed(operator.getitem, pure=True)(graph.pieces[0], 0)
-        return da.from_delayed(values, shape=(float("nan"),), dtype=probe_value.dtype)
+        n_groups = float("nan") if graph.group_axis is None else _local(daf)[0].axis_length(graph.group_axis)
+        grouped_shape: tuple[float, ...] = (n_groups,)
+        if plan.kind == "grouped":  # (the probe's rows: the kept entries)
+            n_kept = probe_value.shape[0]
+            grouped_shape = (n_groups, n_kept) if plan.dimension == 0 else (n_kept, n_groups)
+        return da.from_delayed(values, shape=grouped_shape, dtype=probe_value.dtype)
     dtype = probe_value.dtype
     arrays = []
     for piece, length in zip(graph.pieces, graph.lengths, strict=True):
@@ -960,6 +1051,12 @@ def get_query(daf: DafReader | str | os.PathLike, query: Any, *, chunk_bytes: in
 
         return pd.Series(value, index=pd.Index(values[0][1], name=graph.group_axis, dtype=object), copy=False)
     assert graph.probe is not None
+    if plan.kind == "grouped":  # (the probe's rows are the kept entries)
+        kept = (graph.probe.entries[0], graph.probe.dimension_names[0])
+        groups = (values[0][1], graph.group_axis)
+        labels = (groups, kept) if plan.dimension == 0 else (kept, groups)
+        return as_pandas(QueryResult(2, value, tuple(entries for entries, _ in labels),
+                                     tuple(name for _, name in labels)))
     if plan.kind == "rows":  # (the probe has every row)
         return as_pandas(QueryResult(1, value, graph.probe.entries, graph.probe.dimension_names))
     assert graph.entries is not None
