@@ -471,6 +471,8 @@ def test_statistics_registry():
 
 
 def test_run_ranges_raises_after_every_range_finished():
+    import time
+
     from pydaf.kernels.threads import even_bounds, run_ranges
 
     finished = []
@@ -478,11 +480,42 @@ def test_run_ranges_raises_after_every_range_finished():
     def work(first: int, last: int) -> None:
         if first == 0:
             raise RuntimeError("first range failed")
+        if first == 3:
+            time.sleep(0.3)  # (still running when the failure is seen)
         finished.append((first, last))
 
     with pytest.raises(RuntimeError, match="first range failed"):
         run_ranges(work, even_bounds(9, 3))
     assert sorted(finished) == [(3, 6), (6, 9)]
+
+
+def test_run_ranges_waits_for_every_range_when_interrupted_while_waiting():
+    # (a Ctrl-C arriving while the calling thread waits: the other ranges still write into buffers that the caller's
+    # cleanup may unmap, which once crashed a killed convert with SIGSEGV)
+    import signal
+    import time
+
+    from pydaf.kernels.threads import run_ranges
+
+    finished = []
+
+    def work(first: int, last: int) -> None:
+        if first == 0:
+            time.sleep(0.6)
+            finished.append(first)
+
+    def interrupt(*_: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.1)
+        with pytest.raises(KeyboardInterrupt):
+            run_ranges(work, [0, 1, 2])
+        assert finished == [0]
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def test_importing_pydaf_does_not_import_numba():

@@ -73,8 +73,8 @@ def even_bounds(total: int, n_ranges: int) -> list[int]:
 
 def run_ranges(function: Callable[[int, int], object], bounds: Sequence[int]) -> None:
     """Run ``function(bounds[i], bounds[i + 1])`` for each range, concurrently on the pool (the last one on the calling
-    thread, which would otherwise only wait); a single range runs on the calling thread. An exception of any range
-    is raised once all have finished.
+    thread, which would otherwise only wait); a single range runs on the calling thread. An exception of any range,
+    or a Ctrl-C, is raised once all have finished.
 
     Example:
         >>> seen = []
@@ -94,7 +94,13 @@ def run_ranges(function: Callable[[int, int], object], bounds: Sequence[int]) ->
         function(bounds[-2], bounds[-1])
     except BaseException as exception:  # Raised after the other ranges finish (they may use the same buffers).
         error = exception
-    for future in futures:
-        error = error or future.exception()
+    for future in futures:  # (every one waited for, even after an error or a Ctrl-C while waiting: the ranges
+        while True:           # write into the caller's buffers, which its cleanup may unmap)
+            try:
+                exception = future.exception()
+                break
+            except BaseException as interrupt:
+                error = error or interrupt
+        error = error or exception
     if error is not None:
         raise error
