@@ -58,15 +58,18 @@ built: the client evaluates the query (or the parts of a group-by) on one entry 
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .._os.maps import release_mapped_pages
 from ..composition.chains import chain_reader
 from ..composition.views import VIEW_ALL_AXES, viewer
 from ..core.readers import DafReader
@@ -330,12 +333,11 @@ def _stored_rows_plan(local: DafReader, dimensions: int, operations: tuple[Any, 
                       safe: Any) -> _Plan | None:
     """A reduction of the matrix to one value per entry, or per group of entries, of the axis it keeps (``>| Op``,
     ``>- Op``, ``|/ p >| Op``, ``-/ p >- Op``) that ends the query, where the kept axis is the rows of the layout the
-    engine reads (the query's own if stored, else the flipped one) and that layout is sparse, or dense and flipped:
-    a piece of its rows would read the whole stored matrix (sparse: the rows of a CSC matrix are found only by
-    reading all of its indices; dense: a strided part of every column, then relaid out), so the pieces are ranges of
-    the reduced axis (its stored columns), each
-    evaluating the matrix in the stored layout and its partials per kept entry (and per group), which are combined.
-    ``None`` where this does not apply."""
+    engine reads (the query's own if stored, else the flipped one): a piece of its rows would read the whole stored
+    matrix (sparse: the rows of a CSC matrix are found only by reading all of its indices; dense: a strided part of
+    every column, which page fault-around makes nearly all of its pages, measured), so the pieces are ranges of the
+    reduced axis (its stored columns), each evaluating the matrix in the stored layout and its partials per kept
+    entry (and per group), which are combined. ``None`` where this does not apply."""
     rows_axis, columns_axis, name = matrix
     step = operations[reduced_at]
     closing = reduced_at
@@ -359,9 +361,6 @@ def _stored_rows_plan(local: DafReader, dimensions: int, operations: tuple[Any, 
         return None  # (a missing matrix: its default, or the engine's error, from the other plan)
     if stored[0] != kept:
         return None
-    if stored == (rows_axis, columns_axis) and not isinstance(
-            local.get_stored_matrix_columns(*stored, name, slice(0, 0)), SparseMatrixCSC):
-        return None  # (dense in the query's own layout: its rows are read as they are, no relayout, bitwise exact)
     plan = _split_plan(2, reduced, 0 if reduced == rows_axis else 1, operations, segments)
     plan.kind = "rows" if closing == reduced_at else "grouped"
     plan.dimensions, plan.reduction, plan.matrix = dimensions, reduction, matrix
@@ -445,12 +444,29 @@ def _range_view(daf: DafReader, axis: str, start: int, stop: int, *, keep: bool 
     return viewer(ranges.chain, name=f"{daf.name}[{axis}={start}:{stop}]", axes=[VIEW_ALL_AXES, (axis, axis_query)])
 
 
+def _releasing(task: Callable[..., Any]) -> Callable[..., Any]:
+    """A task that, once done, drops the pages it mapped from the worker's resident set (the data set stays open and
+    mapped for the next task): without it a worker that evaluated every piece would count the whole file in the RSS
+    that dask's memory limits measure."""
+
+    @functools.wraps(task)
+    def releasing(*arguments: Any) -> Any:
+        try:
+            return task(*arguments)
+        finally:
+            release_mapped_pages()
+
+    return releasing
+
+
+@_releasing
 def _evaluate_piece(source: DafSource, query_text: str, axis: str, start: int, stop: int) -> Any:
     """The query on a range of the split axis (a task: numpy or scipy csc)."""
     view = _range_view(open_source(source), axis, start, stop)
     return as_numpy(query_result(view, as_query_sequence(query_text), cache=False))
 
 
+@_releasing
 def _evaluate_whole(source: DafSource, query_text: str) -> Any:
     """The whole query in one task."""
     return open_source(source).get_np_query(query_text, cache=False)
@@ -466,6 +482,7 @@ class _Partial:
     statistics: dict[str, Any] = field(default_factory=dict)
 
 
+@_releasing
 def _partial_piece(source: DafSource, prefix_text: str, reduction_text: str, axis: str, start: int,
                    stop: int) -> _Partial:
     """The partial statistics of a range of the values a reduction reduces (a task)."""
@@ -554,6 +571,7 @@ class _GroupPartial:
     kept: tuple[int, ...] = ()
 
 
+@_releasing
 def _group_piece(source: DafSource, prefix_text: str, key_text: str, reduction_text: str, axis: str, start: int,
                  stop: int) -> _GroupPartial:
     """The groups of a range of a vector, or of the stored columns of a matrix (in its stored layout), and each
@@ -698,6 +716,7 @@ def _combine_groups(source: DafSource, query_text: str, reduction_text: str, gro
 # A ``>| Op`` of a sparse matrix stored by rows: pieces of its columns, each row's partials combined.
 
 
+@_releasing
 def _row_partial_piece(source: DafSource, prefix_text: str, reduction_text: str, axis: str, start: int,
                        stop: int) -> _Partial:
     """The per-row partial statistics of a range of the columns of the matrix a ``>|`` reduces (a task): ``size``
@@ -1071,6 +1090,7 @@ def get_query(daf: DafReader | str | os.PathLike, query: Any, *, chunk_bytes: in
     return as_pandas(QueryResult(plan.dimensions, value, tuple(entries), graph.probe.dimension_names))
 
 
+@_releasing
 def _evaluate_whole_pandas(source: DafSource, query_text: str) -> Any:
     """The whole query in one task, labelled."""
     return open_source(source).get_query(query_text, cache=False)

@@ -97,10 +97,10 @@ def run_ranges(function: Callable[[int, int], object], bounds: Sequence[int]) ->
     for future in futures:  # (every one waited for, even after an error or a Ctrl-C while waiting: the ranges
         while True:           # write into the caller's buffers, which its cleanup may unmap)
             try:
-                exception = future.exception()
+                failure = future.exception()
                 break
             except BaseException as interrupt:
                 error = error or interrupt
-        error = error or exception
+        error = error or failure
     if error is not None:
         raise error
