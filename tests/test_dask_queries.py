@@ -4,6 +4,7 @@ carries no data."""
 
 from __future__ import annotations
 
+import os
 import pickle
 
 import numpy as np
@@ -556,3 +557,32 @@ def test_a_rewritten_data_set_gets_new_tasks(tmp_path):
     second = dask_queries.query(path, "@ cell : age")
     assert second.name != first
     assert second.compute(scheduler="synchronous").tolist() == [4, 5, 6]
+
+
+def test_a_worker_killed_in_the_middle_of_a_query_is_replaced_and_the_result_is_right(client, paths):
+    # SIGKILL of a worker process while the query's pieces run: dask reruns the lost pieces on the other worker and on
+    # the one the nanny starts instead (a new process), and the combined result is the local one.
+    import signal
+    import threading
+    import time
+
+    query = "@ cell @ gene :: UMIs >- Sum"
+    local = pydaf.open_daf(paths["big"], "r").get_np_query(query, cache=False)
+    graph = dask_queries._graph(paths["big"], query, 5_000)
+    assert len(graph.pieces) >= 50, len(graph.pieces)
+    before = client.run(os.getpid)
+    results: list = []
+    thread = threading.Thread(target=lambda: results.append(dask_queries.get_np_query(paths["big"], query,
+                                                                                        chunk_bytes=5_000)))
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not any(client.processing().values()) and time.monotonic() < deadline:
+        time.sleep(0.005)
+    victim = next(iter(before.values()))
+    os.kill(victim, signal.SIGKILL)
+    killed_while_running = thread.is_alive()
+    thread.join(120)
+    assert killed_while_running and not thread.is_alive()
+    _same(local, results[0])
+    client.wait_for_workers(2, timeout=60)
+    assert victim not in client.run(os.getpid).values()
