@@ -27,6 +27,7 @@ from pydaf._os.maps import mapped_region  # noqa: E402
 from pydaf.sparse import SparseMatrixCSC, SparseVector  # noqa: E402
 
 from .http_servers import plain_server  # noqa: E402
+from .worker_memory import peak_rss, reset_peak  # noqa: E402
 
 N_CELLS, N_GENES = 300, 200
 FORMATS = ["h5df", "files", "zarr", "files-packed", "h5df-packed"]
@@ -207,25 +208,6 @@ def test_dense_chunks_are_views_of_the_file_on_the_workers(client, stored, kind,
     assert reports.size == array.npartitions > 1 and reports.min() == 1
 
 
-def _status_kb(field: str) -> int:
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) * 1024
-    raise AssertionError(field)
-
-
-def _reset_peak() -> int:
-    """Reset this process's peak RSS (``VmHWM``) to its current RSS (Linux ``clear_refs``); returns it."""
-    with open("/proc/self/clear_refs", "w") as clear:
-        clear.write("5")
-    return _status_kb("VmHWM")
-
-
-def _peak() -> int:
-    return _status_kb("VmHWM")
-
-
 @pytest.fixture
 def large(tmp_path) -> str:
     """A 400 MB dense Float64 matrix in an H5df (deleted after the test)."""
@@ -245,20 +227,20 @@ def test_workers_below_the_matrix_size_reduce_it_without_holding_it(large):
     """Workers limited to 60% of the matrix each (dask's nanny kills a worker whose RSS passes 95% of its limit, and
     pauses it at 80%) sum it by columns. Checked: the sum is right; no worker was killed or restarted (same process
     ids before and after); and each worker's peak RSS during the sum (``VmHWM``, reset just before; it counts the
-    mapped file pages a process touched) stays within its baseline plus a few chunks, far below the matrix: without
-    releasing the pages of dropped chunks, a worker's RSS keeps every page it read (two workers: about half the
-    matrix each, 200 MB), past its limit."""
+    mapped file pages a process touched) stays within its baseline plus the few chunks in flight (up to ~5 under
+    load), far below the matrix: without releasing the pages of dropped chunks, a worker's RSS keeps every page it
+    read (two workers: about half the matrix each, 200 MB), past its limit."""
     size = os.path.getsize(large)
     assert size > 400e6
     chunk_bytes = 16 << 20
     with distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1, dashboard_address=":0",
                                   memory_limit=int(0.6 * size)) as cluster, distributed.Client(cluster) as client:
         pids = client.run(os.getpid)
-        baselines = client.run(_reset_peak)
+        baselines = client.run(reset_peak)
         array = pdd.matrix(large, "cell", "gene", "X", chunk_bytes=chunk_bytes)
         assert array.npartitions >= 20
         totals = client.compute(array.sum(axis=0)).result(timeout=120)  # (a paused or killed worker: fails)
-        peaks = client.run(_peak)
+        peaks = client.run(peak_rss)
         assert client.run(os.getpid) == pids  # (no worker died)
     with pydaf.open_daf(large) as daf:
         assert np.array_equal(totals, daf.get_matrix("cell", "gene", "X").sum(axis=0))
@@ -266,7 +248,7 @@ def test_workers_below_the_matrix_size_reduce_it_without_holding_it(large):
         grown = peak - baselines[worker]
         print(f"worker {worker}: baseline {baselines[worker] / 1e6:.0f} MB, peak {peak / 1e6:.0f} MB "
               f"(+{grown / 1e6:.0f} MB) for a {size / 1e6:.0f} MB matrix in {chunk_bytes >> 20} MB chunks")
-        assert grown < 4 * chunk_bytes < size / 5
+        assert grown < 5 * chunk_bytes < size / 4  # (without releasing: about half the matrix, 200 MB)
         assert peak < 0.6 * size
 
 

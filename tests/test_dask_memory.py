@@ -29,6 +29,8 @@ import pydaf  # noqa: E402
 import pydaf.dask as pdd  # noqa: E402
 from pydaf.dask import queries as dask_queries  # noqa: E402
 
+from .worker_memory import peak_rss, reset_peak  # noqa: E402
+
 pytestmark = pytest.mark.skipif(not os.path.exists("/proc/self/clear_refs"),
                                 reason="reads and resets Linux's peak RSS (VmHWM, /proc/self/clear_refs)")
 
@@ -73,25 +75,6 @@ def dataset(tmp_path_factory) -> str:
 # Each worker's memory, as the kernel reports it.
 
 
-def _status_bytes(name: str) -> int:
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith(name + ":"):
-                return int(line.split()[1]) * 1024
-    raise AssertionError(name)
-
-
-def _reset_peak() -> int:
-    """Reset this process's peak RSS (``VmHWM``) to its current RSS (Linux ``clear_refs``); returns it."""
-    with open("/proc/self/clear_refs", "w") as clear:
-        clear.write("5")
-    return _status_bytes("VmHWM")
-
-
-def _peak() -> int:
-    return _status_bytes("VmHWM")
-
-
 @dataclass
 class Cluster:
     """The cluster under test (started afresh after a query that killed or paused a worker) and what it reported."""
@@ -114,7 +97,7 @@ class Cluster:
         assert len(workers) == 2 and all(worker["memory_limit"] == self.limit for worker in workers.values())
         _warm(self.client, self.path)
         self.pids = _pids(self.client)
-        self.baselines = self.client.run(_reset_peak)
+        self.baselines = self.client.run(reset_peak)
 
     def stop(self) -> None:
         self.client.close(timeout=10)
@@ -165,7 +148,7 @@ def _run(state: Cluster, query: str, chunk_bytes: int) -> tuple[Any, dict[str, i
     as a worker is restarted (its nanny kills it past 95% of its limit) or after ``TIMEOUT`` (a worker paused at 80%
     never resumes): the cluster is then restarted so that the next query starts afresh."""
     client = state.client
-    client.run(_reset_peak)
+    client.run(reset_peak)
     pool = concurrent.futures.ThreadPoolExecutor(1)
     future = pool.submit(pdd.get_np_query, state.path, query, chunk_bytes=chunk_bytes)
     deadline, failure = time.monotonic() + TIMEOUT, None
@@ -188,7 +171,7 @@ def _run(state: Cluster, query: str, chunk_bytes: int) -> tuple[Any, dict[str, i
         state.stop()  # (the query's thread then fails)
         state.start()
         pytest.fail(f"{query}: {failure}")
-    peaks = client.run(_peak)
+    peaks = client.run(peak_rss)
     state.peaks[query] = peaks
     return result, peaks
 
