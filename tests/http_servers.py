@@ -4,14 +4,17 @@
 from __future__ import annotations
 
 import asyncio
+import atexit
 import functools
 import http.server
 import os
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
@@ -203,3 +206,21 @@ def hanging(seconds: float) -> Behaviour:
         time.sleep(seconds)
         send(handler, 500, b"too late", close=True)
     return behave
+
+
+class ServedRoot:
+    """A temporary folder served by one :func:`range_server` for a whole test module, started on first use and
+    stopped at exit (the conformance backends that read back over HTTP write there)."""
+
+    def __init__(self, prefix: str) -> None:
+        self._folder = tempfile.TemporaryDirectory(prefix=prefix)
+        self.path = Path(self._folder.name)
+        self._url: str | None = None
+
+    @property
+    def url(self) -> str:
+        if self._url is None:
+            context = range_server(self.path)
+            self._url = context.__enter__().url
+            atexit.register(context.__exit__, None, None, None)
+        return self._url

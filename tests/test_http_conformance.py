@@ -7,9 +7,7 @@ the zero-copy test is replaced by what HttpDaf promises instead (read-only array
 
 from __future__ import annotations
 
-import atexit
 import itertools
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -19,21 +17,11 @@ import scipy.sparse as sp
 import pydaf
 from pydaf.testing import DafBackend, DafConformance, is_file_map
 
-from .http_servers import range_server
+from .http_servers import ServedRoot
 
 pytest.importorskip("aiohttp", reason="aiohttp (the test extra) serves the Range-honouring server")
 
-_ROOT = tempfile.TemporaryDirectory(prefix="pydaf-http-conformance-")
-_SERVER: list = []
-
-
-def _base_url() -> str:
-    """The URL of the served root (one server for the whole module, started on first use)."""
-    if not _SERVER:
-        context = range_server(_ROOT.name)
-        _SERVER.append(context.__enter__().url)
-        atexit.register(context.__exit__, None, None, None)
-    return _SERVER[0]
+_SERVED = ServedRoot("pydaf-http-conformance-")
 
 
 class HttpBackend(DafBackend):
@@ -43,14 +31,14 @@ class HttpBackend(DafBackend):
     _numbers = itertools.count()
 
     def new(self, directory: Path, name: str) -> pydaf.DafWriter:
-        return pydaf.FilesDaf(Path(_ROOT.name) / f"{next(self._numbers)}.daf", "w", name=name)
+        return pydaf.FilesDaf(_SERVED.path / f"{next(self._numbers)}.daf", "w", name=name)
 
     def reopen(self, daf: pydaf.DafReader, mode: str = "r+") -> pydaf.DafReader:
         path = Path(daf.complete_path())
         daf.close()
         if mode != "r":
             return pydaf.FilesDaf(path, mode, name=daf.name)
-        return pydaf.HttpDaf(f"{_base_url()}/{path.name}", name=daf.name)
+        return pydaf.HttpDaf(f"{_SERVED.url}/{path.name}", name=daf.name)
 
 
 class TestHttpDaf(DafConformance):

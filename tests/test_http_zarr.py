@@ -7,14 +7,12 @@ storage going through HttpDaf on a served ZarrDaf directory."""
 
 from __future__ import annotations
 
-import atexit
 import itertools
 import json
 import os
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -26,7 +24,7 @@ from pydaf import SparseVector
 from pydaf.formats.http.zarr import ServedZarrFormat
 from pydaf.testing import DafBackend, DafConformance, is_file_map
 
-from .http_servers import hostile_server, range_server, send, truncated
+from .http_servers import ServedRoot, hostile_server, send, truncated
 from .test_http_conformance import expect_read_only_failures
 from .test_http_format import SERVERS, assert_same_data, served
 
@@ -382,17 +380,7 @@ def test_the_julia_written_zarr_fixture_reads_as_locally():
 
 # The conformance suite, every read back from storage through HttpDaf on a served ZarrDaf directory.
 
-_ROOT = tempfile.TemporaryDirectory(prefix="pydaf-http-zarr-conformance-")
-_SERVER: list = []
-
-
-def _base_url() -> str:
-    """The URL of the served root (one server for the whole module, started on first use)."""
-    if not _SERVER:
-        context = range_server(_ROOT.name)
-        _SERVER.append(context.__enter__().url)
-        atexit.register(context.__exit__, None, None, None)
-    return _SERVER[0]
+_SERVED = ServedRoot("pydaf-http-zarr-conformance-")
 
 
 class ServedZarrBackend(DafBackend):
@@ -404,17 +392,17 @@ class ServedZarrBackend(DafBackend):
     _numbers = itertools.count()
 
     def new(self, directory: Path, name: str) -> pydaf.DafWriter:
-        return pydaf.ZarrDaf(Path(_ROOT.name) / f"{next(self._numbers)}.daf.zarr", "w", name=name,
+        return pydaf.ZarrDaf(_SERVED.path / f"{next(self._numbers)}.daf.zarr", "w", name=name,
                              packed=self.packed)
 
     def reopen(self, daf: pydaf.DafReader, mode: str = "r+") -> pydaf.DafReader:
         path = Path(daf.complete_path())
         if isinstance(daf.format, ServedZarrFormat):
-            path = Path(_ROOT.name) / path.name
+            path = _SERVED.path / path.name
         daf.format.format_close()
         if mode != "r":
             return pydaf.ZarrDaf(path, mode, name=daf.name, packed=self.packed)
-        return pydaf.HttpDaf(f"{_base_url()}/{path.name}", name=daf.name)
+        return pydaf.HttpDaf(f"{_SERVED.url}/{path.name}", name=daf.name)
 
 
 class PackedServedZarrBackend(ServedZarrBackend):

@@ -29,7 +29,7 @@ from ..core.cache import MatrixCacheKey
 from ..core.readers import DafReader
 from ..errors import DafValueError
 from ..sparse import SparseMatrixCSC, SparseVector
-from .sources import DafSource, open_source, source_of
+from .sources import DafSource, local_reader, open_source
 
 if TYPE_CHECKING:
     import dask.array as da
@@ -67,12 +67,6 @@ class _MatrixChunk:
     start: int
     stop: int
     flipped: bool
-
-
-def _reader(daf: DafReader | str | os.PathLike) -> tuple[DafSource, DafReader]:
-    """The source of ``daf`` and a local reader of it (``daf`` itself when it is open)."""
-    source = source_of(daf)
-    return source, daf if isinstance(daf, DafReader) else open_source(source)
 
 
 def _release_when_dropped(owner: object, array: np.ndarray) -> None:
@@ -157,7 +151,7 @@ def vector(daf: DafReader | str | os.PathLike, axis: str, name: str, *,
     from dask.base import tokenize
 
     _require_positive(chunk_entries, "chunk_entries")
-    source, reader = _reader(daf)
+    source, reader = local_reader(daf)
     length = reader.axis_length(axis)
     stored = reader.get_stored_vector(axis, name)  # (pydaf's own error if it is missing)
     dtype = stored.nzval.dtype if isinstance(stored, SparseVector) else stored.dtype
@@ -227,7 +221,7 @@ def matrix(daf: DafReader | str | os.PathLike, rows_axis: str, columns_axis: str
 
     _require_positive(chunk_bytes, "chunk_bytes")
     target = chunk_bytes or CHUNK_BYTES
-    source, reader = _reader(daf)
+    source, reader = local_reader(daf)
     if reader.has_matrix(rows_axis, columns_axis, name, relayout=False):  # (pydaf's own error for a missing axis)
         flipped = False
     elif relayout and rows_axis != columns_axis and reader.has_matrix(columns_axis, rows_axis, name, relayout=False):

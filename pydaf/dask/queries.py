@@ -106,7 +106,7 @@ from ..queries.query import (
 from ..queries.results import as_numpy, as_pandas, query_result
 from ..queries.tokens import escape_value
 from ..sparse import SparseMatrixCSC
-from .sources import DafSource, open_source, source_of
+from .sources import DafSource, local_reader, open_source, source_of
 
 if TYPE_CHECKING:
     import dask.array
@@ -832,11 +832,6 @@ def _entry_bytes(local: DafReader, plan: _Plan) -> float:
     return _VECTOR_ENTRY_BYTES * max(local.axis_length(rows_axis), local.axis_length(columns_axis))
 
 
-def _local(daf: DafReader | str | os.PathLike) -> tuple[DafReader, DafSource]:
-    source = source_of(daf)
-    return (daf if isinstance(daf, DafReader) else open_source(source)), source
-
-
 def _graph(daf: DafReader | str | os.PathLike, query_value: Any, chunk_bytes: int | None,
            plan: _Plan | None = None) -> _Graph:
     import dask
@@ -844,7 +839,7 @@ def _graph(daf: DafReader | str | os.PathLike, query_value: Any, chunk_bytes: in
 
     if chunk_bytes is not None and (not isinstance(chunk_bytes, int) or chunk_bytes <= 0):
         raise DafValueError(f"invalid chunk_bytes: {chunk_bytes!r}\n(expected a positive number of bytes)")
-    local, source = _local(daf)
+    source, local = local_reader(daf)
     sequence = as_query_sequence(query_value)
     text = str(sequence)
     if plan is None:
@@ -991,7 +986,7 @@ def query(daf: DafReader | str | os.PathLike, query: Any, *, chunk_bytes: int | 
         import dask
 
         values = dask.delayed(operator.getitem, pure=True)(graph.pieces[0], 0)
-        n_groups = float("nan") if graph.group_axis is None else _local(daf)[0].axis_length(graph.group_axis)
+        n_groups = float("nan") if graph.group_axis is None else local_reader(daf)[1].axis_length(graph.group_axis)
         grouped_shape: tuple[float, ...] = (n_groups,)
         if plan.kind == "grouped":  # (the probe's rows: the kept entries)
             n_kept = probe_value.shape[0]

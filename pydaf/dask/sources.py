@@ -21,7 +21,7 @@ from ..errors import DafValueError
 from ..formats.paths import storage_path
 from ..open import open_daf
 
-__all__ = ["DafSource", "forget_sources", "open_source", "source_of"]
+__all__ = ["DafSource", "forget_sources", "local_reader", "open_source", "source_of"]
 
 # How many data sets a worker keeps open (each holds a few descriptors and its maps).
 _KEPT_OPEN = 8
@@ -119,6 +119,22 @@ def source_of(daf: DafReader | str | os.PathLike) -> DafSource:
     else:
         path = os.fspath(daf)
     return DafSource(path, _stamp(path))
+
+
+def local_reader(daf: DafReader | str | os.PathLike) -> tuple[DafSource, DafReader]:
+    """The source of ``daf`` and a reader of it in this process (``daf`` itself when it is open), for building a
+    graph: its shapes, types and errors.
+
+    Example:
+        >>> import pydaf, tempfile, os
+        >>> path = os.path.join(tempfile.mkdtemp(), "cells.daf")
+        >>> _ = pydaf.open_daf(path, "w").add_axis("cell", ["A", "B"])
+        >>> source, reader = local_reader(path)
+        >>> reader.axis_length("cell"), source.path == path
+        (2, True)
+    """
+    source = source_of(daf)
+    return source, daf if isinstance(daf, DafReader) else open_source(source)
 
 
 _opened: OrderedDict[tuple[int, DafSource], DafReader] = OrderedDict()

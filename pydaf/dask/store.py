@@ -18,7 +18,7 @@ only once they are computed (after the workers close their handles of it).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
@@ -148,6 +148,16 @@ def _gathered(array: da.Array, *, progress: bool, desc: str) -> np.ndarray | sp.
     return value
 
 
+def _set_when_computed(path: str, array: da.Array, set_value: Callable[[DafWriter, Any], object], *, progress: bool,
+                       desc: str) -> None:
+    """The form given a path (already checked read-only): the array computed and gathered here, the workers' handles
+    of the data set closed, then the data set opened for writing and the value set."""
+    value = _gathered(array, progress=progress, desc=desc)
+    _release_workers(path)
+    with open_daf(path, "r+") as writer:
+        set_value(cast(DafWriter, writer), value)  # (open_daf in "r+" gives a writer)
+
+
 def _writes_exclude_readers(daf: DafReader) -> bool:
     # (no process may write an HDF5 file while others read it: the workers, which may be reading it for this array)
     return isinstance(daf.format, H5dfFormat)
@@ -180,10 +190,8 @@ def store_vector(daf: DafWriter | str | os.PathLike, axis: str, name: str, array
         path = os.fspath(daf)
         with open_daf(path) as reader:
             _check_vector(reader, axis, name, array, overwrite)
-        value = _gathered(array, progress=progress, desc=desc)
-        _release_workers(path)
-        with open_daf(path, "r+") as writer:
-            writer.set_vector(axis, name, value, overwrite=overwrite)
+        _set_when_computed(path, array, lambda writer, value: writer.set_vector(axis, name, value, overwrite=overwrite),
+                           progress=progress, desc=desc)
         return None
     set_vector = daf.set_vector  # (a read-only data set says here how to open it for writing)
     _check_vector(daf, axis, name, array, overwrite)
@@ -231,10 +239,8 @@ def store_matrix(daf: DafWriter | str | os.PathLike, rows_axis: str, columns_axi
                 store_matrix(writer, rows_axis, columns_axis, name, array, overwrite=overwrite, relayout=relayout,
                              progress=progress)
             return None
-        value = _gathered(array, progress=progress, desc=desc)
-        _release_workers(path)
-        with open_daf(path, "r+") as writer:
-            writer.set_matrix(rows_axis, columns_axis, name, value, overwrite=overwrite, relayout=relayout)
+        _set_when_computed(path, array, lambda writer, value: writer.set_matrix(
+            rows_axis, columns_axis, name, value, overwrite=overwrite, relayout=relayout), progress=progress, desc=desc)
         return None
     set_matrix = daf.set_matrix  # (a read-only data set says here how to open it for writing)
     _check_matrix(daf, rows_axis, columns_axis, name, array, overwrite, relayout)

@@ -46,6 +46,7 @@ from h5py import h5d, h5p, h5s, h5t, h5z
 
 from ...core.packed_settings import PackedCodec
 from ...errors import DafFormatError
+from ..packed.shard import zstd_content_size
 
 #: HDF5 filter ids (the registered plugin ids; 1 and 2 are built into HDF5).
 DEFLATE = 1
@@ -64,7 +65,6 @@ _BLOSC_BITSHUFFLE = 2  # (blosc's shuffle mode numbers)
 _BLOSC_COMPRESSOR_CODES = {"zstd": 5, "lz4": 1}  # (blosc's compressor numbers: blosc_compname_to_compcode)
 _BITSHUFFLE_ZSTD = 3  # (bshuf_h5filter.h: BSHUF_H5_COMPRESS_ZSTD; 2 is LZ4)
 _BITSHUFFLE_BLOCKED_MULT = 8  # (bitshuffle.h: a block is a multiple of 8 elements)
-_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
 #: Packed data at least this large is decoded on the kernels' threads (below, handing work out costs more than it
 #: saves); from :data:`_PARALLEL_IMPORT_BYTES` only, where numba is not imported yet (the threads' first use imports it:
@@ -501,7 +501,7 @@ def _undo_filter(filter_id: int, cd_values: tuple[int, ...], data: Any, chunk_by
         _blosc_decompress()(view, output)  # (numcodecs' function: its codec's wrapping costs ~8 µs a chunk)
         return output
     assert filter_id == ZSTD, filter_id
-    size = _zstd_content_size(memoryview(data).cast("B"))
+    size = zstd_content_size(memoryview(data).cast("B"))
     if size != chunk_bytes:
         declared = "no size" if size is None else f"{size} bytes"
         raise DafFormatError(f"{where}\nis a zstd frame declaring {declared}\ninstead of the {chunk_bytes} bytes of "
@@ -625,20 +625,6 @@ def _codec(name: str, *arguments: int) -> Any:
     if name == "Shuffle":
         return numcodecs.Shuffle(elementsize=arguments[0])
     return getattr(numcodecs, name)()
-
-
-def _zstd_content_size(data: memoryview) -> int | None:
-    """The content size a zstd frame header declares (RFC 8878 §3.1.1.1), or None (absent, or not a zstd frame)."""
-    if len(data) < 6 or bytes(data[:4]) != _ZSTD_MAGIC:
-        return None
-    descriptor = data[4]
-    single_segment = (descriptor >> 5) & 1
-    field_size = (single_segment, 2, 4, 8)[descriptor >> 6]
-    start = 5 + (0 if single_segment else 1) + (0, 1, 2, 4)[descriptor & 3]
-    if field_size == 0 or start + field_size > len(data):
-        return None
-    size = int.from_bytes(bytes(data[start:start + field_size]), "little")
-    return size + 256 if field_size == 2 else size
 
 
 def _check_bitshuffle_chunk(raw: bytes, info: Any, cd_values: tuple[int, ...], chunk_bytes: int, itemsize: int,

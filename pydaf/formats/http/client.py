@@ -395,6 +395,28 @@ def _content_range(value: str | None) -> tuple[int, int, int | None] | None:
         return None
 
 
+def get_whole(client: HttpClient, cache: ByteCache, url: str, *, limit: int, expected: int | None = None,
+              accept: tuple[int, ...] = (), what: str | None = None) -> bytes | None:
+    """A whole file by one ``GET`` (as :meth:`HttpClient.get` takes ``limit``, ``expected``, ``accept`` and
+    ``what``), fetched once and then served from ``cache``, under the key the :class:`HttpByteSource` of the same file
+    looks for; ``None`` if the server answered a status in ``accept`` (a file it does not have).
+
+    Example:
+        >>> cache = ByteCache(1 << 10)
+        >>> cache.put(("http://127.0.0.1:9/x", "whole"), b"kept")
+        >>> get_whole(HttpClient(HttpSettings(timeout=1, retries=0)), cache, "http://127.0.0.1:9/x", limit=10)
+        b'kept'
+    """
+    cached = cache.get((url, "whole"))
+    if cached is not None:
+        return cached
+    response = client.get(url, limit=limit, expected=expected, accept=accept, what=what)
+    if response.status in accept:
+        return None
+    cache.put((url, "whole"), response.body)
+    return response.body
+
+
 class HttpByteSource:
     """A :class:`~pydaf._os.byte_sources.ByteSource` over one file served by HTTP: :meth:`read` issues a Range
     request (``206``, its ``Content-Range`` and length checked), :meth:`read_ranges` coalesces nearby ranges into one

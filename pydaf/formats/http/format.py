@@ -40,7 +40,7 @@ from ..files.layout import (
 )
 from ..packed.shard import http_chunk_cache
 from ..registry import FormatEntry, register_format
-from .client import ByteCache, HttpByteSource, HttpClient, HttpSettings, ServedIdentity, http_url, join_url
+from .client import ByteCache, HttpByteSource, HttpClient, HttpSettings, ServedIdentity, get_whole, http_url, join_url
 from .zarr import ServedZarrFormat
 
 _MAX_DAF_JSON_BYTES = 1 << 16
@@ -128,17 +128,14 @@ class HttpFormat(ServedIdentity, FormatReader):
     def fetch(self, relative: str, what: str, *, expected: int | None = None) -> bytes:
         """The bytes of a file of the data set (``expected`` bytes if given: a server that says or sends otherwise
         is refused before more is read), fetched once and then served from the bounded cache."""
-        cached = self.cache.get(relative)
-        if cached is not None:
-            return cached
         limit = expected if expected is not None else self.settings.max_unsized_bytes
         # (no what: the reader layer completes an error with the property and the data set)
-        response = self.client.get(join_url(self.url, relative), limit=limit, expected=expected)
-        if expected is not None and len(response.body) != expected:  # (a 2xx other than 200: checked here)
+        body = get_whole(self.client, self.cache, join_url(self.url, relative), limit=limit, expected=expected)
+        assert body is not None  # (no status accepted but 2xx)
+        if expected is not None and len(body) != expected:  # (a 2xx other than 200: checked here)
             raise DafFormatError(f"the data file: {relative}\nof {what}\nin the daf served at: {self.url}\nhas "
-                                 f"{len(response.body)} bytes instead of {expected}")
-        self.cache.put(relative, response.body)
-        return response.body
+                                 f"{len(body)} bytes instead of {expected}")
+        return body
 
     def byte_source(self, relative: str, *, size: int | None = None, max_size: int | None = None) -> HttpByteSource:
         """A :class:`HttpByteSource` of a file of the data set (of ``size`` bytes, if known: checked against what the

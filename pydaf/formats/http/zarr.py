@@ -28,7 +28,7 @@ from ...abc.format import CacheGroup, FormatReader
 from ...errors import DafFormatError, DafHttpError, DafNotDafError
 from ..packed.shard import ChunkCache, http_chunk_cache
 from ..zarr.format import ZarrFormat
-from .client import ByteCache, HttpByteSource, HttpClient, HttpSettings, ServedIdentity, http_url, join_url
+from .client import ByteCache, HttpByteSource, HttpClient, HttpSettings, ServedIdentity, get_whole, http_url, join_url
 
 #: A root ``zarr.json`` larger than this is not metadata (ZarrDaf's own bound on a ``zarr.json``).
 _MAX_ROOT_BYTES = 1 << 28
@@ -110,22 +110,15 @@ class _ServedNodes:
         return self._get(key, self.client.settings.max_unsized_bytes if limit is None else limit)
 
     def _get(self, key: str, limit: int) -> bytes | None:
-        url = join_url(self.url, key)
-        cached = self.cache.get((url, "whole"))  # (the key a byte source of the same file keeps it under)
-        if cached is not None:
-            return cached
         if key in self._missing:
             return None
         # (no ``what``: the reader layer completes an error with the property and the data set)
-        response = self.client.get(url, limit=limit, accept=_GONE,
-                                   what=None if self._metadata is not None else f"{key} of the daf served at: "
-                                   f"{self.url}")
-        if response.status in _GONE:
+        body = get_whole(self.client, self.cache, join_url(self.url, key), limit=limit, accept=_GONE,
+                         what=None if self._metadata is not None else f"{key} of the daf served at: {self.url}")
+        if body is None:
             with self._lock:
                 self._missing.add(key)
-            return None
-        self.cache.put((url, "whole"), response.body)
-        return response.body
+        return body
 
     def map(self, key: str, dtype: np.dtype, count: int) -> tuple[np.ndarray, CacheGroup] | None:
         """The ``count`` values of a chunk file (fetched whole, read-only), or ``None`` if the server does not have

@@ -465,7 +465,7 @@ class _ShardReader:
                 return out
             if kind == "zstd":
                 from numcodecs import zstd
-                size = _zstd_content_size(data)
+                size = zstd_content_size(data)
                 if size is None or size > limit or (expected is not None and size != expected):
                     raise self.fail(f"{chunk} is a zstd frame declaring {size} bytes, where {allows} (and a frame "
                                     "must declare its size)")
@@ -520,8 +520,14 @@ class _ShardReader:
         return values
 
 
-def _zstd_content_size(frame: bytes | memoryview) -> int | None:
-    """The decompressed size a zstd frame header declares (``None`` if it does not; RFC 8878 §3.1.1.1)."""
+def zstd_content_size(frame: bytes | memoryview) -> int | None:
+    """The decompressed size a zstd frame header declares (``None`` if it does not, or is not a zstd frame; RFC 8878
+    §3.1.1.1): what a decoder checks before inflating anything.
+
+    Example:
+        >>> zstd_content_size(bytes.fromhex("28b52ffd2005") + b"..."), zstd_content_size(b"not zstd")
+        (5, None)
+    """
     if len(frame) < 6 or struct.unpack_from("<I", frame, 0)[0] != _ZSTD_MAGIC:
         return None
     descriptor = frame[4]
