@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import threading
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -58,8 +59,10 @@ def is_read_only_array(array: Any) -> bool:
     """
     if isinstance(array, SparseVector):
         return not (array.nzind.flags.writeable or array.nzval.flags.writeable)
-    if isinstance(array, SparseMatrixCSC):
-        return not (array.colptr.flags.writeable or array.rowval.flags.writeable or array.nzval.flags.writeable)
+    if isinstance(array, SparseMatrixCSC):  # (a deferred rowval is read-only when it is read)
+        rowval = array.rowval_or_deferred()
+        return not (array.colptr.flags.writeable or array.nzval.flags.writeable
+                    or (isinstance(rowval, np.ndarray) and rowval.flags.writeable))
     return not np.asarray(array).flags.writeable
 
 
@@ -174,9 +177,29 @@ class SparseVector:
         return SparseVector(int(dense.shape[0]), (positions + 1).astype(indtype), dense[positions])
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True)
+class DeferredArray:
+    """A 1-D array read (or checked) only when it is first used: its ``shape`` and ``dtype`` are known at once, its
+    values come from ``load()``. A :class:`SparseMatrixCSC` may hold its ``rowval`` as one, so that what needs only
+    ``colptr`` and ``nzval`` (per-column sums, means, extremes) never reads or checks the row indices.
+    ``load`` must return an array of that shape and type (or raise a :class:`~pydaf.DafError`).
+
+    Example:
+        >>> rowval = DeferredArray((2,), np.dtype(np.int64), lambda: np.array([2, 1]))
+        >>> m = SparseMatrixCSC((2, 2), np.array([1, 2, 3]), rowval, np.array([7, 8]))
+        >>> m.nnz, m.rowval_or_deferred() is rowval, m.rowval.tolist(), m.rowval_or_deferred() is rowval
+        (2, True, [2, 1], False)
+    """
+
+    shape: tuple[int]
+    dtype: np.dtype
+    load: Callable[[], np.ndarray]
+
+
 class SparseMatrixCSC:
     """A Julia ``SparseMatrixCSC``: ``colptr`` (``n_cols + 1``, starting at 1), ``rowval`` (1-based) and ``nzval``.
+    ``rowval`` may be given as a :class:`DeferredArray`: it is then read on first use, once (thread-safe; a failed
+    read raises, and is tried again on the next use).
 
     Example:
         >>> m = SparseMatrixCSC((2, 2), np.array([1, 2, 3]), np.array([2, 1]), np.array([7, 8], np.int32))
@@ -185,10 +208,60 @@ class SparseMatrixCSC:
                [7, 0]], dtype=int32)
     """
 
+    __slots__ = ("__weakref__", "_lock", "_rowval", "colptr", "nzval", "shape")
+
     shape: tuple[int, int]
     colptr: np.ndarray
-    rowval: np.ndarray
     nzval: np.ndarray
+    _rowval: np.ndarray | DeferredArray
+    _lock: threading.Lock | None
+
+    def __init__(self, shape: tuple[int, int], colptr: np.ndarray, rowval: np.ndarray | DeferredArray,
+                 nzval: np.ndarray) -> None:
+        set_field = object.__setattr__
+        set_field(self, "shape", shape)
+        set_field(self, "colptr", colptr)
+        set_field(self, "_rowval", rowval)
+        set_field(self, "nzval", nzval)
+        set_field(self, "_lock", threading.Lock() if isinstance(rowval, DeferredArray) else None)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"cannot assign to field {name!r} of a SparseMatrixCSC (it is immutable)")
+
+    def __repr__(self) -> str:
+        rowval = self._rowval
+        shown = "<deferred>" if isinstance(rowval, DeferredArray) else repr(rowval)
+        return f"SparseMatrixCSC(shape={self.shape!r}, colptr={self.colptr!r}, rowval={shown}, nzval={self.nzval!r})"
+
+    def __reduce__(self) -> tuple[Any, ...]:  # (a deferred rowval is read: its loader stays in this process)
+        return SparseMatrixCSC, (self.shape, self.colptr, self.rowval, self.nzval)
+
+    @property
+    def rowval(self) -> np.ndarray:
+        """The 1-based row of each stored entry (read now if it was deferred)."""
+        rowval = self._rowval
+        if isinstance(rowval, np.ndarray):
+            return rowval
+        assert self._lock is not None  # (made with a deferred rowval)
+        with self._lock:
+            rowval = self._rowval
+            if isinstance(rowval, DeferredArray):
+                rowval = _read_only(rowval.load())
+                object.__setattr__(self, "_rowval", rowval)
+        assert isinstance(rowval, np.ndarray)
+        return rowval
+
+    def rowval_or_deferred(self) -> np.ndarray | DeferredArray:
+        """``rowval`` as it is now: the array, or the :class:`DeferredArray` not read yet."""
+        return self._rowval
+
+    def _shared_rowval(self) -> np.ndarray | DeferredArray:
+        """``rowval`` for another matrix of the same structure: still deferred if it is here (read once, by this
+        matrix, for both)."""
+        rowval = self._rowval
+        if isinstance(rowval, DeferredArray):
+            return DeferredArray(rowval.shape, rowval.dtype, lambda: self.rowval)
+        return rowval
 
     @property
     def dtype(self) -> np.dtype:
@@ -196,7 +269,7 @@ class SparseMatrixCSC:
 
     @property
     def nnz(self) -> int:
-        return int(self.rowval.shape[0])
+        return int(self.nzval.shape[0])
 
     def to_scipy(self) -> sp.csc_matrix:
         """The 0-based ``scipy.sparse.csc_matrix`` (index arrays copied and shifted; ``nzval`` shared, zero-copy)."""
@@ -241,7 +314,10 @@ class SparseMatrixCSC:
 
     def read_only(self) -> SparseMatrixCSC:
         """The same matrix with read-only arrays (zero-copy)."""
-        return SparseMatrixCSC(self.shape, _read_only(self.colptr), _read_only(self.rowval), _read_only(self.nzval))
+        rowval = self._shared_rowval()
+        return SparseMatrixCSC(self.shape, _read_only(self.colptr),
+                               rowval if isinstance(rowval, DeferredArray) else _read_only(rowval),
+                               _read_only(self.nzval))
 
     def column_range(self, column: int) -> slice:
         """The positions (in ``rowval``/``nzval``) of the stored entries of a 0-based column."""
@@ -287,7 +363,7 @@ class SparseMatrixCSC:
             [[1.5, 0.0], [0.0, 3.0], [0.0, 0.0]]
         """
         if keep is None:
-            return SparseMatrixCSC(self.shape, self.colptr, self.rowval, nzval)
+            return SparseMatrixCSC(self.shape, self.colptr, self._shared_rowval(), nzval)
         counts = np.bincount(self.entry_columns()[keep], minlength=self.shape[1])
         return SparseMatrixCSC(self.shape, colptr_from_counts(counts, self.colptr.dtype), self.rowval[keep],
                                nzval[keep])

@@ -220,8 +220,8 @@ def hostile(tmp_path: Path) -> tuple[Path, bytes]:
         return path, bytes(file["vectors/cell/x"].id.read_direct_chunk((10240,))[1])
 
 
-def error_of(path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
-    parallel_from(monkeypatch, 1)
+def error_of(path: Path, monkeypatch: pytest.MonkeyPatch, parallel: bool = True) -> str:
+    parallel_from(monkeypatch, 1 if parallel else 1 << 62)
     daf = pydaf.H5df(path, "r")
     try:
         daf.get_vector("cell", "x")
@@ -250,13 +250,23 @@ def replaced(path: Path, payload: bytes) -> Path:
     raise AssertionError(f"the file stays open: {path}")
 
 
-@pytest.mark.parametrize("fast", [True, False])
+@pytest.mark.parametrize("path_taken", ["numba batches", "fast serial", "numcodecs parallel"])
 def test_hostile_blosc_chunks_in_the_fast_or_parallel_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                           fast: bool):
-    """Through ``_FastBlosc`` (which leaves what it does not decode exactly to numcodecs), or through numcodecs on
-    the kernels' threads: the same errors, naming the property and the chunk."""
-    if not fast:
+                                                           path_taken: str):
+    """Through the numba loop over spans of chunks (many chunks), ``_FastBlosc`` one chunk at a time (few; each
+    leaves what it does not decode exactly to numcodecs), or numcodecs on the kernels' threads: the same errors,
+    naming the property and the chunk."""
+    if path_taken == "numcodecs parallel":
         monkeypatch.setattr(packed, "_fast_blosc", lambda: None)
+    parallel = path_taken != "fast serial"
+    batches: list[int] = []
+    if path_taken == "numba batches":
+        from pydaf.kernels import _blosc
+
+        original = _blosc.decode_blosc_chunks
+        monkeypatch.setattr(_blosc, "decode_blosc_chunks", lambda *arguments: (batches.append(1),
+                                                                                original(*arguments))[1])
+
     path, good = hostile(tmp_path)
     header = bytearray(good)
     assert header[2] == packed._FAST_BLOSC_FLAGS  # (the fast path's frame)
@@ -264,18 +274,51 @@ def test_hostile_blosc_chunks_in_the_fast_or_parallel_path(tmp_path: Path, monke
     (length,) = struct.unpack_from("<i", good, start)
     corrupt = bytearray(good)
     corrupt[start + 4 + length // 2:start + 4 + length] = bytes(length - length // 2)  # (zstd payload zeroed)
-    assert "can't be decoded (it is corrupt)" in error_of(replaced(path, bytes(corrupt)), monkeypatch)
+    assert "can't be decoded (it is corrupt)" in error_of(replaced(path, bytes(corrupt)), monkeypatch, parallel)
     bomb = bytearray(good)
     struct.pack_into("<II", bomb, 4, 1 << 30, 1 << 30)  # (declares 1 GB in one block)
     assert "declares 1073741824 bytes\ninstead of the 8192 bytes of its chunk" in error_of(
-        replaced(path, bytes(bomb)), monkeypatch)
+        replaced(path, bytes(bomb)), monkeypatch, parallel)
     outside = bytearray(good)
     struct.pack_into("<i", outside, start, len(good))  # (a block longer than the chunk)
-    assert "can't be decoded (it is corrupt)" in error_of(replaced(path, bytes(outside)), monkeypatch)
+    assert "can't be decoded (it is corrupt)" in error_of(replaced(path, bytes(outside)), monkeypatch, parallel)
     past = bytearray(good)
     struct.pack_into("<i", past, 16, len(good) + 100)  # (the block starts past the chunk)
-    assert "can't be decoded (it is corrupt)" in error_of(replaced(path, bytes(past)), monkeypatch)
-    assert "too short for a blosc chunk" in error_of(replaced(path, good[:12]), monkeypatch)
+    assert "can't be decoded (it is corrupt)" in error_of(replaced(path, bytes(past)), monkeypatch, parallel)
+    assert "too short for a blosc chunk" in error_of(replaced(path, good[:12]), monkeypatch, parallel)
+    assert bool(batches) == (path_taken == "numba batches")
+
+
+def test_many_julia_blosc_chunks_are_decoded_in_numba_batches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                              decoded: list[int]):
+    """Large data in Julia's blosc chunks: every full chunk is decoded by the numba loop, spans of the file spread
+    over the kernels' threads; only the edge chunk (shorter than a chunk) goes the checked way."""
+    from pydaf.kernels import _blosc
+
+    spans: list[int] = []
+    original = _blosc.decode_blosc_chunks
+
+    def counted(*arguments: Any) -> None:
+        original(*arguments)
+        failed = arguments[-1]
+        spans.append(int((failed == 0).sum()))
+
+    monkeypatch.setattr(_blosc, "decode_blosc_chunks", counted)
+    parallel_from(monkeypatch, 1)
+    score = np.cumsum(np.random.default_rng(9).integers(0, 3, 300 * 1024 + 100)).astype(np.float64)
+    path = tmp_path / "many.h5df"
+    daf = pydaf.H5df(path, "w", packed=True, name="many!")
+    daf.add_axis("spot", [f"s{index}" for index in range(score.shape[0])])
+    daf.set_vector("spot", "score", score)
+    daf.close()
+    with h5py.File(path, "r") as file:
+        dataset = file["vectors/spot/score"]
+        n_stored, chunk = dataset.id.get_num_chunks(), dataset.chunks[0]
+    daf = pydaf.H5df(path, "r")
+    assert np.array_equal(daf.get_vector("spot", "score"), score)
+    daf.close()
+    assert sum(spans) == score.shape[0] // chunk and len(decoded) == n_stored - score.shape[0] // chunk == 1
+    assert len(spans) >= 4  # (spans of a quarter of a thread's share, or less)
 
 
 def test_misplaced_chunks_are_refused(tmp_path: Path):

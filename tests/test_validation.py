@@ -223,8 +223,8 @@ def test_writers_refuse_invalid_sparse_data(tmp_path, kind):
 def _count_validations(monkeypatch) -> list[int]:
     calls: list[int] = []
     original = validation.sparse_matrix_problem
-    monkeypatch.setattr(validation, "sparse_matrix_problem", lambda *arguments: calls.append(1) or original(
-        *arguments))
+    monkeypatch.setattr(validation, "sparse_matrix_problem",
+                        lambda *arguments, **keywords: calls.append(1) or original(*arguments, **keywords))
     return calls
 
 

@@ -27,7 +27,7 @@ from ..errors import (
     missing_property,
 )
 from ..hints import existing_names_hint
-from ..sparse import SparseMatrixCSC, SparseVector, read_only_array
+from ..sparse import DeferredArray, SparseMatrixCSC, SparseVector, read_only_array
 from ..storage_types import StorageScalar, scalar_dtype, scalar_value
 from .brief import brief_array, brief_scalar, percent
 from .cache import (
@@ -47,12 +47,23 @@ from .locks import ReadWriteLock
 from .names import RESERVED_VECTORS, require_lookup_name, unique_name
 from .storage import CheckedReads, property_text
 from .undef import Undef, UndefType
-from .validation import require_entries, require_scalar, require_stored_matrix, require_stored_vector
+from .validation import (
+    NUMBA_THRESHOLD,
+    require_entries,
+    require_scalar,
+    require_sparse_rows,
+    require_stored_matrix,
+    require_stored_vector,
+)
 from .values import as_storable_array, is_scipy_sparse, plain_values
 
 if TYPE_CHECKING:
     import pandas as pd
     import scipy.sparse as sp
+
+#: From this many stored entries, the ``rowval`` of a sparse matrix read from storage is checked (and, if the backend
+#: defers it, read) on first use, not when the matrix is fetched: see :meth:`DafReader._deferring_rows_check`.
+DEFERRED_ROWS = NUMBA_THRESHOLD
 
 
 class _State:
@@ -591,19 +602,49 @@ class DafReader:
         (200M entries take 0.14-0.2 s, `benchmarks/bench_validation.py`). The bytes of a region can change only by
         a write through this data set (counted), or through another process's writer, which for H5df the file's
         locks exclude while it is open here, and which elsewhere replaces files (new identity, time or size)."""
-        arrays: tuple[np.ndarray | None, ...] = ()
+        stamp = self._mapped_stamp(stored)
+        if stamp is None or self._state.validated.get(key) != stamp:
+            validate()
+            if stamp is not None:
+                self._state.validated[key] = stamp
+
+    def _mapped_stamp(self, stored: StoredVector | StoredMatrix) -> tuple[Any, ...] | None:
+        """What identifies the file bytes of sparse ``stored`` data and the writes so far, or ``None`` if not all of
+        it is mapped (dense data is checked in O(1); memory is read again anyway)."""
+        arrays: tuple[Any, ...] = ()
         if isinstance(stored, SparseMatrixCSC):
-            arrays = (stored.colptr, stored.rowval, stored.nzval)
+            arrays = (stored.colptr, stored.rowval_or_deferred(), stored.nzval)
         elif isinstance(stored, SparseVector):
             arrays = (stored.nzind, stored.nzval)
-        regions = tuple(mapped_region(array) for array in arrays if array is not None)
-        if not regions or None in regions:  # (dense data is checked in O(1); memory is read again anyway)
-            validate()
-            return
-        stamp = (regions, self._state.lock.write_count, self._format.format_write_count())
-        if self._state.validated.get(key) != stamp:
-            validate()
-            self._state.validated[key] = stamp
+        regions = tuple(mapped_region(array) if isinstance(array, np.ndarray) else None for array in arrays)
+        if not regions or None in regions:
+            return None
+        return regions, self._state.lock.write_count, self._format.format_write_count()
+
+    def _deferring_rows_check(self, key: CacheKey, matrix: SparseMatrixCSC, shape: tuple[int, int],
+                              what: str) -> SparseMatrixCSC:
+        """A large sparse matrix, checked now but for its ``rowval``, which is read (if the backend deferred it)
+        and checked on first use: a per-column reduction (``>| Sum``, a column's entries) needs only ``colptr`` and
+        ``nzval``, so it reads and scans half the data (`benchmarks/bench_validation.py`)."""
+        stamp = self._mapped_stamp(matrix)
+        if stamp is not None and self._state.validated.get(key) == stamp:
+            return matrix
+        require_stored_matrix(matrix, shape, what=what, daf_name=self._name, rows=False)
+        source = matrix.rowval_or_deferred()
+        daf_name, validated = self._name, self._state.validated
+
+        def load() -> np.ndarray:
+            rowval = source.load() if isinstance(source, DeferredArray) else source
+            if isinstance(source, DeferredArray) and (rowval.shape != source.shape or rowval.dtype != source.dtype):
+                raise DafFormatError(f"the rowval of the {what}\nwas read as {rowval.shape[0]} {rowval.dtype} "
+                                     f"where {source.shape[0]} {source.dtype} were declared", daf_name=daf_name)
+            require_sparse_rows(shape, matrix.colptr, rowval, what=what, daf_name=daf_name)
+            if stamp is not None:
+                validated[key] = stamp
+            return rowval
+
+        return SparseMatrixCSC(matrix.shape, matrix.colptr, DeferredArray(source.shape, source.dtype, load),
+                               matrix.nzval)
 
     def _stored_vector(self, axis: str, name: str) -> StoredVector:
         def compute() -> tuple[StoredVector, CacheGroup | None]:
@@ -832,8 +873,14 @@ class DafReader:
         matrix, group = self._reads.format_get_matrix(rows_axis, columns_axis, name)
         if group is not None:  # (data a backend keeps in memory was validated when it was stored)
             shape = (self._reads.format_axis_length(rows_axis), self._reads.format_axis_length(columns_axis))
-            self._validate_mapped(MatrixCacheKey(rows_axis, columns_axis, name), matrix, lambda: require_stored_matrix(
-                matrix, shape, what=property_text("matrix", rows_axis, columns_axis, name), daf_name=self._name))
+            what = property_text("matrix", rows_axis, columns_axis, name)
+            key = MatrixCacheKey(rows_axis, columns_axis, name)
+            if isinstance(matrix, SparseMatrixCSC) and (
+                    matrix.nnz >= DEFERRED_ROWS or isinstance(matrix.rowval_or_deferred(), DeferredArray)):
+                matrix = self._deferring_rows_check(key, matrix, shape, what)
+            else:
+                self._validate_mapped(key, matrix, lambda: require_stored_matrix(matrix, shape, what=what,
+                                                                                 daf_name=self._name))
         if isinstance(matrix, SparseMatrixCSC):
             return matrix.read_only(), group
         return read_only_array(matrix), group

@@ -27,7 +27,7 @@ import numpy as np
 
 from .. import kernels
 from ..errors import DafError, DafFormatError
-from ..sparse import SparseMatrixCSC, SparseVector
+from ..sparse import DeferredArray, SparseMatrixCSC, SparseVector
 from ..storage_types import JULIA_NAMES, STRING_DTYPE, julia_name
 
 __all__ = [
@@ -35,9 +35,11 @@ __all__ = [
     "Problem",
     "require_entries",
     "require_scalar",
+    "require_sparse_rows",
     "require_stored_matrix",
     "require_stored_vector",
     "sparse_matrix_problem",
+    "sparse_rows_problem",
     "sparse_vector_problem",
 ]
 
@@ -74,6 +76,8 @@ def _type_name(dtype: np.dtype) -> str:
 
 
 def _array_problem(array: Any, component: str, ndim: int) -> Problem | None:
+    if isinstance(array, DeferredArray):  # (its type and length: its values are checked when it is read)
+        return None if len(array.shape) == ndim else Problem(component, f"{len(array.shape)} dimensions", f"{ndim}")
     if not isinstance(array, np.ndarray):
         return Problem(component, f"a {type(array).__name__}", "a numpy array")
     if array.ndim != ndim:
@@ -88,7 +92,7 @@ def _values_problem(values: np.ndarray, component: str, *, strings: bool) -> Pro
     return Problem(f"element type of the {component}", str(values.dtype), expected)
 
 
-def _index_type_problem(indices: np.ndarray, component: str) -> Problem | None:
+def _index_type_problem(indices: np.ndarray | DeferredArray, component: str) -> Problem | None:
     if indices.dtype.kind in "iu" and indices.dtype in JULIA_NAMES:
         return None
     return Problem(f"element type of the {component}", _type_name(indices.dtype), "an integer type")
@@ -124,8 +128,11 @@ def sparse_vector_problem(length: int, nzind: np.ndarray) -> Problem | None:
     return Problem("nzind", f"nzind[{position}] = {nzind[position]}", f"positions in 1..{length}, strictly increasing")
 
 
-def sparse_matrix_problem(shape: tuple[int, int], colptr: np.ndarray, rowval: np.ndarray) -> Problem | None:
-    """The first problem of the 1-based CSC indices of a matrix of ``shape``, or ``None``.
+def sparse_matrix_problem(shape: tuple[int, int], colptr: np.ndarray, rowval: np.ndarray | DeferredArray, *,
+                          rows: bool = True) -> Problem | None:
+    """The first problem of the 1-based CSC indices of a matrix of ``shape``, or ``None``. With ``rows=False``, all
+    but the check of each entry's row (:func:`sparse_rows_problem`, a pass over ``rowval``, which may then be a
+    :class:`~pydaf.sparse.DeferredArray`: only its type and length are checked).
 
     Example:
         >>> sparse_matrix_problem((3, 2), np.array([1, 2, 3]), np.array([3, 1])) is None
@@ -154,9 +161,26 @@ def sparse_matrix_problem(shape: tuple[int, int], colptr: np.ndarray, rowval: np
         column = int(decreasing[0])
         return Problem("colptr", f"colptr[{column}] = {colptr[column]}, colptr[{column + 1}] = {colptr[column + 1]}",
                        "non-decreasing offsets")
+    if not rows or nnz == 0:
+        return None
+    assert isinstance(rowval, np.ndarray)
+    return sparse_rows_problem(shape, colptr, rowval)
+
+
+def sparse_rows_problem(shape: tuple[int, int], colptr: np.ndarray, rowval: np.ndarray) -> Problem | None:
+    """The first entry of a 1-based CSC whose row is out of range or not after the previous one of its column, or
+    ``None`` (the rest of the structure checked before, by :func:`sparse_matrix_problem` with ``rows=False``).
+
+    Example:
+        >>> sparse_rows_problem((3, 2), np.array([1, 3, 4]), np.array([3, 1, 2])).found
+        'rowval[1] = 1 (in column 0)'
+    """
+    n_rows = shape[0]
+    nnz = rowval.shape[0]
     if nnz == 0:
         return None
     if nnz < NUMBA_THRESHOLD:
+        offsets = colptr.astype(np.int64)
         rows = rowval.astype(np.int64)
         in_range = (rows >= 1) & (rows <= n_rows)
         bad = ~in_range
@@ -173,7 +197,7 @@ def sparse_matrix_problem(shape: tuple[int, int], colptr: np.ndarray, rowval: np
         if found is None:
             return None
         kind, column, position = found
-        if kind == kernels.CSC_BAD_COLPTR:  # (only if colptr changed since it was checked above)
+        if kind == kernels.CSC_BAD_COLPTR:  # (only if colptr changed since it was checked)
             return Problem("colptr", f"colptr[{column}] = {colptr[column]}, colptr[{column + 1}] = "
                            f"{colptr[column + 1]}", "non-decreasing offsets")
         unsorted = kind == kernels.CSC_BAD_ORDER
@@ -202,15 +226,16 @@ def stored_vector_problem(vector: Any, length: int) -> Problem | None:
     return problem or _values_problem(vector, "vector", strings=True)
 
 
-def stored_matrix_problem(matrix: Any, shape: tuple[int, int]) -> Problem | None:
+def stored_matrix_problem(matrix: Any, shape: tuple[int, int], *, rows: bool = True) -> Problem | None:
     """The first problem of a stored matrix (column-major numpy or :class:`~pydaf.sparse.SparseMatrixCSC`) of axes of
-    lengths ``shape``, or ``None``."""
+    lengths ``shape``, or ``None`` (``rows``: see :func:`sparse_matrix_problem`)."""
     if isinstance(matrix, SparseMatrixCSC):
         if tuple(matrix.shape) != tuple(shape):
             return Problem("shape", f"{matrix.shape[0]} x {matrix.shape[1]}", f"the axes lengths: {shape[0]} x "
                                                                                f"{shape[1]}")
-        return sparse_matrix_problem(shape, matrix.colptr, matrix.rowval) or _sparse_values_problem(
-            matrix.nzval, matrix.rowval.shape[0])
+        rowval = matrix.rowval if rows else matrix.rowval_or_deferred()
+        return sparse_matrix_problem(shape, matrix.colptr, rowval, rows=rows) or _sparse_values_problem(
+            matrix.nzval, rowval.shape[0])
     problem = _array_problem(matrix, "matrix", 2)
     if problem is None and matrix.shape != tuple(shape):
         problem = Problem("shape", f"{matrix.shape[0]} x {matrix.shape[1]}", f"the axes lengths: {shape[0]} x "
@@ -236,13 +261,36 @@ def require_stored_vector(vector: Any, length: int, *, what: str, daf_name: str,
 
 
 def require_stored_matrix(matrix: Any, shape: tuple[int, int], *, what: str, daf_name: str,
-                          error: type[DafError] = DafFormatError) -> None:
-    """Raise ``error`` if a matrix is not a valid matrix of axes of lengths ``shape`` (see the module docstring).
+                          error: type[DafError] = DafFormatError, rows: bool = True) -> None:
+    """Raise ``error`` if a matrix is not a valid matrix of axes of lengths ``shape`` (see the module docstring;
+    ``rows``: see :func:`sparse_matrix_problem`).
 
     Example:
         >>> require_stored_matrix(np.zeros((2, 3), order="F"), (2, 3), what="matrix: m", daf_name="example")
     """
-    _raise(stored_matrix_problem(matrix, shape), what, daf_name, error)
+    _raise(stored_matrix_problem(matrix, shape, rows=rows), what, daf_name, error)
+
+
+def require_sparse_rows(shape: tuple[int, int], colptr: np.ndarray, rowval: Any, *, what: str,
+                        daf_name: str) -> None:
+    """Raise :class:`~pydaf.DafFormatError` if a ``rowval`` read after the rest of its matrix was checked (with
+    ``rows=False``) is not an array of ``colptr[-1] - 1`` entries, each in range and after the previous one of its
+    column.
+
+    Example:
+        >>> require_sparse_rows((2, 2), np.array([1, 2, 3]), np.array([2, 3]), what="matrix: m", daf_name="example")
+        Traceback (most recent call last):
+        ...
+        pydaf.errors.DafFormatError: invalid rowval of the matrix: m
+        found: rowval[1] = 3 (in column 1)
+        expected: rows in 1..2, strictly increasing within each column
+        in the daf data: example
+    """
+    nnz = int(colptr[-1]) - 1
+    problem = _array_problem(rowval, "rowval", 1) or _index_type_problem(rowval, "rowval")
+    if problem is None and rowval.shape[0] != nnz:
+        problem = Problem("rowval", f"{rowval.shape[0]} stored entries", f"nnz = colptr[end] - 1 = {nnz}")
+    _raise(problem or sparse_rows_problem(shape, colptr, rowval), what, daf_name, DafFormatError)
 
 
 def require_entries(entries: Any, length: int, *, what: str, daf_name: str) -> None:

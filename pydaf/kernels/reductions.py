@@ -362,6 +362,16 @@ def _kernel_indices(indices: np.ndarray) -> np.ndarray:
     return _read_only_view(indices.astype(np.int64))
 
 
+def _kernel_rows(matrix: CscArrays, needed: bool) -> np.ndarray:
+    """``rowval`` as a kernel takes it or, when the pass does not need it (per-column targets), an empty array of the
+    same kernel type: a ``rowval`` not read yet (a :class:`~pydaf.sparse.DeferredArray`) is then never read."""
+    if needed:
+        return _kernel_indices(matrix.rowval)
+    deferred = getattr(matrix, "rowval_or_deferred", None)
+    rowval = matrix.rowval if deferred is None else deferred()
+    return _kernel_indices(np.zeros(0, dtype=rowval.dtype))
+
+
 def _sum_dtype(dtype: np.dtype) -> np.dtype:
     """The accumulation type of sums: ``int64`` for signed and Bool, ``uint64`` for unsigned, ``float64`` for floats
     (so a kernel never mixes signed and unsigned 64-bit arithmetic)."""
@@ -641,7 +651,7 @@ def _accumulate_csc(work: _Pass) -> tuple[np.ndarray, np.ndarray]:
     counting = accumulation is not Accumulation.SUM and targets.direction is not Direction.COLUMNS
     counts = np.zeros((chunks.n_buffers, targets.n_targets if counting else 0), dtype=np.int64)
     csc = _csc_kernels()
-    colptr, rowval, values = (_kernel_indices(matrix.colptr), _kernel_indices(matrix.rowval),
+    colptr, rowval, values = (_kernel_indices(matrix.colptr), _kernel_rows(matrix, work.row_mode != _PER_COLUMN),
                               _kernel_values(matrix.nzval))
     maps = (work.row_mode, work.row_map, chunks.col_order, work.col_map)
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import stat
 import traceback
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, ClassVar
@@ -41,7 +42,7 @@ from ...errors import (
     DafTypeError,
     DafValueError,
 )
-from ...sparse import SparseMatrixCSC, SparseVector, selected_column_runs
+from ...sparse import DeferredArray, SparseMatrixCSC, SparseVector, selected_column_runs
 from ...storage_types import JULIA_NAMES, STRING_DTYPE, StorageScalar, scalar_dtype
 from .._strings import (
     dense_string_matrix,
@@ -80,6 +81,19 @@ def _is_bool_enum(tid: h5t.TypeID) -> bool:
         return False
     names = {tid.get_member_name(index).upper() for index in range(2)}
     return names == {b"FALSE", b"TRUE"}
+
+
+class _HeldDataset:
+    """A dataset a deferred read will decode, until its data set is closed (then ``None``)."""
+
+    __slots__ = ("__weakref__", "dataset")
+
+    def __init__(self, dataset: h5py.Dataset) -> None:
+        self.dataset: h5py.Dataset | None = dataset
+
+
+def _loaded(array: np.ndarray | DeferredArray) -> np.ndarray:
+    return array.load() if isinstance(array, DeferredArray) else array
 
 
 def _dataset_dtypes(dataset: h5py.Dataset) -> tuple[np.dtype, np.dtype]:
@@ -324,6 +338,7 @@ class H5dfFormat(ReorderThroughModule, FormatWriter):
             with _open_files.mutex:
                 self._open_file.handles += 1
         self._closed = False
+        self._held_datasets: weakref.WeakSet[_HeldDataset] = weakref.WeakSet()  # (see _deferred_part)
         self._replaced: list[tuple[h5py.Group, str]] = []  # (group, name) renamed to _OLD + name, until committed
         self._building: list[tuple[h5py.Group, str]] = []  # (group, name) created as _NEW + name, until filled
         self._top_groups: dict[str, h5py.Group] = {}
@@ -372,6 +387,9 @@ class H5dfFormat(ReorderThroughModule, FormatWriter):
                 self.flush()
         finally:
             self._closed = True
+            for held in list(self._held_datasets):  # (deferred reads of packed data: they must not keep the file)
+                held.dataset = None
+            self._held_datasets.clear()
             self.root = self.file = None
             self._top_groups.clear()
             self._building.clear()
@@ -775,6 +793,38 @@ class H5dfFormat(ReorderThroughModule, FormatWriter):
             raise DafFormatError(f"missing dataset: {part}\nof the {what}\nin the H5df file: {self.path}")
         return self._read_dataset(node, f"{part} of the {what}", shape)
 
+    def _deferred_part(self, group: h5py.Group, part: str, what: str,
+                       dtype: np.dtype) -> tuple[np.ndarray | DeferredArray, CacheGroup]:
+        """A component of a sparse property as :meth:`_read_part` gives it; a packed one (which would be decoded
+        whole) as a :class:`~pydaf.sparse.DeferredArray` of Daf type ``dtype``, decoded when it is first used (its
+        shape and declared size are checked now). It reads the dataset it was given (a property replaced since is
+        not mixed in), and after :meth:`format_close` raises :class:`~pydaf.DafClosedError` (the file is not kept
+        open for it)."""
+        node = _child(group, part, f"{part} of the {what}", read_only_file=self._read_only_file)
+        if not isinstance(node, h5py.Dataset) or node.id.get_create_plist().get_layout() != h5d.CHUNKED \
+                or node.ndim != 1:
+            return self._read_part(group, part, what)
+        stored, _ = _dataset_dtypes(node)
+        if stored == STRING_DTYPE:
+            return self._read_part(group, part, what)
+        _check_declared_size(node, stored.itemsize, f"{part} of the {what}", self.path)
+        held = _HeldDataset(node)
+        self._held_datasets.add(held)
+        path, described, length = self.path, f"{part} of the {what}", int(node.shape[0])
+
+        def load() -> np.ndarray:
+            dataset = held.dataset
+            if dataset is None:
+                raise DafClosedError(f"can't read the {described}\nin the H5df file: {path}\nwhich was closed "
+                                     "(reopen it, and get the matrix again)")
+            with self._reading(described):
+                values, _ = self._read_dataset(dataset, described, (length,))
+            values = values.astype(dtype, copy=False)
+            values.flags.writeable = False
+            return values
+
+        return DeferredArray((length,), np.dtype(dtype), load), CacheGroup.MemoryData
+
     def format_set_vector(self, axis: str, name: str, vector: StoredVector | StorageScalar) -> None:
         _check_link_name(name, "vector")
         vectors = self._vectors(axis)
@@ -907,20 +957,21 @@ class H5dfFormat(ReorderThroughModule, FormatWriter):
                 values, group = self._read_dataset(node, what, (shape[1], shape[0]))
                 return values.T, group
             colptr, colptr_group = self._read_part(node, "colptr", what, (shape[1] + 1,))
-            rowval, rowval_group = self._read_part(node, "rowval", what)
-            if rowval.ndim != 1 or int(colptr[0]) != 1 or int(colptr[-1]) != rowval.shape[0] + 1 or \
+            rowval, rowval_group = self._deferred_part(node, "rowval", what, colptr.dtype)
+            if len(rowval.shape) != 1 or int(colptr[0]) != 1 or int(colptr[-1]) != rowval.shape[0] + 1 or \
                     rowval.shape[0] > shape[0] * shape[1]:
                 raise DafFormatError(f"the colptr and rowval of the {what}\nin the H5df file: {self.path}\nare not "
                                      f"a 1-based CSC of {shape[0]} x {shape[1]} (colptr from {colptr[0]} to "
                                      f"{colptr[-1]}, {rowval.shape[0]} rowval)")
             if _child(node, "nztxt", "strings") is not None:
+                rowval = _loaded(rowval)
                 texts, _ = self._read_part(node, "nztxt", what, rowval.shape)
                 if np.any(np.diff(colptr.astype(np.int64)) < 0):
                     raise DafFormatError(f"the colptr of the {what}\nin the H5df file: {self.path}\ndecreases")
                 _check_positions(rowval, shape[0], f"rowval of the {what}", self.path)
                 return dense_string_matrix(shape, colptr, rowval, texts), CacheGroup.MemoryData
             if rowval.dtype != colptr.dtype:
-                rowval, rowval_group = rowval.astype(colptr.dtype), CacheGroup.MemoryData
+                rowval, rowval_group = np.asarray(rowval).astype(colptr.dtype), CacheGroup.MemoryData
             if _child(node, "nzval", "values") is not None:
                 nzval, nzval_group = self._read_part(node, "nzval", what, rowval.shape)
             else:

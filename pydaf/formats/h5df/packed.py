@@ -281,9 +281,9 @@ def _decode_chunks(values: np.ndarray, stores: list[Any], chunks: _RawChunks,
     flat_address = flat_bytes.ctypes.data
     chunk_size, row_length, two_dimensional = chunk[-1], values.shape[-1], values.ndim == 2
 
-    def decode(first: int, last: int) -> None:
+    def decode(first: int, last: int, chosen: list[Any] = stores) -> None:
         scratch = np.empty(chunk_bytes, dtype=np.uint8)
-        for info, raw, address in chunks.read(stores, first, last):
+        for info, raw, address in chunks.read(chosen, first, last):
             context = _ChunkWhere(where, info.chunk_offset)
             if runs:
                 start = info.chunk_offset[-1]
@@ -305,15 +305,58 @@ def _decode_chunks(values: np.ndarray, stores: list[Any], chunks: _RawChunks,
                            for start, size, extent in zip(info.chunk_offset, chunk, values.shape, strict=True))
             values[region] = chunk_values.reshape(chunk)[tuple(slice(0, part.stop - part.start) for part in region)]
 
-    if values.nbytes < _PARALLEL_MIN_BYTES or (values.nbytes < _PARALLEL_IMPORT_BYTES and "numba" not in sys.modules) \
-            or (len(pipeline) == 1 and pipeline[0][0] == BLOSC and _fast_blosc() is not None):
-        # (Julia's blosc chunks through _FastBlosc: 2 threads take longer than one, 52 against 38 ms for 4,904 chunks
-        # of 8 KB: each chunk is two calls of 2-4 µs, and the threads pass the GIL to each other around each.)
+    small = values.nbytes < _PARALLEL_MIN_BYTES or (values.nbytes < _PARALLEL_IMPORT_BYTES
+                                                    and "numba" not in sys.modules)
+    fast = _fast_blosc() if len(pipeline) == 1 and pipeline[0][0] == BLOSC else None
+    if fast is not None and not small and runs and chunks.descriptor is not None:
+        # (Julia's blosc chunks, many: decoded by a numba loop calling zstd and bitshuffle, on the kernels' threads;
+        # what it leaves, the checked way.)
+        left = _decode_blosc_batches(fast, flat_bytes, stores, chunks, chunk_size, row_length, chunk_bytes,
+                                     two_dimensional)
+        decode(0, len(left), left)
+        return
+    if small or fast is not None:
+        # (Julia's blosc chunks through _FastBlosc, one by one: 2 threads take longer than one, 52 against 38 ms for
+        # 4,904 chunks of 8 KB: each chunk is two calls of 2-4 µs, and the threads pass the GIL around each.)
         decode(0, len(stores))
         return
     from ...kernels.threads import even_bounds, number_of_threads, run_ranges
 
     run_ranges(decode, even_bounds(len(stores), number_of_threads()))
+
+
+def _decode_blosc_batches(fast: _FastBlosc, flat_bytes: np.ndarray, stores: list[Any], chunks: _RawChunks,
+                          chunk_size: int, row_length: int, chunk_bytes: int, two_dimensional: bool) -> list[Any]:
+    """Decode the full chunks of ``stores`` (in file order) with :func:`pydaf.kernels._blosc.decode_blosc_chunks`,
+    into their places in ``flat_bytes`` (the values' bytes, as :func:`_decode_chunks` lays them), spans of the file
+    a thread at a time; the chunks it did not decode (an edge chunk, a filter skipped, a frame of another form, a
+    corrupt one) are returned."""
+    from ...kernels import _blosc
+    from ...kernels.threads import even_bounds, number_of_threads, run_ranges
+
+    itemsize = chunk_bytes // chunk_size  # (a chunk of Julia's is one run of chunk_size values)
+    offsets = np.array([info.chunk_offset for info in stores], dtype=np.int64).reshape(len(stores), -1)
+    places = np.array([(info.byte_offset, info.size) for info in stores], dtype=np.int64).reshape(len(stores), 2)
+    masks = np.array([info.filter_mask for info in stores], dtype=np.int64)
+    first_values = offsets[:, -1] + (offsets[:, 0] * row_length if two_dimensional else 0)
+    full = (offsets[:, -1] + chunk_size <= row_length) & (masks & 1 == 0)
+    out_starts = np.where(full, first_values * itemsize, -1).astype(np.int64)
+    n_threads = number_of_threads()
+    span_bytes = min(_SPAN_BYTES, max(1 << 16, int(places[:, 1].sum()) // (4 * n_threads)))
+    spans = list(chunks.spans(stores, 0, len(stores), span_bytes))
+    failed = np.zeros(len(stores), dtype=np.uint8)
+    decompress, unshuffle = fast.natives()
+
+    def run(first: int, last: int) -> None:
+        state = fast.thread_state(chunk_bytes)
+        for at, end, begin, span_end in spans[first:last]:
+            span = np.frombuffer(chunks.pread(begin, span_end - begin), dtype=np.uint8)
+            _blosc.decode_blosc_chunks(span, places[at:end, 0] - begin, places[at:end, 1], flat_bytes,
+                                       out_starts[at:end], chunk_bytes, state.context, state.scratch, decompress,
+                                       unshuffle, failed[at:end])
+
+    run_ranges(run, even_bounds(len(spans), n_threads))
+    return [stores[index] for index in np.flatnonzero(failed).tolist()]
 
 
 class _ChunkWhere:
@@ -349,26 +392,34 @@ class _RawChunks:
             for info in stores[first:last]:
                 yield info, self.dataset.id.read_direct_chunk(info.chunk_offset)[1], None
             return
-        at = first
-        while at < last:
-            begin = stores[at].byte_offset
-            span_end = begin + stores[at].size
-            end = at + 1
-            while end < last:  # (the following chunks, while they fit, and the bytes between them are few)
-                info = stores[end]
-                if info.byte_offset - span_end > 4096 or info.byte_offset + info.size - begin > _SPAN_BYTES:
-                    break
-                span_end = max(span_end, info.byte_offset + info.size)
-                end += 1
-            span = self._pread(begin, span_end - begin)
+        for at, end, begin, span_end in self.spans(stores, first, last):
+            span = self.pread(begin, span_end - begin)
             data = memoryview(span)
             address = np.frombuffer(span, dtype=np.uint8).ctypes.data if span else 0
             for info in stores[at:end]:
                 at_offset = info.byte_offset - begin
                 yield info, data[at_offset:at_offset + info.size], address + at_offset
+
+    @staticmethod
+    def spans(stores: list[Any], first: int, last: int,
+              span_bytes: int = _SPAN_BYTES) -> Iterator[tuple[int, int, int, int]]:
+        """The runs ``stores[at:end]`` (in file order) read at once, each with the file bytes ``begin:span_end`` it
+        covers: neighbouring chunks, while the bytes between them are few, up to ``span_bytes`` (or one chunk)."""
+        at = first
+        while at < last:
+            begin = stores[at].byte_offset
+            span_end = begin + stores[at].size
+            end = at + 1
+            while end < last:
+                info = stores[end]
+                if info.byte_offset - span_end > 4096 or info.byte_offset + info.size - begin > span_bytes:
+                    break
+                span_end = max(span_end, info.byte_offset + info.size)
+                end += 1
+            yield at, end, begin, span_end
             at = end
 
-    def _pread(self, offset: int, length: int) -> bytes:
+    def pread(self, offset: int, length: int) -> bytes:
         assert self.descriptor is not None
         data = os.pread(self.descriptor, length, offset)
         if len(data) != length:
@@ -558,6 +609,7 @@ class _FastBlosc:
         self._unshuffle.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t,
                                     ctypes.c_size_t]
         self._threads = threading.local()
+        self._natives: tuple[Any, Any] | None = None
 
     def decode(self, raw: Any, address: int, out_address: int, chunk_bytes: int) -> bool:
         """Decode the blosc frame ``raw`` (whose bytes are at ``address``) into the ``chunk_bytes`` bytes at
@@ -574,13 +626,42 @@ class _FastBlosc:
         (length,) = _INT32.unpack_from(raw, start)
         if length <= 0 or length >= block or start + 4 + length > cbytes:  # (a block stored raw: left to blosc)
             return False
-        state = self._threads.__dict__.get("state")
-        if state is None or state.scratch.nbytes < block:
-            state = self._threads.state = _ZstdState(self._create, self._free, block)
+        state = self.thread_state(block)
         if self._decompress(state.context, state.address, block, address + start + 4, length) != block:
             return False  # (an error code, or fewer bytes: corrupt)
         elements = block // typesize
         return self._unshuffle(state.address, out_address, elements, typesize, elements) == block
+
+    def thread_state(self, block: int) -> _ZstdState:
+        """This thread's zstd context, with a scratch buffer of at least ``block`` bytes."""
+        state = self._threads.__dict__.get("state")
+        if state is None or state.scratch.nbytes < block:
+            state = self._threads.state = _ZstdState(self._create, self._free, block)
+        return state
+
+    def natives(self) -> tuple[Any, Any]:
+        """``ZSTD_decompressDCtx`` and ``bshuf_bitunshuffle`` as numba first-class functions (every argument an
+        ``int64``), for :func:`pydaf.kernels._blosc.decode_blosc_chunks` (imports numba)."""
+        if self._natives is None:
+            import ctypes
+
+            from numba import types
+            from numba.experimental import function_type  # noqa: F401  (registers the typing of the wrappers)
+
+            signature = types.int64(types.int64, types.int64, types.int64, types.int64, types.int64)
+
+            class Native(types.WrapperAddressProtocol):
+                def __init__(self, function: Any) -> None:
+                    self._address = int(ctypes.cast(function, ctypes.c_void_p).value or 0)
+
+                def __wrapper_address__(self) -> int:
+                    return self._address
+
+                def signature(self) -> Any:
+                    return signature
+
+            self._natives = (Native(self._decompress), Native(self._unshuffle))
+        return self._natives
 
 
 class _ZstdState:
