@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import enum
 import importlib
+import itertools
 import math
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from .._os.maps import mapped_region, release_pages
 from .csc_arrays import CscArrays, PlainCsc, column_range, dense_column, entry_columns, from_scipy, select, transposed
 from .threads import even_bounds, run_ranges, threads_for
 
@@ -63,6 +65,11 @@ _CACHED_BLOCK_BYTES = 1 << 18
 # Values per block that numpy transforms (logarithms) before a kernel accumulates them: numpy's SIMD ``log`` is 4-10x
 # faster than numba's scalar one (no SVML here), and the block stays in cache between the two.
 _TRANSFORM_BLOCK = 1 << 16
+
+# A pass over a mapped matrix of at least this many bytes of values releases its pages as it goes, a piece of about
+# _STREAM_PIECE_BYTES of values at a time per thread (see _streamed).
+_STREAM_MIN_BYTES = 1 << 26
+_STREAM_PIECE_BYTES = 1 << 24
 
 # At most this many bytes of per-thread buffers: above it, per-row reductions use fewer threads and grouped columns are
 # reduced one group per thread (into one shared buffer) instead.
@@ -655,20 +662,33 @@ def _accumulate_csc(work: _Pass) -> tuple[np.ndarray, np.ndarray]:
                               _kernel_values(matrix.nzval))
     maps = (work.row_mode, work.row_map, chunks.col_order, work.col_map)
 
-    def run_chunks(first: int, last: int) -> None:
+    def run_chunks(first: int, last: int, bounds: np.ndarray = chunks.bounds, shared: bool = chunks.shared,
+                   out: np.ndarray = out, counts: np.ndarray = counts) -> None:
         if accumulation is Accumulation.SUM:
-            csc.sums(first, last, colptr, rowval, values, 0, *maps, chunks.bounds, chunks.shared, out, counts)
+            csc.sums(first, last, colptr, rowval, values, 0, *maps, bounds, shared, out, counts)
         elif accumulation is Accumulation.SQUARES:
-            csc.squared_deviations(first, last, colptr, rowval, values, 0, *maps, chunks.bounds, chunks.shared,
-                                   work.centers, out, counts)
+            csc.squared_deviations(first, last, colptr, rowval, values, 0, *maps, bounds, shared, work.centers, out,
+                                   counts)
         elif accumulation is Accumulation.LOGS:
             for chunk in range(first, last):
                 _csc_chunk_logs(work, chunks, chunk, colptr, rowval, out, counts)
         else:
-            csc.extremes(first, last, colptr, rowval, values, *maps, chunks.bounds, chunks.shared,
-                         accumulation is Accumulation.MAX, out, counts)
+            csc.extremes(first, last, colptr, rowval, values, *maps, bounds, shared, accumulation is Accumulation.MAX,
+                         out, counts)
 
-    run_ranges(run_chunks, even_bounds(chunks.n_chunks, threads_for(matrix.nnz)))
+    if accumulation is not Accumulation.LOGS and np.array_equal(chunks.col_order, np.arange(targets.n_columns)) \
+            and _streamed(matrix):
+        def run_streamed(first: int, last: int) -> None:  # (each chunk's columns a piece at a time: see _streamed)
+            for chunk in range(first, last):
+                buffer = slice(0, 1) if chunks.shared else slice(chunk, chunk + 1)
+                _in_pieces(matrix, int(chunks.bounds[chunk]), int(chunks.bounds[chunk + 1]),
+                           lambda start, stop, buffer=buffer: run_chunks(  # type: ignore[misc]
+                               0, 1, np.array([start, stop], dtype=np.int64), True, out[buffer], counts[buffer]),
+                           rows=work.row_mode != _PER_COLUMN)
+
+        run_ranges(run_streamed, even_bounds(chunks.n_chunks, threads_for(matrix.nnz)))
+    else:
+        run_ranges(run_chunks, even_bounds(chunks.n_chunks, threads_for(matrix.nnz)))
     if chunks.n_buffers == 1:
         result = out[0]
     elif accumulation in (Accumulation.MAX, Accumulation.MIN):
@@ -773,12 +793,57 @@ def _blocks(row0: int, col0: int, height: int, width: int, by_rows: bool) -> Ite
 # Per-column kernels (one statistic per column directly, in SIMD-friendly loops).
 
 
+def _streamed(matrix: Matrix) -> bool:
+    """Whether a pass over ``matrix`` releases its input as it goes (:func:`_in_pieces`): a large matrix mapped from
+    a file. Its pages are in the page cache anyway; released, they leave the process's resident set, which memory
+    limits (a cluster's scheduler, a container) measure, and which would otherwise grow by the whole matrix."""
+    values = matrix if isinstance(matrix, np.ndarray) else matrix.nzval
+    return values.nbytes >= _STREAM_MIN_BYTES and mapped_region(values) is not None
+
+
+def _in_pieces(matrix: Matrix, first: int, last: int, run: Callable[[int, int], None], *, rows: bool) -> None:
+    """``run(start, stop)`` over the columns ``first:last`` in pieces of about :data:`_STREAM_PIECE_BYTES` of values,
+    in order, releasing the mapped pages of each piece's values (and ``rowval``, if the pass read it: ``rows``) once
+    it is done. (Only pages wholly inside a piece are released: a neighbouring piece's are left alone.)"""
+    values = matrix if isinstance(matrix, np.ndarray) else matrix.nzval
+    if isinstance(matrix, np.ndarray):
+        per_piece = max(1, _STREAM_PIECE_BYTES // max(1, matrix.shape[0] * matrix.dtype.itemsize))
+        cuts = [*range(first, last, per_piece), last]
+        flat = matrix.reshape(-1, order="F") if matrix.flags.f_contiguous else None
+    else:
+        colptr = np.asarray(matrix.colptr)
+        wanted = np.arange(int(colptr[first]), int(colptr[last]), max(1, _STREAM_PIECE_BYTES // values.itemsize))
+        cuts = np.unique(np.concatenate([[first], np.searchsorted(colptr[first:last + 1], wanted, side="right") - 1
+                                         + first, [last]])).tolist()
+    for start, stop in itertools.pairwise(cuts):
+        if stop <= start:
+            continue
+        run(start, stop)
+        if isinstance(matrix, np.ndarray):
+            if flat is not None:
+                release_pages(flat[start * matrix.shape[0]:stop * matrix.shape[0]])
+            continue
+        entries = slice(int(matrix.colptr[start]) - 1, int(matrix.colptr[stop]) - 1)
+        release_pages(values[entries])
+        if rows:
+            release_pages(matrix.rowval[entries])
+
+
 def _column_ranges(matrix: Matrix) -> list[int]:
     """Column ranges for the threads, balanced by stored entries."""
     n_threads = threads_for(_work(matrix))
     if not isinstance(matrix, np.ndarray):
         return _chunk_bounds(matrix.colptr, n_threads).tolist()
     return even_bounds(matrix.shape[1], n_threads)
+
+
+def _run_columns(matrix: Matrix, run: Callable[[int, int], None]) -> None:
+    """``run(first, last)`` (a kernel over the columns ``first:last``, which reads no ``rowval``) over all the
+    columns, on the threads; a large mapped matrix a piece at a time (:func:`_streamed`)."""
+    if _streamed(matrix):
+        run_ranges(lambda first, last: _in_pieces(matrix, first, last, run, rows=False), _column_ranges(matrix))
+    else:
+        run_ranges(run, _column_ranges(matrix))
 
 
 def _column_variances(matrix: Matrix) -> tuple[np.ndarray, np.ndarray]:
@@ -789,12 +854,11 @@ def _column_variances(matrix: Matrix) -> tuple[np.ndarray, np.ndarray]:
     if not isinstance(matrix, np.ndarray):
         csc, n_rows = _csc_kernels(), matrix.shape[0]
         colptr, values = _kernel_indices(matrix.colptr), _kernel_values(matrix.nzval)
-        run_ranges(lambda first, last: csc.column_variances(first, last, colptr, values, n_rows, means, variances),
-                   _column_ranges(matrix))
+        _run_columns(matrix, lambda first, last: csc.column_variances(first, last, colptr, values, n_rows, means,
+                                                                      variances))
     else:
         dense, values = _dense_kernels(), _kernel_values(matrix)
-        run_ranges(lambda first, last: dense.column_variances(first, last, values, means, variances),
-                   _column_ranges(matrix))
+        _run_columns(matrix, lambda first, last: dense.column_variances(first, last, values, means, variances))
     return means, variances
 
 
@@ -830,15 +894,15 @@ def _column_extremes(matrix: Matrix, is_max: bool) -> tuple[np.ndarray, np.ndarr
     nans = np.zeros(n_columns, dtype=np.int64)
     if not isinstance(matrix, np.ndarray):
         csc, colptr = _csc_kernels(), _kernel_indices(matrix.colptr)
-        run_ranges(lambda first, last: csc.column_extremes(first, last, colptr, values, keys, is_float, bits - 1,
-                                                           (1 << (bits - 1)) - 1, is_max, out_keys, nans),
-                   _column_ranges(matrix))
+        _run_columns(matrix, lambda first, last: csc.column_extremes(first, last, colptr, values, keys, is_float,
+                                                                     bits - 1, (1 << (bits - 1)) - 1, is_max,
+                                                                     out_keys, nans))
         stored = np.diff(matrix.colptr.astype(np.int64))
     else:
         dense = _dense_kernels()
-        run_ranges(lambda first, last: dense.column_extremes(first, last, values, keys, is_float, bits - 1,
-                                                             (1 << (bits - 1)) - 1, is_max, out_keys, nans),
-                   _column_ranges(matrix))
+        _run_columns(matrix, lambda first, last: dense.column_extremes(first, last, values, keys, is_float,
+                                                                       bits - 1, (1 << (bits - 1)) - 1, is_max,
+                                                                       out_keys, nans))
         stored = np.full(n_columns, matrix.shape[0], dtype=np.int64)
     if not is_float:
         return out_keys.astype(dtype), stored
@@ -957,12 +1021,12 @@ def _order_statistics(matrix: Matrix, targets: _Targets, is_median: bool, p: flo
         out[:] = np.nan
     elif not isinstance(matrix, np.ndarray):
         csc, colptr, values = _csc_kernels(), _kernel_indices(matrix.colptr), _kernel_values(matrix.nzval)
-        run_ranges(lambda start, stop: csc.column_quantiles(start, stop, colptr, values, n_values, is_median, first,
-                                                            gamma, out), _column_ranges(matrix))
+        _run_columns(matrix, lambda start, stop: csc.column_quantiles(start, stop, colptr, values, n_values,
+                                                                      is_median, first, gamma, out))
     elif direction is Direction.COLUMNS:
         dense, values = _dense_kernels(), _kernel_values(matrix)
-        run_ranges(lambda start, stop: dense.column_quantiles(start, stop, values, is_median, first, gamma, out),
-                   _column_ranges(matrix))
+        _run_columns(matrix, lambda start, stop: dense.column_quantiles(start, stop, values, is_median, first,
+                                                                        gamma, out))
     else:
         dense, values = _dense_kernels(), _kernel_values(matrix)
         block = _cached_rows(matrix)
