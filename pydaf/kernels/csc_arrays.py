@@ -133,12 +133,10 @@ def select(matrix: CscArrays, *, rows: np.ndarray | None = None, columns: np.nda
 
 
 def _select_columns(parts: CscParts, columns: np.ndarray) -> CscParts:
+    from .permute import gather_csc_columns
+
     shape, colptr, rowval, nzval = parts
-    starts = colptr[columns].astype(np.int64) - 1
-    lengths = colptr[columns + 1].astype(np.int64) - 1 - starts
-    positions = np.repeat(starts - np.cumsum(lengths) + lengths, lengths) + np.arange(int(lengths.sum()))
-    return (shape[0], int(columns.shape[0])), colptr_from_counts(lengths, colptr.dtype), rowval[positions], \
-        nzval[positions]
+    return (shape[0], int(columns.shape[0])), *gather_csc_columns(colptr, rowval, nzval, columns)
 
 
 def _select_rows(parts: CscParts, rows: np.ndarray) -> CscParts:

@@ -18,7 +18,7 @@ from types import ModuleType
 
 import numpy as np
 
-from .._os.maps import prefetch_pages
+from .._os.maps import prefetch_pages, release_pages
 from .threads import even_bounds, number_of_threads, run_ranges, thread_pool, threads_for
 
 #: Elements per block of a dense matrix permutation (a block's gather is one temporary of this size).
@@ -151,6 +151,56 @@ def permute_csc_into(shape: tuple[int, int], colptr: np.ndarray, rowval: np.ndar
                                      np.empty(n_entries, dtype=np.int64), np.empty(n_entries, dtype=np.int64))
     for wave in range(0, len(blocks), n_threads):
         list(pool.map(run, blocks[wave:wave + n_threads]))
+
+
+def gather_csc_columns(colptr: np.ndarray, rowval: np.ndarray, nzval: np.ndarray,
+                       columns: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The ``colptr``, ``rowval`` and ``nzval`` (new arrays, of the input's types) of the 0-based ``columns`` (any
+    order, repeats allowed) of a 1-based CSC matrix: each column's entries copied as a run, output blocks on the
+    threads, no index per entry. When the columns ascend, the input pages each block read (and the fault-around
+    mapped with them) are released once it is done (:func:`~pydaf._os.maps.release_pages`), so a mapped input does
+    not stay resident, however scattered the columns.
+
+    Example:
+        >>> colptr, rowval, nzval = gather_csc_columns(np.array([1, 3, 3, 4]), np.array([1, 2, 2]),
+        ...                                            np.array([5.0, 6.0, 7.0]), np.array([2, 0]))
+        >>> colptr.tolist(), rowval.tolist(), nzval.tolist()
+        ([1, 2, 4], [2, 1, 2], [7.0, 5.0, 6.0])
+    """
+    columns = np.asarray(columns, dtype=np.int64)
+    starts = np.asarray(colptr, dtype=np.int64)[columns]
+    lengths = np.asarray(colptr, dtype=np.int64)[columns + 1] - starts
+    out_colptr = np.empty(columns.shape[0] + 1, dtype=colptr.dtype)
+    out_colptr[0] = 1
+    np.add(np.cumsum(lengths), 1, out=out_colptr[1:], casting="unsafe")
+    n_entries = int(lengths.sum())
+    out_rowval, out_nzval = np.empty(n_entries, dtype=rowval.dtype), np.empty(n_entries, dtype=nzval.dtype)
+    if n_entries < PERMUTE_NUMBA_MIN_ENTRIES:
+        positions = np.repeat(starts - 1 - (out_colptr[:-1].astype(np.int64) - 1), lengths) + np.arange(n_entries)
+        np.take(rowval, positions, out=out_rowval)
+        np.take(nzval, positions, out=out_nzval)
+        return out_colptr, out_rowval, out_nzval
+    kernels = _kernels()
+    no_permutation = np.empty(0, dtype=np.int64)
+    wanted = np.arange(1, n_entries + 1, _SPARSE_BLOCK_ENTRIES, dtype=np.int64)
+    firsts = np.searchsorted(out_colptr, wanted, side="right") - 1
+    ascending = bool(np.all(columns[1:] >= columns[:-1]))
+    if ascending:  # (and blocks that span at most _SPARSE_BLOCK_ENTRIES of the input: what is resident at once)
+        spanned = np.arange(int(starts[0]), int(starts[-1]) + 1, _SPARSE_BLOCK_ENTRIES, dtype=np.int64)
+        firsts = np.concatenate([firsts, np.searchsorted(starts, spanned, side="left")])
+    bounds = np.unique(np.concatenate([[0], np.clip(firsts, 0, columns.shape[0]), [columns.shape[0]]])).tolist()
+
+    def run(first_block: int, last_block: int) -> None:
+        for block_first, block_last in itertools.pairwise(bounds[first_block:last_block + 1]):
+            kernels.permute_csc_columns(colptr, rowval, nzval, no_permutation, columns, out_colptr, out_rowval,
+                                        out_nzval, block_first, block_last)
+            if ascending:
+                read = slice(int(starts[block_first]) - 1, int(starts[block_last - 1] + lengths[block_last - 1]) - 1)
+                release_pages(rowval[read])
+                release_pages(nzval[read])
+
+    run_ranges(run, even_bounds(len(bounds) - 1, number_of_threads()))
+    return out_colptr, out_rowval, out_nzval
 
 
 def _permute_csc_numpy(n_rows: int, colptr: np.ndarray, rowval: np.ndarray, nzval: np.ndarray, lengths: np.ndarray,
