@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ._os.maps import memory_owner
+from ._os.maps import mapped_region, memory_owner, release_pages
 from .kernels import csc_arrays
 from .kernels.csc_arrays import colptr_from_counts
 from .kernels.eltwise import zero_based_csc
@@ -90,6 +90,31 @@ def dense_column_major(matrix: np.ndarray | SparseMatrixCSC) -> np.ndarray:
     if isinstance(matrix, SparseMatrixCSC):
         return matrix.to_dense()
     return np.asfortranarray(matrix)
+
+
+#: Bytes of a mapped column-major matrix whose selected rows are gathered at once by :func:`dense_rows`.
+_ROWS_BLOCK_BYTES = 1 << 24
+
+
+def dense_rows(matrix: np.ndarray, rows: slice | np.ndarray) -> np.ndarray:
+    """The given rows (a slice, or 0-based positions) of a dense matrix, as a new column-major matrix. From a
+    column-major file map, the rows of each column are a few bytes far apart, and the kernel maps up to 64 KB around
+    each page touched (its fault-around), so a few rows would put most of the file in the process's RSS: they are
+    gathered ~16 MB of the matrix at a time, each part's pages released once read (the data stays in the page cache).
+
+    Example:
+        >>> dense_rows(np.asfortranarray(np.arange(6).reshape(3, 2)), slice(1, 3)).tolist()
+        [[2, 3], [4, 5]]
+    """
+    if matrix.nbytes <= _ROWS_BLOCK_BYTES or not matrix.flags.f_contiguous or mapped_region(matrix) is None:
+        return np.asfortranarray(matrix[rows, :])
+    out = np.empty((np.arange(matrix.shape[0])[rows].shape[0], matrix.shape[1]), dtype=matrix.dtype, order="F")
+    step = max(1, _ROWS_BLOCK_BYTES // max(1, matrix.shape[0] * matrix.itemsize))
+    for first in range(0, matrix.shape[1], step):
+        last = min(first + step, matrix.shape[1])
+        out[:, first:last] = matrix[rows, first:last]
+        release_pages(matrix[:, first:last])
+    return out
 
 
 def selected_column_runs(colptr: np.ndarray, columns: np.ndarray,

@@ -49,7 +49,7 @@ from ..queries.query import (
     parse_query,
 )
 from ..queries.results import query_result
-from ..sparse import SparseMatrixCSC, read_only_array
+from ..sparse import SparseMatrixCSC, dense_rows, read_only_array
 from ..storage_types import StorageScalar
 
 __all__ = [
@@ -259,7 +259,7 @@ def _select_matrix(matrix: StoredMatrix, rows: slice | np.ndarray | None,
     if columns is not None:
         matrix = matrix[:, columns]  # a range of columns of a column-major matrix is a column-major view
     if rows is not None:
-        matrix = matrix[rows, :]
+        return dense_rows(matrix, rows)
     return np.asfortranarray(matrix)
 
 

@@ -21,7 +21,7 @@ import numpy as np
 from ..errors import DafValueError
 from ..julia_text import julia_string
 from ..kernels.reductions import group_members, matrix_columns, matrix_rows
-from ..sparse import SparseMatrixCSC, dense_column_major
+from ..sparse import SparseMatrixCSC, dense_column_major, dense_rows
 from ..storage_types import DTYPES_BY_NAME, JULIA_NAMES, julia_name
 from .tokens import Token, escape_value
 from .values import (
@@ -436,5 +436,5 @@ def select_matrix(matrix: Any, *, rows: np.ndarray | None = None, columns: np.nd
     if columns is not None:
         matrix = matrix[:, columns]
     if rows is not None:
-        matrix = matrix[rows, :]
+        return dense_rows(matrix, rows)
     return np.asfortranarray(matrix)
