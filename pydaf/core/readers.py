@@ -625,7 +625,7 @@ class DafReader:
                               what: str) -> SparseMatrixCSC:
         """A large sparse matrix, checked now but for its ``rowval``, which is read (if the backend deferred it)
         and checked on first use: a per-column reduction (``>| Sum``, a column's entries) needs only ``colptr`` and
-        ``nzval``, so it reads and scans half the data (`benchmarks/bench_validation.py`)."""
+        ``nzval``, so it reads and scans half the data (docs/design/checks.md)."""
         stamp = self._mapped_stamp(matrix)
         if stamp is not None and self._state.validated.get(key) == stamp:
             return matrix
