@@ -180,7 +180,7 @@ def read_packed(dataset: h5py.Dataset, stored: np.dtype, what: str, path: str) -
     chunk_bytes = math.prod(chunk) * stored.itemsize
     if chunk_bytes == 0:
         raise DafFormatError(f"{where}\nhas the empty HDF5 chunk shape: {chunk}")
-    stores = _stored_chunks(dataset, chunk, where, path)
+    stores, table = _stored_chunks(dataset, chunk, where, path)
     # (Absent chunks read as the fill value: 0 for Daf's datasets. Where every chunk is stored, each decoded value
     # is written once: zeroing first would touch all the memory once more.)
     complete = bool(ids) and ids != (BITSHUFFLE,) and len(stores) == math.prod(
@@ -197,7 +197,7 @@ def read_packed(dataset: h5py.Dataset, stored: np.dtype, what: str, path: str) -
         dataset.read_direct(values)
     else:
         with _chunk_reader(dataset, path) as chunks:
-            _decode_chunks(values, stores, chunks, pipeline, chunk, chunk_bytes, where)
+            _decode_chunks(values, stores, table, chunks, pipeline, chunk, chunk_bytes, where)
     values.flags.writeable = False
     return values
 
@@ -231,7 +231,7 @@ def read_packed_selection(dataset: h5py.Dataset, stored: np.dtype, what: str, pa
     else:
         assert dataset.ndim == 2 and rows is not None
         needed_rows = {int(row) // chunk[0] * chunk[0] for row in np.asarray(rows).tolist()}
-    stores = [info for info in _stored_chunks(dataset, chunk, where, path)
+    stores = [info for info in _stored_chunks(dataset, chunk, where, path)[0]
               if (int(info.chunk_offset[0]) in needed if runs is not None else
                   int(info.chunk_offset[0]) in needed_rows)]
     decoded: dict[tuple[int, ...], np.ndarray] = {}
@@ -266,7 +266,7 @@ def read_packed_selection(dataset: h5py.Dataset, stored: np.dtype, what: str, pa
     return result
 
 
-def _decode_chunks(values: np.ndarray, stores: list[Any], chunks: _RawChunks,
+def _decode_chunks(values: np.ndarray, stores: list[Any], table: np.ndarray, chunks: _RawChunks,
                    pipeline: list[tuple[int, int, tuple[int, ...], str]], chunk: tuple[int, ...], chunk_bytes: int,
                    where: str) -> None:
     """Decode each stored chunk into its place in ``values`` (a full chunk straight into it, a partial edge chunk
@@ -277,7 +277,9 @@ def _decode_chunks(values: np.ndarray, stores: list[Any], chunks: _RawChunks,
     runs = values.ndim == 1 or (values.ndim == 2 and chunk[0] == 1)
     flat = values.reshape(-1)
     flat_bytes = flat.view(np.uint8)
-    stores = sorted(stores, key=lambda info: info.byte_offset)  # (in file order: neighbours are read at once)
+    order = np.argsort(table[:, 0], kind="stable") if len(stores) else np.zeros(0, dtype=np.int64)
+    stores = [stores[index] for index in order.tolist()]  # (in file order: neighbours are read at once)
+    table = table[order]
     flat_address = flat_bytes.ctypes.data
     chunk_size, row_length, two_dimensional = chunk[-1], values.shape[-1], values.ndim == 2
 
@@ -311,7 +313,7 @@ def _decode_chunks(values: np.ndarray, stores: list[Any], chunks: _RawChunks,
     if fast is not None and not small and runs and chunks.descriptor is not None:
         # (Julia's blosc chunks, many: decoded by a numba loop calling zstd and bitshuffle, on the kernels' threads;
         # what it leaves, the checked way.)
-        left = _decode_blosc_batches(fast, flat_bytes, stores, chunks, chunk_size, row_length, chunk_bytes,
+        left = _decode_blosc_batches(fast, flat_bytes, stores, table, chunks, chunk_size, row_length, chunk_bytes,
                                      two_dimensional)
         decode(0, len(left), left)
         return
@@ -325,19 +327,18 @@ def _decode_chunks(values: np.ndarray, stores: list[Any], chunks: _RawChunks,
     run_ranges(decode, even_bounds(len(stores), number_of_threads()))
 
 
-def _decode_blosc_batches(fast: _FastBlosc, flat_bytes: np.ndarray, stores: list[Any], chunks: _RawChunks,
-                          chunk_size: int, row_length: int, chunk_bytes: int, two_dimensional: bool) -> list[Any]:
-    """Decode the full chunks of ``stores`` (in file order) with :func:`pydaf.kernels._blosc.decode_blosc_chunks`,
-    into their places in ``flat_bytes`` (the values' bytes, as :func:`_decode_chunks` lays them), spans of the file
-    a thread at a time; the chunks it did not decode (an edge chunk, a filter skipped, a frame of another form, a
-    corrupt one) are returned."""
+def _decode_blosc_batches(fast: _FastBlosc, flat_bytes: np.ndarray, stores: list[Any], table: np.ndarray,
+                          chunks: _RawChunks, chunk_size: int, row_length: int, chunk_bytes: int,
+                          two_dimensional: bool) -> list[Any]:
+    """Decode the full chunks of ``stores`` (in file order; ``table``: their :func:`_chunk_table`) with
+    :func:`pydaf.kernels._blosc.decode_blosc_chunks`, into their places in ``flat_bytes`` (the values' bytes, as
+    :func:`_decode_chunks` lays them), spans of the file a thread at a time; the chunks it did not decode (an edge
+    chunk, a filter skipped, a frame of another form, a corrupt one) are returned."""
     from ...kernels import _blosc
     from ...kernels.threads import even_bounds, number_of_threads, run_ranges
 
     itemsize = chunk_bytes // chunk_size  # (a chunk of Julia's is one run of chunk_size values)
-    offsets = np.array([info.chunk_offset for info in stores], dtype=np.int64).reshape(len(stores), -1)
-    places = np.array([(info.byte_offset, info.size) for info in stores], dtype=np.int64).reshape(len(stores), 2)
-    masks = np.array([info.filter_mask for info in stores], dtype=np.int64)
+    places, masks, offsets = table[:, :2], table[:, 2], table[:, 3:]
     first_values = offsets[:, -1] + (offsets[:, 0] * row_length if two_dimensional else 0)
     full = (offsets[:, -1] + chunk_size <= row_length) & (masks & 1 == 0)
     out_starts = np.where(full, first_values * itemsize, -1).astype(np.int64)
@@ -437,17 +438,19 @@ def _chunk_reader(dataset: h5py.Dataset, path: str) -> Iterator[_RawChunks]:
         yield _RawChunks(dataset, handle.fileno())
 
 
-def _stored_chunks(dataset: h5py.Dataset, chunk: tuple[int, ...], where: str, path: str) -> list[Any]:
+def _stored_chunks(dataset: h5py.Dataset, chunk: tuple[int, ...], where: str,
+                   path: str) -> tuple[list[Any], np.ndarray]:
     """The dataset's stored chunks (HDF5's chunk index), each checked: on the chunk grid, inside the dataset, once,
-    its bytes inside the file."""
+    its bytes inside the file; and their :func:`_chunk_table`."""
     stores: list[Any] = []
     if hasattr(dataset.id, "chunk_iter"):  # (HDF5 1.12.3 and later: one pass over the chunk index)
         dataset.id.chunk_iter(stores.append)
     else:
         stores = [dataset.id.get_chunk_info(index) for index in range(dataset.id.get_num_chunks())]
     file_size = os.path.getsize(path)
-    if _well_placed(stores, chunk, dataset.shape, file_size):
-        return stores
+    table = _chunk_table(stores)
+    if table is not None and _well_placed(stores, chunk, dataset.shape, file_size, table):
+        return stores, table
     seen = set()  # (a chunk is misplaced: find the first, for the error)
     for info in stores:
         offset = tuple(int(start) for start in info.chunk_offset)
@@ -460,21 +463,32 @@ def _stored_chunks(dataset: h5py.Dataset, chunk: tuple[int, ...], where: str, pa
         if info.byte_offset is None or info.byte_offset + info.size > file_size:
             raise DafFormatError(f"{where}\nhas a chunk at: {offset}\nof {info.size} bytes at: {info.byte_offset}\n"
                                  f"past the end of the file ({file_size} bytes)")
-    return stores
+    raise DafFormatError(f"{where}\nhas a chunk index pydaf can't place")  # (unreachable: a check above failed)
 
 
-def _well_placed(stores: list[Any], chunk: tuple[int, ...], shape: tuple[int, ...], file_size: int) -> bool:
+def _chunk_table(stores: list[Any]) -> np.ndarray | None:
+    """Per chunk: its byte offset, size, filter mask and chunk offset (``int64``, one row each), or ``None`` if a
+    chunk's are not integers of one length (a missing byte offset, a ragged or huge chunk offset)."""
+    if not stores:
+        return np.zeros((0, 3), dtype=np.int64)
+    try:
+        table = np.array([(info.byte_offset, info.size, info.filter_mask, *info.chunk_offset) for info in stores],
+                         dtype=np.int64)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return table if table.ndim == 2 else None
+
+
+def _well_placed(stores: list[Any], chunk: tuple[int, ...], shape: tuple[int, ...], file_size: int,
+                 table: np.ndarray | None = None) -> bool:
     """Whether all the chunks are on the grid, inside the shape, each once, and inside the file (the checks of
-    :func:`_stored_chunks`, on arrays: ~1 µs a chunk less)."""
+    :func:`_stored_chunks`, on arrays: ~1 µs a chunk less); ``table``: their :func:`_chunk_table`, if made."""
     if not stores:
         return True
-    try:
-        offsets = np.array([info.chunk_offset for info in stores], dtype=np.int64)
-        places = np.array([(info.byte_offset, info.size) for info in stores], dtype=np.int64)
-    except (TypeError, ValueError, OverflowError):  # (a missing byte offset, a ragged or huge chunk offset)
+    table = _chunk_table(stores) if table is None else table
+    if table is None or table.shape != (len(stores), 3 + len(chunk)):
         return False
-    if offsets.shape != (len(stores), len(chunk)):
-        return False
+    offsets, places = table[:, 3:], table[:, :2]
     sizes, extents = np.array(chunk, dtype=np.int64), np.array(shape, dtype=np.int64)
     if (offsets < 0).any() or (offsets % sizes).any() or (offsets >= extents).any():
         return False
