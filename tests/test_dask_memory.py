@@ -3,8 +3,8 @@ data set's size (and below its dense matrix's): every query form gives the local
 the whole matrix, checked from the workers' own memory reports (peak RSS, ``VmHWM``, reset before each query) and
 from the cluster (no worker killed by its nanny or restarted: same process ids, same number of workers).
 
-A query that pydaf.dask runs as one task (a reduction of the whole matrix that is not combined from pieces, e.g.
-``>> Median``) needs the whole matrix on one worker: a separate test records what happens under the limit.
+A query that pydaf.dask runs as one task (a reduction of the whole matrix that is not combined from pieces:
+``>> Mode``) needs the whole matrix on one worker: a separate test records what happens under the limit.
 
 Sizes: a worker that has run pydaf's engine (numba's compiled kernels loaded) holds about 180 MB before it reads any
 data, so the limit (60% of the data set) leaves room for a few pieces only when the data set is large (~700 MB)."""
@@ -177,8 +177,9 @@ def _run(state: Cluster, query: str, chunk_bytes: int) -> tuple[Any, dict[str, i
 
 
 # The table: (query, chunk_bytes, how pydaf.dask evaluates it, the comparison with the local result).
-# how: "split <axis>" (pieces concatenated: bitwise), "reduce <axis>" (a scalar from partials), "group <axis>" (per
-# group partials), "rows <axis>" / "grouped <axis>" (per row, or per group of columns, partials of column pieces).
+# how: "split <axis>" (pieces concatenated: bitwise), "reduce <axis>" (a scalar from partials), "select <axis>" (a
+# median or quantile selected by rounds over the pieces: exact), "group <axis>" (per group partials), "rows <axis>" /
+# "grouped <axis>" (per row, or per group of columns, partials of column pieces).
 # compare: "exact" (bitwise) or "rtol" (float partials: within 1e-12 of the largest magnitude, as documented).
 QUERIES = [
     # The dense matrix: lookups with element-wise steps and masks on rows and columns.
@@ -198,15 +199,18 @@ QUERIES = [
     ("@ cell @ gene :: X >> Sum", DENSE_CHUNK, "reduce gene", "rtol"),
     ("@ cell @ gene :: X >> Mean", DENSE_CHUNK, "reduce gene", "rtol"),
     ("@ cell [ selected ] @ gene :: X >> Max", DENSE_CHUNK, "reduce gene", "exact"),
+    ("@ cell @ gene :: X >> GeoMean eps 10", DENSE_CHUNK, "reduce gene", "rtol"),
+    # Order statistics of the whole matrix: selected by rounds over its pieces (exact).
+    ("@ cell @ gene :: X >> Median", DENSE_CHUNK, "select gene", "exact"),
+    ("@ cell [ selected ] @ gene :: X >> Quantile p 0.9", DENSE_CHUNK, "select gene", "exact"),
     # Vectors.
     ("@ cell [ selected ] : age", VECTOR_CHUNK, "split cell", "exact"),
     ("@ cell [ type = B & age > 40 ] : age % Abs", VECTOR_CHUNK, "split cell", "exact"),
     ("@ cell [ selected ] : age >> Sum", VECTOR_CHUNK, "reduce cell", "exact"),
     ("@ cell : age / type >> Mean", VECTOR_CHUNK, "group cell", "exact"),
-    pytest.param("@ cell @ gene :: X >| Sum / type >> Mean", DENSE_CHUNK, "group cell", "rtol",
-                 marks=pytest.mark.xfail(strict=True, reason="a per-row reduction followed by more steps is split by "
-                                         "ranges of the dense matrix's rows, which fault in most of its pages: the "
-                                         "workers pass their limit (docs/dask.md)")),
+    ("@ cell @ gene :: X >| Sum / type >> Mean", DENSE_CHUNK, "group cell", "rtol"),  # (rows gathered by blocks)
+    ("@ cell @ gene :: X >| Sum / type >> Median", DENSE_CHUNK, "group cell", "rtol"),  # (each piece's values)
+    ("@ cell : age / type >> Quantile p 0.3", VECTOR_CHUNK, "group cell", "exact"),
     # The sparse matrix.
     ("@ cell @ gene :: U", SPARSE_CHUNK, "split gene", "exact"),
     ("@ cell [ selected ] @ gene [ is_marker ] :: U % Log base 2 eps 1", SPARSE_CHUNK, "split gene", "exact"),
@@ -218,6 +222,7 @@ QUERIES = [
     ("@ cell @ gene :: U -/ type >- Max", SPARSE_CHUNK, "split gene", "exact"),
     ("@ cell @ gene :: U >> Sum", SPARSE_CHUNK, "reduce gene", "exact"),
     ("@ cell @ gene :: U >> Mean", SPARSE_CHUNK, "reduce gene", "exact"),
+    ("@ cell @ gene :: U >> Median", SPARSE_CHUNK, "select gene", "exact"),  # (97% implicit zeros)
     ("@ cell : type / type >> Count", VECTOR_CHUNK, "group cell", "exact"),
     ("@ cell @ gene :: U >| Sum / type >> Mean", SPARSE_CHUNK, "group cell", "exact"),
 ]
@@ -253,7 +258,8 @@ def test_query_under_the_memory_limit(cluster, dataset, query, chunk_bytes, how,
     plan = dask_queries._graph(dataset, query, chunk_bytes)
     kind, axis = how.split()
     assert (plan.plan.kind, plan.plan.axis) == (kind, axis), plan.plan.reason
-    pieces = len(plan.pieces) if kind == "split" else len(plan.pieces[0].dask) - 1
+    pieces = len(plan.pieces) if kind == "split" else len(plan.ranges) if kind == "select" \
+        else len(plan.pieces[0].dask) - 1
     assert pieces >= 4, pieces
     local = pydaf.open_daf(dataset).get_np_query(query, cache=False)
     result, peaks = _run(state, query, chunk_bytes)
@@ -269,20 +275,21 @@ def test_query_under_the_memory_limit(cluster, dataset, query, chunk_bytes, how,
 def test_the_table_covers_the_forms():
     kinds = [_values(entry)[2].split()[0] for entry in QUERIES]
     assert len(QUERIES) >= 25 and kinds.count("split") >= 12 and kinds.count("reduce") >= 5
-    assert kinds.count("group") >= 3 and kinds.count("rows") >= 3
+    assert kinds.count("group") >= 3 and kinds.count("rows") >= 3 and kinds.count("select") >= 3
 
 
 # A form run as one task: the whole matrix on one worker.
 
 
 def test_a_one_task_reduction_of_the_whole_matrix_under_the_limit(dataset):
-    """``>> Median`` of the whole matrix is not combined from pieces: one task evaluates the query on one worker,
-    which reads (and sorts a copy of) the whole matrix, past its limit. Measured: the worker's nanny kills it (95%),
+    """``>> Mode`` of the whole matrix is not combined from pieces (its combination needs every distinct value's
+    count): one task evaluates the query on one worker, which reads (and sorts a copy of) the whole matrix, past its
+    limit. Measured: the worker's nanny kills it (95%),
     the scheduler retries the task on a fresh worker ``allowed-failures`` more times (3 by default), then the client
     gets ``KilledWorker`` naming the task; the cluster keeps its two workers (restarted), ready for the next query."""
-    query = "@ cell @ gene :: X >> Median"
+    query = "@ cell @ gene :: X >> Mode"
     plan = dask_queries._graph(dataset, query, DENSE_CHUNK).plan
-    assert plan.kind == "one" and "Median" in plan.reason
+    assert plan.kind == "one" and "Mode" in plan.reason
     size = os.path.getsize(dataset)
     started = time.monotonic()
     with distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1, dashboard_address=":0",

@@ -101,7 +101,7 @@ def paths(tmp_path_factory):
     return result
 
 
-# (data set, query, how it is evaluated: "split <axis>", "reduce <axis>" or "one", chunk_bytes)
+# (data set, query, how it is evaluated: "split <axis>", "reduce <axis>", "select <axis>" or "one", chunk_bytes)
 # The example cells: 856 cells x 683 genes of UInt8 UMIs (both layouts, dense; 584 bytes a cell, 683 a gene).
 CELLS = 20_000  # about 30 pieces of the cells' matrix
 QUERIES = [
@@ -187,11 +187,15 @@ QUERIES = [
     ("big", "@ cell @ gene :: UMIs >> Min", "reduce gene", 60_000),
     ("big", "@ cell @ gene :: UMIs >> Sum type Int64", "reduce gene", 60_000),
     ("big", "@ cell [ type = T9 ] @ gene :: UMIs >> Sum || 7", "reduce gene", 60_000),  # no cell: the default
-    ("h5df", "@ cell @ gene :: UMIs >> Median", "one", CELLS),
-    ("big", "@ cell @ gene :: UMIs >> Quantile p 0.99", "one", 60_000),
+    ("h5df", "@ cell @ gene :: UMIs >> Median", "select gene", CELLS),  # (selected by rounds: exact)
+    ("big", "@ cell @ gene :: UMIs >> Quantile p 0.99", "select gene", 60_000),
+    ("big", "@ cell @ gene :: expression >> Median", "select gene", 1_000_000),
+    ("flip", "@ cell @ gene :: fraction >> Quantile p 0.3", "select cell", 500_000),
+    ("h5df", "@ cell : donor : age >> Median", "select cell", 800),
     ("h5df", "@ donor : age >> Max", "reduce donor", 64),
     ("h5df", "@ cell : donor : age >> Sum", "reduce cell", 800),
     ("h5df", "@ cell : donor : age >> Mode", "one", 800),
+    ("big", "@ cell @ gene :: UMIs >> Mode", "one", 60_000),  # (combining modes needs every distinct value's count)
     # Vectors.
     ("h5df", "@ cell : donor : age", "split cell", 800),
     ("files", r"@ cell [ experiment ~ demux_.\*_1 ] : donor : sex", "split cell", 800),
@@ -208,7 +212,7 @@ QUERIES = [
     ("big", "@ cell @ gene :: UMIs >| Max / type =@ >> Max || 0", "group cell", 60_000),
     ("big", "@ cell : batch / type >> Min", "group cell", 800),
     # Counts, square and unusual phrases, names and scalars: one task (or local names).
-    ("h5df", "@ cell : donor : age / experiment >> Median", "one", 800),
+    ("h5df", "@ cell : donor : age / experiment >> Median", "group cell", 800),  # (each piece's values)
     ("h5df", "@ cell : experiment * donor : sex", "one", 800),
     ("h5df", ". organism", "one", 800),
     ("h5df", ": age @ donor = N16", "one", 800),
@@ -240,9 +244,10 @@ def test_query_equals_local(client, paths, key, query, how, chunk_bytes):
     graph = dask_queries._graph(path, query, chunk_bytes)
     kind = "names" if graph.plan.dimensions < 0 else graph.plan.kind
     assert kind == how.split()[0], graph.plan.reason
-    if kind in ("split", "reduce", "group", "rows", "grouped"):
+    if kind in ("split", "reduce", "select", "group", "rows", "grouped"):
         assert graph.plan.axis == how.split()[1]
-        pieces = len(graph.pieces) if kind == "split" else len(graph.pieces[0].dask) - 1
+        pieces = len(graph.pieces) if kind == "split" else len(graph.ranges) if kind == "select" \
+            else len(graph.pieces[0].dask) - 1
         assert pieces >= 4, pieces
     if kind in ("rows", "grouped"):  # (the tasks: one per piece, and the combination)
         tasks = _task_names(graph)
@@ -266,7 +271,7 @@ def test_the_table_covers_enough(paths):
     kinds = [how.split()[0] for _, _, how, _ in QUERIES]
     assert len(QUERIES) >= 25 and kinds.count("split") >= 25 and kinds.count("reduce") >= 8
     assert kinds.count("group") >= 6 and kinds.count("one") >= 6 and kinds.count("rows") >= 8
-    assert kinds.count("grouped") >= 18
+    assert kinds.count("grouped") >= 18 and kinds.count("select") >= 5
 
 
 # Float reductions combined from partials: equal up to rounding.
@@ -291,6 +296,19 @@ def test_the_table_covers_enough(paths):
     "@ cell : score / batch >> StdN eps 1",
     "@ cell @ gene :: expression >| Sum / type =@ >> Std || 0",
     "@ cell @ gene :: fraction >| Mean / type >> Sum",
+    # GeoMean: sums of log(value + eps) combined (Float32 without eps: logs in Float32 as the kernels take them).
+    "@ cell @ gene :: expression >> GeoMean",
+    "@ cell @ gene :: expression >> GeoMean eps 1",
+    "@ cell @ gene :: fraction >> GeoMean",
+    "@ cell @ gene :: fraction >> GeoMean eps 0.5",
+    "@ cell @ gene :: UMIs >> GeoMean eps 1",
+    "@ cell @ gene :: UMIs >> GeoMean",  # (implicit zeros, no eps: 0)
+    "@ cell @ gene :: UMIs >| GeoMean eps 1",
+    "@ cell @ gene :: UMIs % Convert type Float32 >| GeoMean",
+    "@ cell : score % Abs >> GeoMean",
+    "@ cell : score % Abs / type >> GeoMean",
+    "@ cell : batch / type >> GeoMean eps 1",
+    "@ cell @ gene :: fraction >| Mean / type >> GeoMean",
 ])
 def test_combined_float_reductions_within_tolerance(client, paths, query):
     path = paths["big"]
@@ -320,6 +338,13 @@ def test_combined_float_reductions_within_tolerance(client, paths, query):
     ("flip_h5", "@ cell @ gene :: UMIs % Convert type Float64 -/ type >- StdN", "grouped"),
     ("both", "@ gene @ cell :: UMIs % Log eps 1 |/ type >| Var", "grouped"),
     ("both", "@ gene @ cell :: UMIs % Convert type Float64 >| Mean", "rows"),
+    ("flip", "@ cell @ gene :: expression -/ type >- GeoMean", "grouped"),
+    ("flip", "@ cell @ gene :: UMIs -/ type >- GeoMean eps 1", "grouped"),
+    ("flip", "@ cell @ gene :: UMIs -/ batch >- GeoMean", "grouped"),  # (groups of implicit zeros: 0)
+    ("flip", "@ cell @ gene :: fraction -/ type >- GeoMean", "grouped"),  # (Float32 logs, as the kernels)
+    ("flip", "@ cell @ gene :: expression >- GeoMean eps 2", "rows"),
+    ("flip", "@ cell @ gene :: fraction >- GeoMean", "rows"),
+    ("flip", "@ cell @ gene :: UMIs >- GeoMean eps 1", "rows"),
 ])
 def test_stored_rows_float_reductions_within_tolerance(client, paths, key, query, how):
     path = paths[key]
@@ -473,9 +498,10 @@ def test_scalar_and_one_task_arrays(client, paths):
     grouped = dask_queries.query(path, "@ donor : age / sex >> Max", chunk_bytes=64)
     assert grouped.ndim == 1 and np.isnan(grouped.shape[0]) and grouped.dtype == np.uint32
     assert np.array_equal(grouped.compute(), daf.get_np_query("@ donor : age / sex >> Max"))
-    one = dask_queries.query(path, "@ donor : age / sex >> Median")
+    one = dask_queries.query(path, "@ donor : age / sex >> Mode")
     assert one.ndim == 1 and np.isnan(one.shape[0])
-    assert np.array_equal(one.compute(), daf.get_np_query("@ donor : age / sex >> Median"))
+    assert dask_queries._graph(path, "@ donor : age / sex >> Mode", None).plan.kind == "one"
+    assert np.array_equal(one.compute(), daf.get_np_query("@ donor : age / sex >> Mode"))
     with pytest.raises(DafQueryError, match="a set of names is not an array"):
         dask_queries.query(path, "@ ?")
 
@@ -586,3 +612,172 @@ def test_a_worker_killed_in_the_middle_of_a_query_is_replaced_and_the_result_is_
     _same(local, results[0])
     client.wait_for_workers(2, timeout=60)
     assert victim not in client.run(os.getpid).values()
+
+
+# Median and Quantile of a whole matrix or vector: selected by rounds over the pieces, bitwise equal to local.
+
+N_SELECT_CELLS, N_SELECT_GENES = 1001, 301  # (an odd count of values; masks make even ones)
+
+
+@pytest.fixture(scope="module")
+def selection_path(tmp_path_factory):
+    """Dense Float64, Float32, Int64 (beyond 2^53), UInt8 and Bool matrices; sparse matrices with many implicit zeros
+    among negative and positive values, with all-equal stored values, with a NaN; a dense matrix with a NaN;
+    vectors."""
+    rng = np.random.default_rng(31)
+    shape = (N_SELECT_CELLS, N_SELECT_GENES)
+    daf = pydaf.MemoryDaf(name="selection!")
+    daf.add_axis("cell", [f"C{index}" for index in range(N_SELECT_CELLS)])
+    daf.add_axis("gene", [f"G{index}" for index in range(N_SELECT_GENES)])
+    daf.set_vector("cell", "score", rng.normal(size=N_SELECT_CELLS))
+    daf.set_vector("cell", "level", rng.integers(-50, 50, N_SELECT_CELLS).astype(np.int16))
+    daf.set_vector("cell", "even", np.arange(N_SELECT_CELLS) < 500)  # (500 cells)
+    daf.set_vector("cell", "none", np.zeros(N_SELECT_CELLS, dtype=bool))
+    daf.add_axis("kind", ["K0", "K1", "K2", "K3", "K4"])  # (K4: no cell)
+    daf.set_vector("cell", "kind", np.array(["K0", "K1", "K2", "K3"], dtype=object)[rng.integers(0, 4, N_SELECT_CELLS)])
+    daf.set_vector("gene", "odd", np.arange(N_SELECT_GENES) < 151)
+    with_nan = rng.normal(size=N_SELECT_CELLS)
+    with_nan[17] = np.nan
+    daf.set_vector("cell", "with_nan", with_nan)
+    dense = {
+        "normal": rng.normal(size=shape),
+        "narrow": rng.normal(size=shape).astype(np.float32),
+        "huge": (rng.integers(-2**62, 2**62, size=shape) | 1).astype(np.int64),
+        "bytes": rng.integers(0, 256, size=shape).astype(np.uint8),
+        "flags": rng.random(shape) < 0.5,
+    }
+    dense_nan = rng.normal(size=shape)
+    dense_nan[5, 200] = np.nan
+    dense["dense_nan"] = dense_nan
+    for name, values in dense.items():
+        daf.set_matrix("cell", "gene", name, np.asfortranarray(values), relayout=False)
+    signed = scipy.sparse.random(*shape, density=0.02, format="csc", random_state=3,
+                                 data_rvs=lambda size: rng.normal(size=size))
+    daf.set_matrix("cell", "gene", "signed", signed, relayout=False)
+    equal = scipy.sparse.random(*shape, density=0.6, format="csc", random_state=4)
+    equal.data[:] = 2.5
+    daf.set_matrix("cell", "gene", "equal", equal, relayout=False)
+    sparse_nan = scipy.sparse.random(*shape, density=0.05, format="csc", random_state=5,
+                                     data_rvs=lambda size: rng.normal(size=size))
+    sparse_nan.data[3] = np.nan
+    daf.set_matrix("cell", "gene", "sparse_nan", sparse_nan, relayout=False)
+    counts = scipy.sparse.random(*shape, density=0.3, format="csc", random_state=6,
+                                 data_rvs=lambda size: rng.integers(1, 9, size=size)).astype(np.int32)
+    daf.set_matrix("cell", "gene", "counts", counts, relayout=False)
+    path = str(tmp_path_factory.mktemp("dask_select") / "select.h5df")
+    pydaf.copy_all(pydaf.open_daf(path, "w"), daf, progress=False, relayout=False)
+    return path
+
+
+SELECTIONS = [
+    f"{axes} :: {name} >> {reduction}"
+    for name in ("normal", "narrow", "huge", "bytes", "flags", "signed", "equal", "counts")
+    for axes in ("@ cell @ gene", "@ cell [ even ] @ gene [ odd ]")
+    for reduction in ("Median", "Quantile p 0.25")
+] + [
+    "@ cell @ gene :: normal >> Quantile p 0",
+    "@ cell @ gene :: normal >> Quantile p 1",
+    "@ cell @ gene :: narrow >> Quantile p 0.999 type Float64",
+    "@ cell @ gene :: signed % Abs >> Quantile p 0.97",
+    "@ cell @ gene :: signed >> Median type Float32",
+    "@ cell @ gene :: equal >> Quantile p 0.3",  # (implicit zeros, then 2.5: the boundary)
+    "@ cell @ gene :: dense_nan >> Median",
+    "@ cell @ gene :: sparse_nan >> Quantile p 0.5",
+    "@ cell : score >> Median",
+    "@ cell [ even ] : score >> Median",
+    "@ cell : level >> Quantile p 0.6",
+    "@ cell : with_nan >> Median",
+    "@ cell [ none ] @ gene :: normal >> Median || 7",  # (no values: the default)
+]
+
+
+@pytest.mark.parametrize("query", SELECTIONS)
+def test_median_and_quantile_are_selected_exactly(client, selection_path, query):
+    path = selection_path
+    whole = dask_queries._graph(path, query, 1 << 40)  # (then about 6 pieces of the selected entries)
+    entry_bytes = dask_queries._entry_bytes(pydaf.open_daf(path, "r"), whole.plan)
+    chunk_bytes = int(entry_bytes * max(1, sum(whole.lengths)) / 6) + 1
+    graph = dask_queries._graph(path, query, chunk_bytes)
+    assert graph.plan.kind == "select" and len(graph.ranges) >= 4, graph.plan.reason
+    local = pydaf.open_daf(path, "r").get_np_query(query, cache=False)
+    result = dask_queries.get_np_query(path, query, chunk_bytes=chunk_bytes)
+    assert type(result) is type(local)
+    assert np.asarray(result).tobytes() == np.asarray(local).tobytes(), (result, local)  # (bitwise: NaN too)
+
+
+@pytest.mark.parametrize("query", [
+    "@ cell : score / kind >> Median",
+    "@ cell [ even ] : level / kind >> Quantile p 0.3",
+    "@ cell : with_nan / kind >> Median",  # (NaN in one group only)
+    "@ cell : level / kind =@ >> Median || -1",  # (K4: the default)
+    "@ cell @ gene :: normal >| Sum / kind >> Median",
+    "@ cell @ gene :: huge >| Max / kind >> Quantile p 0.8",
+])
+def test_median_and_quantile_per_group_are_exact(client, selection_path, query):
+    """Per group, each piece returns its values and their groups; the combination selects per group with the kernels'
+    own code (the vector on one worker, not the matrix)."""
+    path = selection_path
+    chunk_bytes = 100_000 if "::" in query else 800
+    graph = dask_queries._graph(path, query, chunk_bytes)
+    assert graph.plan.kind == "group" and len(graph.pieces[0].dask) - 1 >= 4, graph.plan.reason
+    local = pydaf.open_daf(path, "r").get_np_query(query, cache=False)
+    result = dask_queries.get_np_query(path, query, chunk_bytes=chunk_bytes)
+    assert result.dtype == local.dtype and result.tobytes() == local.tobytes(), (result, local)
+    labelled = dask_queries.get_query(path, query, chunk_bytes=chunk_bytes)
+    assert labelled.equals(pydaf.open_daf(path, "r").get_query(query, cache=False))
+
+
+def test_a_selection_is_lazy_and_labelled(client, selection_path):
+    """``query`` gives one task, which submits each round's pieces to the cluster from its worker."""
+    from dask.utils import key_split
+
+    path = selection_path
+    local = pydaf.open_daf(path, "r")
+    for query in ("@ cell @ gene :: normal >> Median", "@ cell @ gene :: signed >> Quantile p 0.9"):
+        lazy = dask_queries.query(path, query, chunk_bytes=100_000)
+        assert lazy.shape == () and lazy.dtype == np.float64
+        assert [key_split(key) for key in lazy.__dask_graph__() if "select" in str(key)] == ["select_task"]
+        assert lazy.compute().tobytes() == local.get_np_query(query, cache=False).tobytes()
+        assert lazy.compute(scheduler="synchronous") == local.get_np_query(query, cache=False)
+        assert dask_queries.get_query(path, query, chunk_bytes=100_000) == local.get_query(query, cache=False)
+
+
+def test_a_selection_of_no_values_fails_as_locally(client, selection_path):
+    query = "@ cell [ none ] @ gene :: normal >> Median"
+    with pytest.raises(pydaf.DafError) as local_error:
+        pydaf.open_daf(selection_path, "r").get_np_query(query, cache=False)
+    with pytest.raises(pydaf.DafError) as dask_error:
+        dask_queries.get_np_query(selection_path, query, chunk_bytes=100_000)
+    assert type(dask_error.value) is type(local_error.value)
+
+
+def test_a_selection_narrows_by_rounds(selection_path, monkeypatch):
+    """Each round narrows to the buckets holding the order statistics: all-equal values take one round per 16 bits of
+    their key; spread values end once a bucket is small (the pieces return its keys)."""
+    rounds: dict[str, list] = {}
+
+    def counted(query):
+        graph = dask_queries._graph(selection_path, query, 100_000)
+        asked: list = []
+        run = dask_queries._select_rounds(graph.source, str(graph.plan.prefix), graph.plan.axis, graph.ranges,
+                                          lambda tasks: list(dask.compute(*tasks, scheduler="synchronous")))
+        value = dask_queries._select(lambda prefixes: asked.append(prefixes) or run(prefixes), graph.plan.reduction,
+                                     lambda: None)
+        rounds[query] = asked
+        return value
+
+    daf = pydaf.open_daf(selection_path, "r")
+    for query in ("@ cell @ gene :: equal >> Median", "@ cell @ gene :: normal >> Median",
+                  "@ cell @ gene :: bytes >> Median"):
+        assert counted(query) == daf.get_np_query(query, cache=False)
+    assert len(rounds["@ cell @ gene :: equal >> Median"]) == 2  # (the bucket of 2.5: its one key)
+    assert rounds["@ cell @ gene :: equal >> Median"][-1] == ((49156, 16, True),)
+    assert len(rounds["@ cell @ gene :: normal >> Median"]) == 2  # (then the keys of a small bucket)
+    assert rounds["@ cell @ gene :: normal >> Median"][-1][0][2]
+    assert len(rounds["@ cell @ gene :: bytes >> Median"]) == 1  # (8 bits: the histogram is the values)
+    # Never asking for keys: one round per 16 bits of the key, all the values in one bucket each time.
+    monkeypatch.setattr(dask_queries, "_FEW_KEYS", 0)
+    assert counted("@ cell @ gene :: equal >> Quantile p 0.7") == 2.5
+    assert len(rounds["@ cell @ gene :: equal >> Quantile p 0.7"]) == 4
+    assert all(not want_keys for asked in rounds["@ cell @ gene :: equal >> Quantile p 0.7"]
+               for _, _, want_keys in asked)

@@ -23,6 +23,7 @@ evaluates the split axis's own axis query to know how many entries each piece ha
 Reductions that eliminate the split axis combine per-piece partials, computed by pydaf's reduction kernels:
 
 - ``>> Op`` of a vector or a matrix (a scalar);
+- ``>> Median`` and ``>> Quantile`` of a vector or matrix (selected by rounds, below);
 - ``/ p >> Op`` of a vector (each piece's groups and their partials, combined by group, in the engine's order,
   by its own code: sorted values, the order of categories recorded for an AnnData categorical, or the axis order with
   ``=@``; empty groups take the ``||`` default, or fail as locally);
@@ -39,8 +40,19 @@ type as the operation does); ``Mean`` (sums and counts) is exact for integer dat
 ``StdN`` (counts, means and squared deviations, Chan et al.'s combination) and the sums and means of float data
 differ from the local result only by rounding: within a relative 1e-12 for Float64 results (about 1e-16 measured);
 Float32 data is accumulated in Float64 either way, so a Float32 result differs by at most one Float32 rounding
-(relative 6e-8). ``Median``, ``Quantile``, ``Mode``, ``GeoMean`` and user-defined reductions are not combined: a
-reduction of the matrix keeps the kept axis split, others run as one task.
+(relative 6e-8). ``GeoMean`` combines sums of ``log(value + eps)`` and counts (as ``Mean``), with the logarithms in
+the type the kernels would take them for the whole (``Float32`` for ``Float32`` data without eps and at least
+``REDUCE_NUMBA_MIN_ENTRIES`` stored values, else ``Float64``): within the same rounding.
+
+``>> Median`` and ``>> Quantile`` of a whole matrix or vector (not per group) are selected exactly, by rounds over the
+pieces (:func:`_select`): each piece counts its values per bucket of 16 bits of their ordered integer keys within the
+buckets holding the order statistics needed, until a bucket is small enough for the pieces to return its keys; a key
+is its value bit for bit, so the result is the local one bitwise. :func:`get_np_query` runs one ``dask.compute`` per
+round; :func:`query` is one task that submits the rounds' pieces from its worker (``distributed.worker_client``).
+Per group of a vector (``/ p >> Median``), each piece returns its values and their groups, and the combination
+selects per group with the kernels' own code (bitwise; it holds the vector, not the matrix it came from). ``Mode``
+and user-defined reductions are not combined: a reduction of the matrix keeps the kept axis split, others run as
+one task.
 
 One task evaluates the whole query on a worker (exactly the local engine's result) for what is not split:
 non-decomposable reductions of the split axis, count matrices (``*``), square slices (``@|``, ``@-``), lookups whose
@@ -63,7 +75,7 @@ import math
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -79,7 +91,7 @@ from ..formats.memory import MemoryDaf
 from ..kernels import reductions as kernels
 from ..queries.base import EltwiseOperation, ReductionOperation
 from ..queries.evaluator import QueryResult, query_result_dimensions
-from ..queries.operations import Count, Max, Mean, Min, Std, StdN, Sum, Var, VarN
+from ..queries.operations import Count, GeoMean, Max, Mean, Median, Min, Quantile, Std, StdN, Sum, Var, VarN
 from ..queries.query import (
     AsAxis,
     Axis,
@@ -130,7 +142,19 @@ _SAMPLED_COLUMNS = 64
 _VECTOR_ENTRY_BYTES = 8
 
 # The reductions combined from per-piece partials (exactly for Sum/Max/Min/Count).
-_DECOMPOSABLE = (Sum, Max, Min, Count, Mean, Var, Std, VarN, StdN)
+_DECOMPOSABLE = (Sum, Max, Min, Count, Mean, Var, Std, VarN, StdN, GeoMean)
+
+# The order statistics of a whole matrix or vector selected exactly by rounds over the pieces (``>> Median``).
+_SELECTED = (Median, Quantile)
+
+# Values a piece transforms at a time (logarithms, keys): its temporaries stay small whatever its size.
+_BLOCK_ENTRIES = 1 << 22
+
+# Bits of the values' ordered keys each round of a selection narrows by (a histogram of 65536 buckets).
+_KEY_BITS = 16
+
+# A selection's bucket holding at most this many values: the next round returns their keys, and ends.
+_FEW_KEYS = 1 << 18
 
 
 # The plan: how a query is split.
@@ -140,7 +164,8 @@ _DECOMPOSABLE = (Sum, Max, Min, Count, Mean, Var, Std, VarN, StdN)
 class _Plan:
     """How a query is evaluated: ``"split"`` (pieces along ``axis``, concatenated along result dimension ``dimension``),
     ``"reduce"`` / ``"group"`` / ``"rows"`` (``prefix`` split so, each piece's partials of ``reduction`` combined: to a
-    scalar, by group, by row) or ``"one"`` (one task: ``reason``)."""
+    scalar, by group, by row), ``"select"`` (``prefix`` split so, its median or quantile selected by rounds over the
+    pieces) or ``"one"`` (one task: ``reason``)."""
 
     kind: str
     dimensions: int
@@ -309,7 +334,9 @@ def _plan(local: DafReader, sequence: QuerySequence) -> _Plan:
             return _one(dimensions, "?? drops entries of the groups (their number is only known from the data)")
     else:
         reduction, rest = operations[eliminated_at], operations[eliminated_at + 1:]
-    if type(reduction) not in _DECOMPOSABLE:
+    is_group = isinstance(operations[eliminated_at], GroupBy)
+    selected = type(reduction) in _SELECTED and not is_group
+    if type(reduction) not in _DECOMPOSABLE and type(reduction) not in _SELECTED:
         return _one(dimensions, f"the reduction {reduction.operation_name()} is not combined from pieces")
     if any(not isinstance(operation, IfMissing) for operation in rest):
         return _one(dimensions, "steps after the reduction")
@@ -318,7 +345,7 @@ def _plan(local: DafReader, sequence: QuerySequence) -> _Plan:
         return _one(dimensions, "the surviving axes are looked up by the query itself")
     plan = _split_plan(len(before_elimination), split_axis, before_elimination.index(split_axis), operations,
                        segments)
-    plan.kind, plan.dimensions, plan.reduction = "reduce", 0, reduction
+    plan.kind, plan.dimensions, plan.reduction = "select" if selected else "reduce", 0, reduction
     plan.prefix = QuerySequence(*operations[:eliminated_at])
     plan.matrix = matrix
     if isinstance(operations[eliminated_at], GroupBy):
@@ -482,10 +509,112 @@ class _Partial:
     statistics: dict[str, Any] = field(default_factory=dict)
 
 
+# GeoMean: the sums of ``log(value + eps)`` of each piece (per target), as the kernels compute the logarithms.
+
+
+def _log_types(dtype: np.dtype, eps: float) -> dict[str, np.dtype]:
+    """The types the kernels may compute a GeoMean's logarithms in: ``Float64``; and ``Float32`` for ``Float32`` data
+    without eps, which the kernels take in ``Float32`` when the reduced matrix has at least ``REDUCE_NUMBA_MIN_ENTRIES``
+    stored values (and in ``Float64`` below that, or for a vector): a piece sums both, the combination picks."""
+    types: dict[str, np.dtype] = {"logs": np.dtype(np.float64)}
+    if np.dtype(dtype) == np.float32 and eps == 0:
+        types["logs32"] = np.dtype(np.float32)
+    return types
+
+
+def _logs(values: np.ndarray, eps: float, log_type: np.dtype) -> np.ndarray:
+    """``log(values + eps)`` in ``log_type`` (as the kernels: eps converted to it, added, then the logarithm)."""
+    logs = np.add(values, log_type.type(eps), dtype=log_type)
+    np.log(logs, out=logs)
+    return logs
+
+
+def _column_blocks(values: Any) -> Iterator[tuple[int, int]]:
+    """Ranges of the columns of a matrix of about ``_BLOCK_ENTRIES`` stored values each."""
+    n_rows, n_columns = int(values.shape[0]), int(values.shape[1])
+    stored = values.nnz if isinstance(values, SparseMatrixCSC) else n_rows * n_columns
+    per_block = max(1, int(_BLOCK_ENTRIES * n_columns // max(1, stored)))
+    for first in range(0, n_columns, per_block):
+        yield first, min(n_columns, first + per_block)
+
+
+def _log_statistics(values: Any, eps: float, *, per_row: bool = False, codes: np.ndarray | None = None,
+                    n_groups: int = 0, float64_only: bool = False) -> dict[str, Any]:
+    """The sums of ``log(value + eps)`` of the stored values of a vector or matrix (in each log type of
+    :func:`_log_types`, summed in ``Float64``) and how many values are stored: of them all, per row
+    (``per_row``), or per group (``codes``: each value's group in a vector, each column's in a matrix; then per group
+    and row, as rows of groups). A sparse matrix's implicit zeros are added by the combination (their number is the
+    total less the stored)."""
+    dtype = values.nzval.dtype if isinstance(values, SparseMatrixCSC) else np.asarray(values).dtype
+    types: dict[str, np.dtype] = {"logs": np.dtype(np.float64)} if float64_only else _log_types(dtype, eps)
+    if not (isinstance(values, SparseMatrixCSC) or np.ndim(values) == 2):
+        vector = np.asarray(values)
+        sums = {}
+        for name, log_type in types.items():
+            logs = _logs(vector, eps, log_type)
+            sums[name] = logs.sum(dtype=np.float64) if codes is None \
+                else np.bincount(codes, weights=logs, minlength=n_groups)
+        counts = vector.shape[0] if codes is None else np.bincount(codes, minlength=n_groups).astype(np.int64)
+        return {**sums, "stored": counts}
+    n_rows = int(values.shape[0])
+    shape: tuple[int, ...] = (n_groups, n_rows) if codes is not None else (n_rows,) if per_row else ()
+    sums = {name: np.zeros(shape) for name in types}
+    stored = np.zeros(shape, dtype=np.int64)
+    sparse = isinstance(values, SparseMatrixCSC)
+    if sparse:
+        colptr = np.asarray(values.colptr, dtype=np.int64)
+    for first, last in _column_blocks(values):
+        if sparse:
+            start, stop = int(colptr[first]) - 1, int(colptr[last]) - 1
+            block = np.asarray(values.nzval[start:stop])
+            targets = None
+            if codes is not None or per_row:
+                targets = np.asarray(values.rowval[start:stop], dtype=np.int64) - 1
+                if codes is not None:
+                    columns = np.repeat(np.arange(first, last), np.diff(colptr[first:last + 1]))
+                    targets = codes[columns].astype(np.int64) * n_rows + targets
+            for name, log_type in types.items():
+                logs = _logs(block, eps, log_type)
+                sums[name] += logs.sum(dtype=np.float64) if targets is None \
+                    else np.bincount(targets, weights=logs, minlength=max(1, stored.size)).reshape(shape)
+            stored += block.shape[0] if targets is None \
+                else np.bincount(targets, minlength=max(1, stored.size)).reshape(shape)
+            continue
+        dense = np.asarray(values)[:, first:last]
+        for name, log_type in types.items():
+            logs = _logs(dense, eps, log_type)
+            if codes is None:
+                sums[name] += logs.sum(axis=1 if per_row else None, dtype=np.float64)
+            else:
+                for group in np.unique(codes[first:last]):
+                    sums[name][group] += logs[:, codes[first:last] == group].sum(axis=1, dtype=np.float64)
+        if codes is None:
+            stored += dense.shape[1] if per_row else dense.size
+        else:
+            stored += np.bincount(codes[first:last], minlength=n_groups).astype(np.int64)[:, np.newaxis]
+    return {**sums, "stored": stored}
+
+
+def _geomeans(statistics: dict[str, Any], totals: Any, eps: float) -> Any:
+    """The geometric means (``Float64``) from the combined log sums and stored counts, as the kernels finish them: the
+    implicit zeros' ``log(eps)`` added, ``exp(mean log) - eps``; in the log type the kernels would have used for the
+    whole (``Float32`` for large ``Float32`` inputs without eps)."""
+    stored = np.asarray(statistics["stored"])
+    large = int(stored.sum()) >= kernels.REDUCE_NUMBA_MIN_ENTRIES
+    logs = statistics["logs32" if large and "logs32" in statistics else "logs"]
+    implicit = totals - stored
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        zeros = math.log(eps) if eps > 0 else -math.inf
+        if np.any(implicit > 0):
+            logs = logs + np.where(implicit > 0, implicit * zeros, 0.0)
+        return np.exp(logs / totals) - eps
+
+
 @_releasing
 def _partial_piece(source: DafSource, prefix_text: str, reduction_text: str, axis: str, start: int,
-                   stop: int) -> _Partial:
-    """The partial statistics of a range of the values a reduction reduces (a task)."""
+                   stop: int, dense_vector: bool = False) -> _Partial:
+    """The partial statistics of a range of the values a reduction reduces (a task). ``dense_vector``: the whole is
+    a vector or a dense matrix of one row or column (whose GeoMean the kernels take in ``Float64`` logs)."""
     view = _range_view(open_source(source), axis, start, stop)
     values = query_result(view, as_query_sequence(prefix_text), cache=False).value
     reduction: Any = as_query_sequence(reduction_text).operations[0]
@@ -500,6 +629,8 @@ def _partial_piece(source: DafSource, prefix_text: str, reduction_text: str, axi
 
     if isinstance(reduction, Sum | Mean):
         return _Partial(size, dtype, {"sum": statistic("sum")})
+    if isinstance(reduction, GeoMean):
+        return _Partial(size, dtype, _log_statistics(values, reduction.eps, float64_only=dense_vector))
     if isinstance(reduction, Max):
         return _Partial(size, dtype, {"max": statistic("max")})
     if isinstance(reduction, Min):
@@ -536,6 +667,10 @@ def _combine(source: DafSource, query_text: str, reduction_text: str, *partials:
         return _cast(max(partial.statistics["max"] for partial in pieces), result_type)
     if isinstance(reduction, Min):
         return _cast(min(partial.statistics["min"] for partial in pieces), result_type)
+    if isinstance(reduction, GeoMean):
+        names = set.intersection(*(set(partial.statistics) for partial in pieces))
+        statistics = {name: sum(partial.statistics[name] for partial in pieces) for name in names}
+        return _cast(np.float64(_geomeans(statistics, size, reduction.eps)), result_type)
     # Chan et al.: the mean and the sum of squared deviations of the union of the pieces.
     count, mean, squares = 0, 0.0, 0.0
     for partial in pieces:
@@ -590,7 +725,11 @@ def _group_piece(source: DafSource, prefix_text: str, key_text: str, reduction_t
     groups = np.asarray(groups, dtype=keys.dtype)
     n_groups = groups.shape[0]
     statistics = {"count": np.bincount(codes, minlength=n_groups).astype(np.int64)}
-    if not isinstance(reduction, Count) and (is_matrix or values.shape[0] > 0):
+    if isinstance(reduction, GeoMean):
+        statistics.update(_log_statistics(values, reduction.eps, codes=codes, n_groups=n_groups))
+    elif isinstance(reduction, _SELECTED) and not is_matrix:  # (the values themselves: see _combine_groups)
+        statistics.update({"values": values, "codes": codes.astype(np.int64)})
+    elif not isinstance(reduction, Count) and (is_matrix or values.shape[0] > 0):
         needed: dict[type, tuple[str, ...]] = {Sum: ("sum",), Mean: ("sum",), Max: ("max",), Min: ("min",)}
         names = needed.get(type(reduction), ("mean", "var"))
         with np.errstate(invalid="ignore"):
@@ -628,12 +767,17 @@ def _combine_groups(source: DafSource, query_text: str, reduction_text: str, gro
     squares = np.zeros((n_groups, *kept))
     per_group = (-1,) + (1,) * len(kept)  # (a group's count, against its row of statistics)
     offset = 0
+    selected_values: list[np.ndarray] = []  # (a median or quantile: each piece's values, and their groups)
+    selected_codes: list[np.ndarray] = []
     for partial in partials:
         where = codes[offset:offset + partial.groups.shape[0]]  # (each group once in a piece)
         offset += partial.groups.shape[0]
         n = partial.statistics["count"]
+        if "values" in partial.statistics:
+            selected_values.append(partial.statistics["values"])
+            selected_codes.append(where[partial.statistics["codes"]])
         for name, value in partial.statistics.items():
-            if name in ("sum", "max", "min"):
+            if name in ("sum", "max", "min", "logs", "logs32", "stored"):
                 if name not in totals:
                     totals[name] = np.zeros((n_groups, *kept), dtype=value.dtype)
                     totals[name][where] = value
@@ -642,7 +786,7 @@ def _combine_groups(source: DafSource, query_text: str, reduction_text: str, gro
                     seen = totals[f"{name}_seen"][where].reshape(per_group)
                     old = totals[name][where]
                     pick = np.maximum if name == "max" else np.minimum
-                    combined = old + value if name == "sum" else pick(old, value)
+                    combined = pick(old, value) if name in ("max", "min") else old + value
                     totals[name][where] = np.where(seen, combined, value)
                 totals[f"{name}_seen"][where] = True
         if "var" in partial.statistics:  # Chan et al., per group
@@ -667,6 +811,16 @@ def _combine_groups(source: DafSource, query_text: str, reduction_text: str, gro
     elif isinstance(reduction, Max | Min):
         name = "max" if isinstance(reduction, Max) else "min"
         reduced = exact_cast(totals[name], result_type, exact_floats=False)
+    elif isinstance(reduction, _SELECTED):  # (the kernels' own selection, per group, of the vector's values)
+        with np.errstate(invalid="ignore"):
+            reduced = kernels.reduce_grouped_vector(np.concatenate(selected_values), reduction.statistic,
+                                                    np.concatenate(selected_codes), n_groups,
+                                                    p=getattr(reduction, "p", None))
+        reduced = exact_cast(reduced, result_type, exact_floats=False)
+    elif isinstance(reduction, GeoMean):
+        names = [name for name in ("logs", "logs32", "stored") if name in totals]
+        reduced = exact_cast(_geomeans({name: totals[name] for name in names}, counts, reduction.eps), result_type,
+                             exact_floats=False)
     else:
         variance = squares / counts
         spread = np.sqrt(variance) if isinstance(reduction, Std | StdN) else variance
@@ -728,6 +882,10 @@ def _row_partial_piece(source: DafSource, prefix_text: str, reduction_text: str,
     n_rows, n_columns = int(values.shape[0]), int(values.shape[1])
     if n_rows == 0 or n_columns == 0 or isinstance(reduction, Count):
         return _Partial(n_columns, dtype, {"rows": np.asarray(n_rows)})
+    if isinstance(reduction, GeoMean):
+        statistics = _log_statistics(values, reduction.eps, per_row=True)
+        statistics["rows"] = np.asarray(n_rows)
+        return _Partial(n_columns, dtype, statistics)
     needed: dict[type, tuple[str, ...]] = {Sum: ("sum",), Mean: ("sum",), Max: ("max",), Min: ("min",)}
     statistics = {name: np.asarray(kernels.reduce_rows(values, name))
                   for name in needed.get(type(reduction), ("mean", "var"))}
@@ -760,6 +918,10 @@ def _combine_rows(source: DafSource, query_text: str, reduction_text: str, *part
         for partial in pieces[1:]:
             extreme = pick(extreme, partial.statistics[name])
         return exact_cast(extreme, result_type, exact_floats=False)
+    if isinstance(reduction, GeoMean):
+        names = set.intersection(*(set(partial.statistics) for partial in pieces)) - {"rows"}
+        statistics = {name: sum(partial.statistics[name] for partial in pieces) for name in names}
+        return exact_cast(_geomeans(statistics, size, reduction.eps), result_type, exact_floats=False)
     # Chan et al., each row.
     count, mean, squares = 0, np.zeros(n_rows), np.zeros(n_rows)
     for partial in pieces:
@@ -779,6 +941,212 @@ def _combine_rows(source: DafSource, query_text: str, reduction_text: str, *part
         return spread.astype(result_type) / means
 
 
+# ``>> Median`` and ``>> Quantile`` of a whole matrix or vector: exact selection by rounds.
+#
+# Each value has an unsigned integer key in its order (floats: the kernels' ordered keys of their bits; signed
+# integers: the sign bit flipped). Round 1: each piece counts its values per bucket of the keys' top 16 bits (a sparse
+# piece adds its implicit zeros to the bucket of zero's key) and its NaNs; the client finds the bucket holding each
+# order statistic needed (the median of an even count needs two, a quantile the two it interpolates). Each next
+# round counts, within those buckets only, per bucket of the next 16 bits; once a bucket holds at most ``_FEW_KEYS``
+# values, the pieces return their keys in it (with counts) and the statistic is picked from them. A key determines its
+# value bit for bit: the result is the local one exactly. A piece never holds more than its own values' keys.
+
+
+@dataclass(frozen=True)
+class _Selection:
+    """What a piece returns in a round of a selection: its number of values (implicit zeros included), of NaNs, its
+    values' type, and for each prefix asked the buckets (or keys) within it that hold values, and how many."""
+
+    size: int
+    nans: int
+    dtype: np.dtype
+    buckets: tuple[tuple[np.ndarray, np.ndarray], ...]
+
+
+def _value_keys(values: np.ndarray) -> np.ndarray:
+    """Unsigned integer keys of the values, of their width, in the values' order (NaNs past the infinities; -0.0 just
+    before 0.0)."""
+    values = values.view(np.uint8) if values.dtype == np.bool_ else values
+    width = values.dtype.itemsize
+    sign = np.uint64(1 << (8 * width - 1)).astype(f"u{width}")
+    if values.dtype.kind == "f":
+        bits = values.view(f"i{width}")
+        shift = 8 * width - 1
+        ordered = bits ^ ((bits >> shift) & bits.dtype.type((1 << shift) - 1))  # (kernels' _ordered_keys)
+        return ordered.view(f"u{width}") ^ sign
+    if values.dtype.kind == "i":
+        return values.view(f"u{width}") ^ sign
+    return values
+
+
+def _key_value(key: int, dtype: np.dtype) -> float:
+    """The value (as ``Float64``, as the kernels select in) of a key of :func:`_value_keys`."""
+    dtype = np.dtype(np.uint8) if dtype == np.bool_ else np.dtype(dtype)
+    width = dtype.itemsize
+    unsigned = np.array([key], dtype=f"u{width}")
+    if dtype.kind == "u":
+        return float(unsigned[0])
+    signed = (unsigned ^ np.uint64(1 << (8 * width - 1)).astype(f"u{width}")).view(f"i{width}")
+    if dtype.kind == "i":
+        return float(signed[0])
+    shift = 8 * width - 1
+    bits = signed ^ ((signed >> shift) & signed.dtype.type((1 << shift) - 1))
+    return float(bits.view(dtype)[0])
+
+
+def _value_chunks(values: Any) -> tuple[Iterator[np.ndarray], int, np.dtype]:
+    """The stored values of a vector or matrix in 1-d chunks of about ``_BLOCK_ENTRIES``, the number of a sparse
+    matrix's implicit zeros, and the values' type."""
+    if isinstance(values, SparseMatrixCSC):
+        nzval = np.asarray(values.nzval)
+        implicit = int(values.shape[0]) * int(values.shape[1]) - nzval.shape[0]
+        chunks = (nzval[start:start + _BLOCK_ENTRIES] for start in range(0, nzval.shape[0], _BLOCK_ENTRIES))
+        return chunks, implicit, nzval.dtype
+    array = np.asarray(values)
+    if array.ndim == 1:
+        return (array[start:start + _BLOCK_ENTRIES] for start in range(0, array.shape[0], _BLOCK_ENTRIES)), 0, \
+            array.dtype
+    blocks = _column_blocks(array)
+    return (array[:, first:last].ravel(order="F") for first, last in blocks), 0, array.dtype
+
+
+@_releasing
+def _select_piece(source: DafSource, prefix_text: str, axis: str, start: int, stop: int,
+                  prefixes: tuple[tuple[int, int, bool], ...]) -> _Selection:
+    """A round of a selection on a range of the values (a task): for each ``(prefix, bits, keys)``, the values whose
+    key's top ``bits`` bits are ``prefix``, counted by their next 16 bits, or (``keys``) by their whole key."""
+    view = _range_view(open_source(source), axis, start, stop)
+    values = query_result(view, as_query_sequence(prefix_text), cache=False).value
+    chunks, implicit, dtype = _value_chunks(values)
+    width = 8 * (1 if dtype == np.bool_ else dtype.itemsize)
+    zero_key = int(_value_keys(np.zeros(1, dtype=dtype))[0])
+    size, nans = implicit, 0
+    found: list[list[np.ndarray]] = [[] for _ in prefixes]
+    counted = [np.zeros(0 if want_keys else 1 << min(_KEY_BITS, width - bits), dtype=np.int64)
+               for _, bits, want_keys in prefixes]
+    for chunk in chunks:
+        size += chunk.shape[0]
+        if dtype.kind == "f":
+            nans += int(np.count_nonzero(np.isnan(chunk)))
+        keys = _value_keys(chunk)
+        for index, (prefix, bits, want_keys) in enumerate(prefixes):
+            inside = keys if bits == 0 else keys[(keys >> (width - bits)) == prefix]
+            if want_keys:
+                found[index].append(inside)
+                continue
+            step = min(_KEY_BITS, width - bits)
+            buckets = np.bincount(((inside >> (width - bits - step)) & ((1 << step) - 1)).astype(np.intp),
+                                  minlength=1 << step)
+            counted[index] += buckets
+    results = []
+    for index, (prefix, bits, want_keys) in enumerate(prefixes):
+        zeros_inside = implicit if bits == 0 or zero_key >> (width - bits) == prefix else 0
+        if want_keys:
+            keys, counts = np.unique(np.concatenate([np.zeros(0, dtype=f"u{width // 8}"), *found[index]]),
+                                     return_counts=True)
+            if zeros_inside:
+                keys, counts = np.append(keys, keys.dtype.type(zero_key)), np.append(counts, zeros_inside)
+            results.append((keys.astype(np.uint64), counts.astype(np.int64)))
+            continue
+        step = min(_KEY_BITS, width - bits)
+        buckets = counted[index]
+        if zeros_inside:
+            buckets[(zero_key >> (width - bits - step)) & ((1 << step) - 1)] += zeros_inside
+        where = np.flatnonzero(buckets)
+        results.append((where.astype(np.uint64), buckets[where].astype(np.int64)))
+    return _Selection(size, nans, dtype, tuple(results))
+
+
+def _select(run_round: Callable[[tuple[tuple[int, int, bool], ...]], list[_Selection]], reduction: Any,
+            whole: Callable[[], Any]) -> Any:
+    """The median or quantile (``reduction``) of the values of the pieces, selected by rounds (``run_round`` runs one
+    round on every piece); ``whole`` gives the engine's answer when there are no values (a default, or its error)."""
+    selections = run_round(((0, 0, False),))
+    size = sum(selection.size for selection in selections)
+    if size == 0:
+        return whole()
+    dtype = selections[0].dtype
+    result_type = reduction.reduction_result_type(dtype)
+    if sum(selection.nans for selection in selections) > 0:  # (as the kernels: any NaN makes the result NaN)
+        return _cast(np.float64(np.nan), result_type)
+    width = 8 * (1 if dtype == np.bool_ else dtype.itemsize)
+    if isinstance(reduction, Median):
+        ranks, gamma = [(size - 1) // 2, size // 2], 0.0
+    else:
+        first, gamma = kernels._quantile_position(size, reduction.p)
+        ranks = [first, min(first + 1, size - 1)]
+    # Each order statistic needed: its key's known top bits, how many, and its rank among the values under them.
+    states = {rank: (0, 0, rank) for rank in ranks}
+    keys: dict[int, int] = {}
+    asked: tuple[tuple[int, int, bool], ...] = ((0, 0, False),)
+    while True:
+        merged: dict[tuple[int, int, bool], tuple[np.ndarray, np.ndarray]] = {}
+        for index, ask in enumerate(asked):
+            where = np.concatenate([selection.buckets[index][0] for selection in selections])
+            counts = np.concatenate([selection.buckets[index][1] for selection in selections])
+            unique, inverse = np.unique(where, return_inverse=True)
+            merged[ask] = (unique, np.bincount(inverse, weights=counts, minlength=unique.shape[0]).astype(np.int64))
+        next_asks: set[tuple[int, int, bool]] = set()
+        for rank, (prefix, bits, within) in list(states.items()):
+            if rank in keys:
+                continue
+            want_keys = (prefix, bits, True) in merged
+            where, counts = merged[(prefix, bits, want_keys)]
+            below = np.cumsum(counts)
+            at = int(np.searchsorted(below, within, side="right"))
+            before = int(below[at - 1]) if at else 0
+            if want_keys:
+                keys[rank] = int(where[at])
+                continue
+            step = min(_KEY_BITS, width - bits)
+            prefix, bits, within = (prefix << step) | int(where[at]), bits + step, within - before
+            states[rank] = (prefix, bits, within)
+            if bits == width:
+                keys[rank] = prefix
+            else:
+                next_asks.add((prefix, bits, int(counts[at]) <= _FEW_KEYS))
+        if not next_asks:
+            break
+        asked = tuple(sorted(next_asks))
+        selections = run_round(asked)
+    low, high = _key_value(keys[ranks[0]], dtype), _key_value(keys[ranks[1]], dtype)
+    if isinstance(reduction, Median):  # (as the kernels' _order_statistic)
+        value = np.float64(low if size % 2 == 1 else low / 2 + high / 2)
+    else:
+        value = np.float64(kernels._interpolate(np.array(low), np.array(high), gamma))
+    return _cast(value, result_type)
+
+
+def _select_rounds(source: DafSource, prefix_text: str, axis: str, ranges: list[tuple[int, int, int]],
+                   compute: Callable[[list[Any]], list[Any]]) -> Callable[[tuple], list[_Selection]]:
+    """A function running one round of a selection on every range (``compute`` computes a list of delayed tasks)."""
+    import dask
+
+    piece = dask.delayed(_select_piece, pure=True)
+    return lambda asked: compute([piece(source, prefix_text, axis, start, stop, asked) for start, stop, _ in ranges])
+
+
+def _select_task(source: DafSource, query_text: str, prefix_text: str, reduction_text: str, axis: str,
+                 ranges: list[tuple[int, int, int]]) -> Any:
+    """A selection as one task of a lazy graph: on a worker it submits each round's pieces to the cluster
+    (``distributed.worker_client``, which frees its thread meanwhile); elsewhere it computes them with dask's current
+    scheduler."""
+    import dask
+
+    reduction: Any = as_query_sequence(reduction_text).operations[0]
+    try:
+        from distributed import get_worker, worker_client
+
+        get_worker()
+    except (ImportError, ValueError):
+        rounds = _select_rounds(source, prefix_text, axis, ranges, lambda tasks: list(dask.compute(*tasks)))
+        return _select(rounds, reduction, lambda: _evaluate_whole(source, query_text))
+    with worker_client() as client:
+        rounds = _select_rounds(source, prefix_text, axis, ranges,
+                                lambda tasks: list(client.gather(client.compute(tasks))))
+        return _select(rounds, reduction, lambda: _evaluate_whole(source, query_text))
+
+
 # Building the graph.
 
 
@@ -793,6 +1161,9 @@ class _Graph:
     entries: np.ndarray | None = None  # the (selected) entries of the split axis
     local_value: Any = None  # a set of names, evaluated locally
     group_axis: str | None = None  # the axis whose entries are the groups of a group-by (``=@``)
+    ranges: list[tuple[int, int, int]] = field(default_factory=list)  # a selection's pieces
+    source: DafSource | None = None
+    query_text: str = ""
 
 
 def _ranges(selected: np.ndarray, length: int, entry_bytes: float, chunk_bytes: int) -> list[tuple[int, int, int]]:
@@ -864,7 +1235,7 @@ def _graph(daf: DafReader | str | os.PathLike, query_value: Any, chunk_bytes: in
     probe = query_result(probe_view, plan.prefix if grouped else sequence, cache=False)
     probe.entries_of_dimensions = probe.entries  # (read now: the names of a whole axis are read lazily)
     group_axis = None
-    if plan.kind in ("reduce", "group", "rows", "grouped"):
+    if plan.kind in ("reduce", "select", "group", "rows", "grouped"):
         assert plan.prefix is not None and plan.reduction is not None
         # (The values reduced must be numbers the kernels take, unless only counted.)
         reduced = query_result(probe_view, plan.prefix, cache=False).value
@@ -911,8 +1282,15 @@ def _graph(daf: DafReader | str | os.PathLike, query_value: Any, chunk_bytes: in
         combined = dask.delayed(_combine_groups, pure=True)(source, text, reduction_text, group_axis,
                                                             values_source, groups_dimension, *partials)
         return _Graph(plan, [combined], [], probe, group_axis=group_axis)
+    if plan.kind == "select":
+        task = dask.delayed(_select_task, pure=True)(source, text, str(plan.prefix), reduction_text, plan.axis, ranges)
+        return _Graph(plan, [task], [count for _, _, count in ranges], probe, ranges=ranges, source=source,
+                      query_text=text)
+    # (The kernels take the GeoMean of a vector, or of a dense matrix of one row or column, in Float64 logs.)
+    dense_vector = not isinstance(reduced, SparseMatrixCSC) \
+        and (np.ndim(reduced) == 1 or positions.shape[0] == 1 or np.shape(reduced)[1 - plan.dimension] == 1)
     partial = dask.delayed(_partial_piece, pure=True)
-    partials = [partial(source, str(plan.prefix), reduction_text, plan.axis, start, stop)
+    partials = [partial(source, str(plan.prefix), reduction_text, plan.axis, start, stop, dense_vector)
                 for start, stop, _ in ranges]
     return _Graph(plan, [dask.delayed(_combine, pure=True)(source, text, reduction_text, *partials)], [], probe)
 
@@ -976,7 +1354,7 @@ def query(daf: DafReader | str | os.PathLike, query: Any, *, chunk_bytes: int | 
         return da.from_delayed(graph.pieces[0], shape=(nan,) * plan.dimensions, dtype=object)
     assert graph.probe is not None
     probe_value = as_numpy(graph.probe)
-    if plan.kind == "reduce":
+    if plan.kind in ("reduce", "select"):
         return da.from_delayed(graph.pieces[0], shape=(), dtype=np.asarray(probe_value).dtype)
     if plan.kind == "rows":
         return da.from_delayed(graph.pieces[0], shape=probe_value.shape, dtype=probe_value.dtype)
@@ -1031,6 +1409,8 @@ def get_np_query(daf: DafReader | str | os.PathLike, query: Any, *, chunk_bytes:
     graph = _graph(daf, query, chunk_bytes)
     if graph.plan.dimensions < 0:
         return graph.local_value
+    if graph.plan.kind == "select":
+        return _select_eagerly(graph, compute)
     values = list(dask.compute(*graph.pieces, **compute))
     return _assemble(graph, values)
 
@@ -1056,6 +1436,8 @@ def get_query(daf: DafReader | str | os.PathLike, query: Any, *, chunk_bytes: in
     if plan.kind == "one":  # (labelled by the worker that evaluates it)
         task = dask.delayed(_evaluate_whole_pandas, pure=True)(source_of(daf), str(as_query_sequence(query)))
         return dask.compute(task, **compute)[0]
+    if plan.kind == "select":
+        return _select_eagerly(graph, compute)
     values = list(dask.compute(*graph.pieces, **compute))
     value = _assemble(graph, values)
     if plan.dimensions == 0:
@@ -1083,6 +1465,24 @@ def get_query(daf: DafReader | str | os.PathLike, query: Any, *, chunk_bytes: in
         columns = pd.Index(entries[1], name=graph.probe.dimension_names[1], dtype=object)
         return pd.DataFrame.sparse.from_spmatrix(value, index=index, columns=columns)
     return as_pandas(QueryResult(plan.dimensions, value, tuple(entries), graph.probe.dimension_names))
+
+
+def _select_eagerly(graph: _Graph, compute: dict[str, Any]) -> Any:
+    """A selection run from the calling process: one ``dask.compute`` per round."""
+    import dask
+
+    plan = graph.plan
+    assert graph.source is not None and plan.axis is not None and plan.prefix is not None
+    assert plan.reduction is not None
+    source, text = graph.source, str(plan.prefix)
+    rounds = _select_rounds(source, text, plan.axis, graph.ranges,
+                            lambda tasks: list(dask.compute(*tasks, **compute)))
+    query_text = str(graph.query_text)
+
+    def whole() -> Any:
+        return dask.compute(dask.delayed(_evaluate_whole, pure=True)(source, query_text), **compute)[0]
+
+    return _select(rounds, plan.reduction, whole)
 
 
 @_releasing
