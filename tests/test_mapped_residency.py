@@ -61,13 +61,18 @@ def large(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-@pytest.mark.parametrize("query", QUERIES)
-def test_a_reduction_of_a_mapped_matrix_holds_a_few_pieces_of_it(large: Path, query: str):
+def _measured(script: str, *arguments: str) -> dict:
+    """What the child ``script`` printed (as JSON), run on ``arguments`` in a fresh process."""
     environment = {**os.environ, "PYTHONPATH": f"{hostile.ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    result = subprocess.run([sys.executable, "-c", _CHILD, str(large), query], capture_output=True, text=True,
+    result = subprocess.run([sys.executable, "-c", script, *arguments], capture_output=True, text=True,
                             env=environment, check=False, cwd=hostile.ROOT)
     assert result.returncode == 0, result.stderr
-    measured = json.loads(result.stdout)
+    return json.loads(result.stdout)
+
+
+@pytest.mark.parametrize("query", QUERIES)
+def test_a_reduction_of_a_mapped_matrix_holds_a_few_pieces_of_it(large: Path, query: str):
+    measured = _measured(_CHILD, str(large), query)
     read_bytes = N_GENES * PER_GENE * 4 * (1 if ">-" in query else 2)  # (the values, and the rows if it needs them)
     # At most a piece of values (and rows) per thread in flight, against the 96 MB of values (and 96 MB of rows).
     assert measured["growth"] < 0.5 * read_bytes, measured
@@ -117,11 +122,7 @@ def test_a_selection_of_scattered_columns_holds_only_its_copy(tmp_path: Path):
         rowval[:] = np.tile(np.arange(1, 2 * per_cell + 1, 2, dtype=np.uint32), n_cells)
         nzval[:] = np.repeat(np.arange(n_cells, dtype=np.float32) % 1000, per_cell)
     daf.close()
-    environment = {**os.environ, "PYTHONPATH": f"{hostile.ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    result = subprocess.run([sys.executable, "-c", _SELECT_CHILD, str(path)], capture_output=True, text=True,
-                            env=environment, check=False, cwd=hostile.ROOT)
-    assert result.returncode == 0, result.stderr
-    measured = json.loads(result.stdout)
+    measured = _measured(_SELECT_CHILD, str(path))
     assert measured["shape"] == [n_genes, n_cells // 10] and measured["nnz"] == n_cells // 10 * per_cell
     assert measured["sums"] == [(cell % 1000) * per_cell for cell in (3, 13, 23, 33)]
     copy_bytes = measured["nnz"] * (4 + 4) * 2  # (the 1-based selection, and the 0-based indices scipy gets)
@@ -184,11 +185,7 @@ def test_a_few_rows_of_a_column_major_matrix_keep_a_block_resident(tmp_path: Pat
     with daf.empty_dense_matrix("cell", "gene", "X", "Float64") as values:
         values[...] = np.arange(n_cells, dtype=np.float64)[:, None] + np.arange(n_genes) * 1e-4
     daf.close()
-    environment = {**os.environ, "PYTHONPATH": f"{hostile.ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    result = subprocess.run([sys.executable, "-c", _ROWS_CHILD, str(path)], capture_output=True, text=True,
-                            env=environment, check=False, cwd=hostile.ROOT)
-    assert result.returncode == 0, result.stderr
-    measured = json.loads(result.stdout)
+    measured = _measured(_ROWS_CHILD, str(path))
     assert measured["shape"] == [50, n_genes] and measured["same"] and measured["exact"] and measured["column_major"]
     # A block of 16 MB at a time, and the result, against the whole 256 MB matrix.
     assert measured["queried"] < 96 * 2**20 and measured["viewed"] < 96 * 2**20, measured
