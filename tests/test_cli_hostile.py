@@ -380,6 +380,12 @@ def big_source(tmp_path_factory) -> Path:
     return folder / "big.h5df"
 
 
+# ``python -m pydaf`` with Ctrl-C handled even where the tests run with SIGINT ignored (a background job of a shell
+# without job control: its children inherit the ignored signal, and Python then installs no handler for it).
+_WITH_CTRL_C = ("import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+                "sys.argv[0] = 'pydaf'; runpy.run_module('pydaf', run_name='__main__', alter_sys=True)")
+
+
 @pytest.mark.parametrize("destination", ["o.daf", "o.daf.zarr", "o.daf.zip", "o.h5ad", "o.h5df"])
 def test_ctrl_c_during_a_convert_exits_130_and_leaves_the_destination_as_it_was(tmp_path, big_source, destination):
     source = big_source
@@ -387,8 +393,8 @@ def test_ctrl_c_during_a_convert_exits_130_and_leaves_the_destination_as_it_was(
     old = run(["convert", str(source), destination, "--no-progress", *extra], tmp_path)  # the destination to keep
     assert old.returncode == 0, old.stderr
     before = snapshot(tmp_path)
-    process = subprocess.Popen([sys.executable, "-m", "pydaf", "convert", str(source), destination, "--overwrite",
-                                "--no-progress", *extra], cwd=tmp_path, stdout=subprocess.PIPE,
+    process = subprocess.Popen([sys.executable, "-c", _WITH_CTRL_C, "convert", str(source), destination,
+                                "--overwrite", "--no-progress", *extra], cwd=tmp_path, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, env=ENV)
     started = time.monotonic()
     while not any(name.startswith(f".{destination}.tmp") for name in os.listdir(tmp_path)):
