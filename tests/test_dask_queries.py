@@ -101,7 +101,8 @@ def paths(tmp_path_factory):
     return result
 
 
-# (data set, query, how it is evaluated: "split <axis>", "reduce <axis>", "select <axis>" or "one", chunk_bytes)
+# (data set, query, how it is evaluated: "split <axis>", "reduce <axis>", "select <axis>", "mode <axis>" or "one",
+# chunk_bytes)
 # The example cells: 856 cells x 683 genes of UInt8 UMIs (both layouts, dense; 584 bytes a cell, 683 a gene).
 CELLS = 20_000  # about 30 pieces of the cells' matrix
 QUERIES = [
@@ -194,8 +195,11 @@ QUERIES = [
     ("h5df", "@ cell : donor : age >> Median", "select cell", 800),
     ("h5df", "@ donor : age >> Max", "reduce donor", 64),
     ("h5df", "@ cell : donor : age >> Sum", "reduce cell", 800),
-    ("h5df", "@ cell : donor : age >> Mode", "one", 800),
-    ("big", "@ cell @ gene :: UMIs >> Mode", "one", 60_000),  # (combining modes needs every distinct value's count)
+    ("h5df", "@ cell : donor : age >> Mode", "mode cell", 800),  # (counted by rounds: exact)
+    ("big", "@ cell @ gene :: UMIs >> Mode", "mode gene", 60_000),
+    ("flip", "@ cell @ gene :: fraction >> Mode", "mode cell", 500_000),  # (pieces of the query's rows)
+    ("h5df", "@ cell : experiment >> Mode", "one", 800),  # (strings: one task)
+    ("big", "@ cell : batch / type >> Mode", "one", 800),  # (per group: one task)
     # Vectors.
     ("h5df", "@ cell : donor : age", "split cell", 800),
     ("files", r"@ cell [ experiment ~ demux_.\*_1 ] : donor : sex", "split cell", 800),
@@ -244,9 +248,9 @@ def test_query_equals_local(client, paths, key, query, how, chunk_bytes):
     graph = dask_queries._graph(path, query, chunk_bytes)
     kind = "names" if graph.plan.dimensions < 0 else graph.plan.kind
     assert kind == how.split()[0], graph.plan.reason
-    if kind in ("split", "reduce", "select", "group", "rows", "grouped"):
+    if kind in ("split", "reduce", "select", "mode", "group", "rows", "grouped"):
         assert graph.plan.axis == how.split()[1]
-        pieces = len(graph.pieces) if kind == "split" else len(graph.ranges) if kind == "select" \
+        pieces = len(graph.pieces) if kind == "split" else len(graph.ranges) if kind in ("select", "mode") \
             else len(graph.pieces[0].dask) - 1
         assert pieces >= 4, pieces
     if kind in ("rows", "grouped"):  # (the tasks: one per piece, and the combination)
@@ -271,7 +275,7 @@ def test_the_table_covers_enough(paths):
     kinds = [how.split()[0] for _, _, how, _ in QUERIES]
     assert len(QUERIES) >= 25 and kinds.count("split") >= 25 and kinds.count("reduce") >= 8
     assert kinds.count("group") >= 6 and kinds.count("one") >= 6 and kinds.count("rows") >= 8
-    assert kinds.count("grouped") >= 18 and kinds.count("select") >= 5
+    assert kinds.count("grouped") >= 18 and kinds.count("select") >= 5 and kinds.count("mode") >= 3
 
 
 # Float reductions combined from partials: equal up to rounding.
@@ -736,7 +740,7 @@ def test_a_selection_is_lazy_and_labelled(client, selection_path):
     for query in ("@ cell @ gene :: normal >> Median", "@ cell @ gene :: signed >> Quantile p 0.9"):
         lazy = dask_queries.query(path, query, chunk_bytes=100_000)
         assert lazy.shape == () and lazy.dtype == np.float64
-        assert [key_split(key) for key in lazy.__dask_graph__() if "select" in str(key)] == ["select_task"]
+        assert [key_split(key) for key in lazy.__dask_graph__() if "rounds" in str(key)] == ["in_rounds"]
         assert lazy.compute().tobytes() == local.get_np_query(query, cache=False).tobytes()
         assert lazy.compute(scheduler="synchronous") == local.get_np_query(query, cache=False)
         assert dask_queries.get_query(path, query, chunk_bytes=100_000) == local.get_query(query, cache=False)
@@ -781,3 +785,240 @@ def test_a_selection_narrows_by_rounds(selection_path, monkeypatch):
     assert len(rounds["@ cell @ gene :: equal >> Quantile p 0.7"]) == 4
     assert all(not want_keys for asked in rounds["@ cell @ gene :: equal >> Quantile p 0.7"]
                for _, _, want_keys in asked)
+
+
+# Mode of a whole matrix or vector: counted by rounds over the pieces, bitwise equal to local.
+
+N_MODE_CELLS, N_MODE_GENES = 400, 90  # (36000 values: even, so that a sparse matrix can tie its zeros)
+
+
+def _tied(n_values: int, dtype, rng) -> np.ndarray:
+    """Column-major values where 7, 5 and 9 each occur 40 times, more than any other value: 7 first (position 0), but
+    5's last occurrence (the middle) comes before 7's and 9's, so 5 is the mode (Julia picks the first value to reach
+    the top count). Each is spread over the whole, so over the pieces."""
+    values = (rng.permutation(n_values) % (n_values // 3)).astype(dtype)  # (background: each value 3 times)
+    values[3 * np.linspace(1, n_values // 6, 40).astype(np.int64) + 1] = 5
+    values[np.concatenate(([0], 3 * np.linspace(n_values // 6 + 2, n_values // 3 - 2, 39).astype(np.int64) + 2))] = 7
+    values[3 * np.linspace(n_values // 9, n_values // 3 - 1, 40).astype(np.int64)] = 9
+    return values
+
+
+def _sparse_from(flat: np.ndarray, shape: tuple[int, int]) -> scipy.sparse.csc_matrix:
+    """A CSC matrix storing exactly the non-zero entries of ``flat`` (column-major), and its -0.0 entries as stored
+    (explicit) zeros."""
+    matrix = flat.reshape(shape, order="F")
+    stored = (matrix != 0) | np.signbit(matrix)
+    rows, columns = np.nonzero(stored.T)  # (column-major: by column, then row)
+    rows, columns = columns, rows
+    indptr = np.concatenate(([0], np.cumsum(np.bincount(columns, minlength=shape[1]))))
+    return scipy.sparse.csc_matrix((matrix[rows, columns], rows, indptr), shape=shape)
+
+
+@pytest.fixture(scope="module")
+def mode_path(tmp_path_factory):
+    """Matrices and vectors whose modes test each rule: continuous values (all counts 1), real ties with different
+    last positions (Float32, Int64), Bool, UInt8, sparse matrices whose zeros win, tie with a stored value either
+    way, or lose to a stored value, NaN (the mode, or not), -0.0 and 0.0 counted as one value, only flipped stored."""
+    rng = np.random.default_rng(37)
+    shape = (N_MODE_CELLS, N_MODE_GENES)
+    n_values = shape[0] * shape[1]
+    daf = pydaf.MemoryDaf(name="modes!")
+    daf.add_axis("cell", [f"C{index}" for index in range(N_MODE_CELLS)])
+    daf.add_axis("gene", [f"G{index}" for index in range(N_MODE_GENES)])
+    daf.set_vector("cell", "even", np.arange(N_MODE_CELLS) % 2 == 0)
+    daf.set_vector("cell", "none", np.zeros(N_MODE_CELLS, dtype=bool))
+    daf.set_vector("gene", "odd", np.arange(N_MODE_GENES) % 2 == 1)
+    daf.set_vector("cell", "score", rng.normal(size=N_MODE_CELLS))
+    daf.set_vector("cell", "tied", _tied(N_MODE_CELLS * 3, np.int32, rng)[:N_MODE_CELLS])
+    daf.set_vector("cell", "level", rng.integers(0, 6, N_MODE_CELLS).astype(np.int16))
+    dense = {
+        "normal": rng.normal(size=n_values),
+        "tied32": _tied(n_values, np.float32, rng),
+        "tied64": _tied(n_values, np.int64, rng),
+        "small32": rng.integers(-3, 4, n_values).astype(np.float32),
+        "small64": rng.integers(-3, 4, n_values).astype(np.int64),
+        "flags": rng.random(n_values) < 0.5,
+        "bytes": rng.integers(0, 256, n_values).astype(np.uint8),
+    }
+    nan_mode = rng.normal(size=n_values)
+    nan_mode[rng.random(n_values) < 0.1] = np.nan  # (NaNs, counted as one value, are the mode)
+    dense["nan_mode"] = nan_mode
+    with_nan = rng.integers(0, 30, n_values).astype(np.float64)
+    with_nan[rng.random(n_values) < 0.02] = np.nan  # (fewer NaNs than each integer)
+    dense["with_nan"] = with_nan
+    zeros = rng.choice(np.array([-1.0, 1.0, 2.0]), n_values, p=[0.3, 0.3, 0.4])
+    zero = rng.random(n_values) < 0.55  # (0.0 and -0.0: neither alone, but both together, beats 2.0)
+    zeros[zero] = np.where(rng.random(int(zero.sum())) < 0.5, -0.0, 0.0)
+    dense["signed_zeros"] = zeros
+    negative_zeros = rng.integers(1, 4, n_values).astype(np.float64)
+    negative_zeros[rng.random(n_values) < 0.4] = -0.0  # (only -0.0: the mode, its sign kept)
+    dense["negative_zeros"] = negative_zeros
+    for name, values in dense.items():
+        daf.set_matrix("cell", "gene", name, np.asfortranarray(values.reshape(shape, order="F")), relayout=False)
+    daf.set_matrix("gene", "cell", "flipped",
+                   np.asfortranarray(_tied(n_values, np.int64, rng).reshape(shape[::-1], order="F")),
+                   relayout=False)
+    # Sparse: the zeros win; a stored value wins; 3 ties with the zeros (36000 = 2 x 17998 + 4 (4.0)).
+    sparse = {}
+    sparse["counts"] = scipy.sparse.random(*shape, density=0.05, format="csc", random_state=7,
+                                           data_rvs=lambda size: rng.integers(1, 9, size=size)).astype(np.uint16)
+    stored = np.zeros(n_values)
+    stored[rng.random(n_values) < 0.7] = 2.5
+    stored[rng.random(n_values) < 0.05] = -1.0
+    sparse["stored"] = _sparse_from(stored, shape)
+    for name, last_is_zero in (("tie_zero_first", False), ("tie_value_first", True)):
+        flat = np.zeros(n_values)
+        threes = rng.permutation(np.arange(1, n_values - 1))[:17_998]
+        if not last_is_zero:  # (3 at the last position: the zeros reach their count first)
+            threes[0] = n_values - 1
+        flat[threes] = 3.0
+        fours = rng.permutation(np.flatnonzero(flat == 0)[1:-1])[:4]
+        flat[fours] = 4.0
+        explicit = rng.permutation(np.flatnonzero(flat == 0)[1:-1])[:50]
+        flat[explicit] = -0.0  # (stored, explicit zeros: counted with the implicit ones)
+        assert np.count_nonzero(flat == 3.0) == np.count_nonzero(flat == 0) == 17_998
+        matrix = _sparse_from(flat, shape)
+        assert matrix.nnz == 17_998 + 4 + 50
+        sparse[name] = matrix
+    for name, values in sparse.items():
+        daf.set_matrix("cell", "gene", name, values, relayout=False)
+    path = str(tmp_path_factory.mktemp("dask_mode") / "modes.h5df")
+    pydaf.copy_all(pydaf.open_daf(path, "w"), daf, progress=False, relayout=False)
+    return path
+
+
+MODES = [
+    f"{axes} :: {name} >> Mode"
+    for name in ("normal", "tied32", "tied64", "small32", "small64", "flags", "bytes", "nan_mode", "with_nan",
+                 "negative_zeros", "counts", "stored", "tie_zero_first", "tie_value_first")
+    for axes in ("@ cell @ gene", "@ cell [ even ] @ gene [ odd ]")
+] + [
+    "@ cell @ gene :: flipped >> Mode",  # (stored only as (gene, cell): pieces of the query's rows)
+    "@ gene @ cell :: flipped >> Mode",
+    "@ cell [ even ] @ gene :: flipped >> Mode",
+    "@ cell @ gene :: counts % Convert type Int64 >> Mode",
+    "@ cell : tied >> Mode",
+    "@ cell [ even ] : tied >> Mode",
+    "@ cell : level >> Mode",
+    "@ cell : score >> Mode",
+    "@ cell [ none ] @ gene :: normal >> Mode || 7",  # (no values: the default)
+]
+
+
+def _mode_chunk_bytes(path: str, query: str) -> int:
+    """About 6 pieces of the selected entries."""
+    whole = dask_queries._graph(path, query, 1 << 40)
+    entry_bytes = dask_queries._entry_bytes(pydaf.open_daf(path, "r"), whole.plan)
+    return int(entry_bytes * max(1, sum(whole.lengths)) / 6) + 1
+
+
+@pytest.mark.parametrize("query", MODES)
+def test_mode_is_counted_exactly(client, mode_path, query):
+    path = mode_path
+    chunk_bytes = _mode_chunk_bytes(path, query)
+    graph = dask_queries._graph(path, query, chunk_bytes)
+    assert graph.plan.kind == "mode" and len(graph.ranges) >= 4, graph.plan.reason
+    local = pydaf.open_daf(path, "r").get_np_query(query, cache=False)
+    result = dask_queries.get_np_query(path, query, chunk_bytes=chunk_bytes)
+    assert type(result) is type(local)
+    assert np.asarray(result).tobytes() == np.asarray(local).tobytes(), (result, local)  # (bitwise: NaN, -0.0)
+
+
+def test_the_mode_tables_rules(mode_path):
+    """The data set tests what it means to: the local modes are the values each rule gives."""
+    daf = pydaf.open_daf(mode_path, "r")
+    assert daf.get_np_query("@ cell @ gene :: tied64 >> Mode") == 5  # (7 first, but 5 reached the count first)
+    assert daf.get_np_query("@ cell @ gene :: tied32 >> Mode") == 5
+    assert np.isnan(daf.get_np_query("@ cell @ gene :: nan_mode >> Mode"))
+    assert not np.isnan(daf.get_np_query("@ cell @ gene :: with_nan >> Mode"))
+    assert daf.get_np_query("@ cell @ gene :: stored >> Mode") == 2.5
+    assert daf.get_np_query("@ cell @ gene :: counts >> Mode") == 0
+    assert daf.get_np_query("@ cell @ gene :: tie_zero_first >> Mode") == 0
+    assert daf.get_np_query("@ cell @ gene :: tie_value_first >> Mode") == 3
+    assert daf.get_np_query("@ cell @ gene :: signed_zeros >> Mode") == 0
+    negative = daf.get_np_query("@ cell @ gene :: negative_zeros >> Mode")
+    assert negative == 0 and np.signbit(negative)
+    first = daf.get_np_query("@ cell @ gene :: normal", cache=False)[0, 0]
+    assert daf.get_np_query("@ cell @ gene :: normal >> Mode") == first  # (all counts 1: the first value)
+
+
+def test_mode_of_signed_zeros(client, mode_path):
+    """-0.0 and 0.0 are one value (as ``np.unique`` counts them), so zero is the mode; which zero the local engine
+    returns when both are there is its sort's (``np.unique``'s argsort), not the data's: the dask result is 0.0
+    then, equal but maybe of another sign (documented). Alone, -0.0 keeps its sign (the table above); a sparse
+    matrix's zero is 0.0, as locally."""
+    path = mode_path
+    query = "@ cell @ gene :: signed_zeros >> Mode"
+    chunk_bytes = _mode_chunk_bytes(path, query)
+    local = pydaf.open_daf(path, "r").get_np_query(query, cache=False)
+    result = dask_queries.get_np_query(path, query, chunk_bytes=chunk_bytes)
+    assert type(result) is type(local) and result == local == 0
+    assert not np.signbit(result)
+    sparse = dask_queries.get_np_query(path, "@ cell @ gene :: tie_zero_first >> Mode",
+                                       chunk_bytes=_mode_chunk_bytes(path, "@ cell @ gene :: tie_zero_first >> Mode"))
+    assert sparse == 0 and not np.signbit(sparse)  # (50 stored -0.0 among the zeros)
+
+
+def test_a_mode_is_lazy_and_labelled(client, mode_path):
+    """``query`` gives one task, which submits each round's pieces to the cluster from its worker."""
+    from dask.utils import key_split
+
+    path = mode_path
+    local = pydaf.open_daf(path, "r")
+    for query in ("@ cell @ gene :: tied64 >> Mode", "@ cell @ gene :: tie_value_first >> Mode"):
+        lazy = dask_queries.query(path, query, chunk_bytes=_mode_chunk_bytes(path, query))
+        expected = local.get_np_query(query, cache=False)
+        assert lazy.shape == () and lazy.dtype == expected.dtype
+        assert [key_split(key) for key in lazy.__dask_graph__() if "rounds" in str(key)] == ["in_rounds"]
+        assert lazy.compute().tobytes() == expected.tobytes()
+        assert lazy.compute(scheduler="synchronous") == expected
+        assert dask_queries.get_query(path, query, chunk_bytes=100_000) == local.get_query(query, cache=False)
+
+
+def test_a_mode_of_no_values_fails_as_locally(client, mode_path):
+    query = "@ cell [ none ] @ gene :: normal >> Mode"
+    with pytest.raises(pydaf.DafError) as local_error:
+        pydaf.open_daf(mode_path, "r").get_np_query(query, cache=False)
+    with pytest.raises(pydaf.DafError) as dask_error:
+        dask_queries.get_np_query(mode_path, query, chunk_bytes=100_000)
+    assert type(dask_error.value) is type(local_error.value)
+    # (No selected entry of the split axis: one task, the default.)
+    query = "@ cell @ gene [ ! odd & odd ] :: normal >> Mode || 7"
+    assert dask_queries._graph(mode_path, query, 100_000).plan.kind == "one"
+    assert dask_queries.get_np_query(mode_path, query, chunk_bytes=100_000) \
+        == pydaf.open_daf(mode_path, "r").get_np_query(query, cache=False) == 7
+
+
+def test_a_mode_counts_by_batches(mode_path, monkeypatch):
+    """With batches of at most 1000 values: a bucket of more is counted by its next 16 bits (small integers share
+    their keys' top 48 bits: three more rounds of histograms), and the batches take one round each; the result is the
+    same."""
+    rounds: dict[str, list] = {}
+
+    def counted(query):
+        graph = dask_queries._graph(mode_path, query, 100_000)
+        asked: list = []
+        run = dask_queries._mode_rounds(graph.source, str(graph.plan.prefix), graph.plan.axis, graph.ranges,
+                                        graph.plan.dimension,
+                                        lambda tasks: list(dask.compute(*tasks, scheduler="synchronous")))
+        value = dask_queries._mode(lambda histograms, batch: asked.append((histograms, batch))
+                                   or run(histograms, batch), graph.plan.reduction, lambda: None)
+        rounds[query] = asked
+        return value
+
+    daf = pydaf.open_daf(mode_path, "r")
+    queries = ("@ cell @ gene :: small64 >> Mode", "@ cell @ gene :: tied32 >> Mode",
+               "@ cell @ gene :: tie_value_first >> Mode", "@ cell @ gene :: tie_zero_first >> Mode")
+    for query in queries:  # (unbatched: one histogram, one batch of every value)
+        assert counted(query).tobytes() == daf.get_np_query(query, cache=False).tobytes()
+        assert len(rounds[query]) == 2 and rounds[query][1][0] == ()
+    monkeypatch.setattr(dask_queries, "_MODE_BATCH", 1000)
+    for query in queries:
+        assert counted(query).tobytes() == daf.get_np_query(query, cache=False).tobytes()
+    small = rounds["@ cell @ gene :: small64 >> Mode"]  # (7 values, each ~5000 times: each its own batch)
+    # (-3..-1 and 0..3 differ in their keys' top bit: two buckets, each narrowed to one key in three rounds)
+    assert [bits for histograms, _ in small for _, bits in histograms] == [0, 16, 16, 32, 32, 48, 48]
+    assert sum(batch is not None for _, batch in small) == 7
+    assert all(low == high for _, batch in small if batch is not None for low, high in [batch])
+    tied = rounds["@ cell @ gene :: tied32 >> Mode"]  # (36000 values in batches of at most 1000, or one key)
+    assert sum(batch is not None for _, batch in tied) >= 36

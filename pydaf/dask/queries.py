@@ -24,6 +24,7 @@ Reductions that eliminate the split axis combine per-piece partials, computed by
 
 - ``>> Op`` of a vector or a matrix (a scalar);
 - ``>> Median`` and ``>> Quantile`` of a vector or matrix (selected by rounds, below);
+- ``>> Mode`` of a vector or matrix (counted by rounds, below);
 - ``/ p >> Op`` of a vector (each piece's groups and their partials, combined by group, in the engine's order,
   by its own code: sorted values, the order of categories recorded for an AnnData categorical, or the axis order with
   ``=@``; empty groups take the ``||`` default, or fail as locally);
@@ -50,9 +51,18 @@ buckets holding the order statistics needed, until a bucket is small enough for 
 is its value bit for bit, so the result is the local one bitwise. :func:`get_np_query` runs one ``dask.compute`` per
 round; :func:`query` is one task that submits the rounds' pieces from its worker (``distributed.worker_client``).
 Per group of a vector (``/ p >> Median``), each piece returns its values and their groups, and the combination
-selects per group with the kernels' own code (bitwise; it holds the vector, not the matrix it came from). ``Mode``
-and user-defined reductions are not combined: a reduction of the matrix keeps the kept axis split, others run as
-one task.
+selects per group with the kernels' own code (bitwise; it holds the vector, not the matrix it came from).
+
+``>> Mode`` of a whole matrix or vector is counted by rounds over the pieces (:func:`_mode`): histograms of the
+values' keys (as a selection's, with -0.0 and 0.0 one key and all NaNs one, as ``np.unique`` counts them) cut the
+keys into batches of at most ``_MODE_BATCH`` values; a round per batch, each piece returns each distinct key of the
+batch with its count and the position of its last occurrence in the whole (column-major), the client sums the counts
+and keeps the batch's best (most frequent; of ties, the earliest last occurrence, as Julia's ``StatsBase.mode``), then
+the best of the batches: the local result bitwise, except the sign of a zero result where a dense matrix holds both
+-0.0 and 0.0 (the local one is its sort's pick: 0.0 here) and a NaN result among NaNs of several bit patterns
+(``np.nan`` here). ``Mode`` per group (``/ p >> Mode``), of strings, and
+user-defined reductions are not combined: a reduction of the matrix (``>| Mode``) keeps the kept axis split, others
+run as one task.
 
 One task evaluates the whole query on a worker (exactly the local engine's result) for what is not split:
 non-decomposable reductions of the split axis, count matrices (``*``), square slices (``@|``, ``@-``), lookups whose
@@ -91,7 +101,7 @@ from ..formats.memory import MemoryDaf
 from ..kernels import reductions as kernels
 from ..queries.base import EltwiseOperation, ReductionOperation
 from ..queries.evaluator import QueryResult, query_result_dimensions
-from ..queries.operations import Count, GeoMean, Max, Mean, Median, Min, Quantile, Std, StdN, Sum, Var, VarN
+from ..queries.operations import Count, GeoMean, Max, Mean, Median, Min, Mode, Quantile, Std, StdN, Sum, Var, VarN
 from ..queries.query import (
     AsAxis,
     Axis,
@@ -165,7 +175,8 @@ class _Plan:
     """How a query is evaluated: ``"split"`` (pieces along ``axis``, concatenated along result dimension ``dimension``),
     ``"reduce"`` / ``"group"`` / ``"rows"`` (``prefix`` split so, each piece's partials of ``reduction`` combined: to a
     scalar, by group, by row), ``"select"`` (``prefix`` split so, its median or quantile selected by rounds over the
-    pieces) or ``"one"`` (one task: ``reason``)."""
+    pieces), ``"mode"`` (``prefix`` split so, its mode counted by rounds over the pieces) or ``"one"`` (one task:
+    ``reason``)."""
 
     kind: str
     dimensions: int
@@ -336,7 +347,8 @@ def _plan(local: DafReader, sequence: QuerySequence) -> _Plan:
         reduction, rest = operations[eliminated_at], operations[eliminated_at + 1:]
     is_group = isinstance(operations[eliminated_at], GroupBy)
     selected = type(reduction) in _SELECTED and not is_group
-    if type(reduction) not in _DECOMPOSABLE and type(reduction) not in _SELECTED:
+    moded = type(reduction) is Mode and not is_group
+    if type(reduction) not in _DECOMPOSABLE and type(reduction) not in _SELECTED and not moded:
         return _one(dimensions, f"the reduction {reduction.operation_name()} is not combined from pieces")
     if any(not isinstance(operation, IfMissing) for operation in rest):
         return _one(dimensions, "steps after the reduction")
@@ -345,7 +357,8 @@ def _plan(local: DafReader, sequence: QuerySequence) -> _Plan:
         return _one(dimensions, "the surviving axes are looked up by the query itself")
     plan = _split_plan(len(before_elimination), split_axis, before_elimination.index(split_axis), operations,
                        segments)
-    plan.kind, plan.dimensions, plan.reduction = "select" if selected else "reduce", 0, reduction
+    plan.kind = "select" if selected else "mode" if moded else "reduce"
+    plan.dimensions, plan.reduction = 0, reduction
     plan.prefix = QuerySequence(*operations[:eliminated_at])
     plan.matrix = matrix
     if isinstance(operations[eliminated_at], GroupBy):
@@ -1126,25 +1139,321 @@ def _select_rounds(source: DafSource, prefix_text: str, axis: str, ranges: list[
     return lambda asked: compute([piece(source, prefix_text, axis, start, stop, asked) for start, stop, _ in ranges])
 
 
-def _select_task(source: DafSource, query_text: str, prefix_text: str, reduction_text: str, axis: str,
-                 ranges: list[tuple[int, int, int]]) -> Any:
-    """A selection as one task of a lazy graph: on a worker it submits each round's pieces to the cluster
-    (``distributed.worker_client``, which frees its thread meanwhile); elsewhere it computes them with dask's current
-    scheduler."""
+# ``>> Mode`` of a whole matrix or vector: the most frequent value, counted by rounds over the pieces.
+#
+# Equal values share a key (``_mode_keys``: the keys of the selection, with -0.0 given 0.0's and every NaN ``np.nan``'s,
+# as ``np.unique`` counts them). Round 1 counts the values per bucket of the keys' top 16 bits (as a selection does,
+# a sparse piece's implicit zeros in zero's bucket); a bucket of more than ``_MODE_BATCH`` values is counted by its
+# next 16 bits in the next round, until it is small enough or a single key. Consecutive small buckets make batches of
+# at most ``_MODE_BATCH`` values (or one key), one a round: each piece returns each distinct key of the batch's range,
+# its count and the position of its last occurrence in the whole's column-major order (a sparse piece: its zeros'
+# count and last position, without making them); the client sums the counts per key, keeps the latest position and
+# the batch's best (most frequent; of ties, the earliest last occurrence, as ``StatsBase.mode`` picks the first to
+# reach the top count), then the best of the batches. A key is its value bit for bit.
+
+#: The values a batch of a mode holds at most: what the pieces return in a round, and the client merges.
+_MODE_BATCH = 1 << 23
+
+
+@dataclass(frozen=True)
+class _ModeRound:
+    """What a piece returns in a round of a mode: its number of values (implicit zeros included), their type, whether
+    it is sparse, for each histogram asked the buckets of the next bits holding values and how many, and for the batch
+    asked (a range of keys) each distinct key in it, its count (none sent if all are 1) and the position of its last
+    occurrence in the whole, with the signs of the zeros seen in the range (1: 0.0, 2: -0.0) and the keys of its NaNs
+    as stored."""
+
+    size: int
+    dtype: np.dtype
+    sparse: bool
+    buckets: tuple[tuple[np.ndarray, np.ndarray], ...]
+    keys: np.ndarray
+    counts: np.ndarray
+    last: np.ndarray
+    zero_signs: int
+    nan_keys: np.ndarray
+
+
+def _special_keys(dtype: np.dtype) -> dict[str, int]:
+    """The keys of :func:`_value_keys` of a float type's 0.0, -0.0, -inf, inf and NaN (``np.nan``)."""
+    keys = _value_keys(np.array([0.0, -0.0, -np.inf, np.inf, np.nan], dtype=dtype))
+    return dict(zip(("zero", "negative_zero", "low", "high", "nan"), (int(key) for key in keys), strict=True))
+
+
+def _mode_keys(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The keys of the values as they are stored, and as ``np.unique`` compares the values: -0.0 has 0.0's key, every
+    NaN ``np.nan``'s (the canonical keys)."""
+    raw = _value_keys(values)
+    if values.dtype.kind != "f":
+        return raw, raw
+    special = _special_keys(values.dtype)
+    keys = raw.copy()
+    keys[raw == raw.dtype.type(special["negative_zero"])] = special["zero"]
+    keys[(raw > raw.dtype.type(special["high"])) | (raw < raw.dtype.type(special["low"]))] = special["nan"]
+    return raw, keys
+
+
+def _key_scalar(key: int, dtype: np.dtype) -> Any:
+    """The value of ``dtype`` (a numpy scalar) whose :func:`_value_keys` key is ``key``."""
+    dtype = np.dtype(dtype)
+    width = dtype.itemsize
+    unsigned = np.array([key], dtype=f"u{width}")
+    if dtype == np.bool_:
+        return unsigned.view(np.bool_)[0]
+    if dtype.kind == "u":
+        return unsigned.view(dtype)[0]
+    signed = (unsigned ^ np.uint64(1 << (8 * width - 1)).astype(f"u{width}")).view(f"i{width}")
+    if dtype.kind == "i":
+        return signed.view(dtype)[0]
+    shift = 8 * width - 1
+    bits = signed ^ ((signed >> shift) & signed.dtype.type((1 << shift) - 1))
+    return bits.view(dtype)[0]
+
+
+def _distinct(keys: np.ndarray, counts: np.ndarray, last: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each distinct key, the sum of its counts and the latest of its positions."""
+    if keys.shape[0] == 0:
+        return keys, counts, last
+    order = np.argsort(keys)  # (equal keys in any order: their counts are summed, their latest position kept)
+    keys = keys[order]
+    first = np.concatenate(([True], keys[1:] != keys[:-1]))
+    if first.all():  # (continuous values: nothing to combine)
+        return keys, counts[order], last[order]
+    starts = np.flatnonzero(first)
+    return keys[starts], np.add.reduceat(counts[order], starts), np.maximum.reduceat(last[order], starts)
+
+
+def _located_chunks(values: Any) -> Iterator[tuple[np.ndarray, Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]]]:
+    """The stored values of a vector or matrix in 1-d chunks of about ``_BLOCK_ENTRIES``, each with a function giving
+    the column and row (in the piece) of the values at some of its indices (a vector: column 0)."""
+    if isinstance(values, SparseMatrixCSC):
+        nzval = np.asarray(values.nzval)
+        starts = np.asarray(values.colptr, dtype=np.int64)[:-1] - 1
+        rowval = values.rowval
+        for first in range(0, nzval.shape[0], _BLOCK_ENTRIES):
+            def locate(indices: np.ndarray, first: int = first) -> tuple[np.ndarray, np.ndarray]:
+                stored = indices + first
+                return np.searchsorted(starts, stored, side="right") - 1, np.asarray(rowval[stored], np.int64) - 1
+
+            yield nzval[first:first + _BLOCK_ENTRIES], locate
+        return
+    array = np.asarray(values)
+    if array.ndim == 1:
+        for first in range(0, array.shape[0], _BLOCK_ENTRIES):
+            def in_vector(indices: np.ndarray, first: int = first) -> tuple[np.ndarray, np.ndarray]:
+                return np.zeros_like(indices), indices + first
+
+            yield array[first:first + _BLOCK_ENTRIES], in_vector
+        return
+    n_rows = array.shape[0]
+    for first, last in _column_blocks(array):
+        def in_columns(indices: np.ndarray, first: int = first) -> tuple[np.ndarray, np.ndarray]:
+            return indices // n_rows + first, indices % n_rows
+
+        yield array[:, first:last].ravel(order="F"), in_columns
+
+
+def _last_implicit(values: SparseMatrixCSC) -> tuple[int, int]:
+    """The column and row of the last position (column-major) a sparse matrix does not store; ``(-1, -1)`` if none."""
+    n_rows = int(values.shape[0])
+    colptr = np.asarray(values.colptr, dtype=np.int64) - 1
+    short = np.flatnonzero(np.diff(colptr) < n_rows)
+    if short.shape[0] == 0:
+        return -1, -1
+    column = int(short[-1])
+    free = np.ones(n_rows, dtype=bool)
+    free[np.asarray(values.rowval[colptr[column]:colptr[column + 1]], dtype=np.int64) - 1] = False
+    return column, int(np.flatnonzero(free)[-1])
+
+
+@_releasing
+def _mode_piece(source: DafSource, prefix_text: str, axis: str, start: int, stop: int, offset: int, total: int,
+                dimension: int, histograms: tuple[tuple[int, int], ...],
+                batch: tuple[int, int] | None) -> _ModeRound:
+    """A round of a mode on a range of the values (a task): for each ``(prefix, bits)`` of ``histograms``, the values
+    whose key's top ``bits`` bits are ``prefix``, counted by their next 16 bits; for ``batch`` (the lowest and highest
+    key of a range), each distinct key in it, its count and its last position in the whole (the piece holds the
+    entries ``offset:offset + n`` of the whole's ``dimension``, of ``total``)."""
+    view = _range_view(open_source(source), axis, start, stop)
+    values = query_result(view, as_query_sequence(prefix_text), cache=False).value
+    sparse = isinstance(values, SparseMatrixCSC)
+    is_matrix = sparse or np.ndim(values) == 2
+    dtype = np.asarray(values.nzval).dtype if sparse else np.asarray(values).dtype
+    n_rows = int(values.shape[0])
+    size = n_rows * int(values.shape[1]) if is_matrix else n_rows
+    width = 8 * dtype.itemsize
+    zero_key = int(_value_keys(np.zeros(1, dtype=dtype))[0])
+    special = _special_keys(dtype) if dtype.kind == "f" else {}
+
+    def located(columns: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """Positions in the whole (column-major) of the piece's columns and rows (a vector: its column 0)."""
+        if is_matrix and dimension == 1:
+            return (columns + offset) * n_rows + rows
+        return columns * total + offset + rows
+
+    counted = [np.zeros(1 << min(_KEY_BITS, width - bits), dtype=np.int64) for _, bits in histograms]
+    found: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    zero_signs, nan_keys = 0, np.zeros(0, dtype=np.uint64)
+    stored = 0
+    for chunk, locate in _located_chunks(values):
+        stored += chunk.shape[0]
+        raw, keys = _mode_keys(chunk)
+        for index, (prefix, bits) in enumerate(histograms):
+            inside = keys if bits == 0 else keys[(keys >> (width - bits)) == prefix]
+            step = min(_KEY_BITS, width - bits)
+            counted[index] += np.bincount(((inside >> (width - bits - step)) & ((1 << step) - 1)).astype(np.intp),
+                                          minlength=1 << step)
+        if batch is None:
+            continue
+        where = np.flatnonzero((keys >= batch[0]) & (keys <= batch[1]))
+        if where.shape[0] == 0:
+            continue
+        columns, rows = locate(where)
+        found.append(_distinct(keys[where], np.ones(where.shape[0], dtype=np.int64), located(columns, rows)))
+        if special and batch[0] <= special["zero"] <= batch[1]:
+            zero_signs |= int(np.any(raw[where] == special["zero"])) | 2 * int(
+                np.any(raw[where] == special["negative_zero"]))
+        if special and batch[0] <= special["nan"] <= batch[1]:
+            nans = raw[where][keys[where] == special["nan"]]
+            nan_keys = np.union1d(nan_keys, nans.astype(np.uint64))
+    implicit = size - stored
+    if implicit and batch is not None and batch[0] <= zero_key <= batch[1]:
+        assert sparse
+        column, row = _last_implicit(values)
+        found.append((np.array([zero_key], dtype=np.uint64), np.array([implicit], dtype=np.int64),
+                      located(np.array([column]), np.array([row]))))
+    buckets = []
+    for index, (prefix, bits) in enumerate(histograms):
+        step = min(_KEY_BITS, width - bits)
+        if implicit and (bits == 0 or zero_key >> (width - bits) == prefix):
+            counted[index][(zero_key >> (width - bits - step)) & ((1 << step) - 1)] += implicit
+        where = np.flatnonzero(counted[index])
+        buckets.append((where.astype(np.uint64), counted[index][where]))
+    if found:
+        keys, counts, last = _distinct(np.concatenate([keys.astype(np.uint64) for keys, _, _ in found]),
+                                       np.concatenate([counts for _, counts, _ in found]),
+                                       np.concatenate([last for _, _, last in found]).astype(np.int64))
+    else:
+        keys, counts, last = np.zeros(0, np.uint64), np.zeros(0, np.int64), np.zeros(0, np.int64)
+    if np.all(counts == 1):  # (continuous values: the counts are not sent)
+        counts = np.zeros(0, np.int64)
+    return _ModeRound(size, dtype, sparse, tuple(buckets), keys, counts, last, zero_signs, nan_keys)
+
+
+def _mode(run_round: Callable[[tuple[tuple[int, int], ...], tuple[int, int] | None], list[_ModeRound]],
+          reduction: Any, whole: Callable[[], Any]) -> Any:
+    """The mode of the values of the pieces, by rounds (``run_round`` runs one round on every piece: histograms of
+    some buckets, and a batch); ``whole`` gives the engine's answer when there are no values (a default, or its
+    error)."""
+    pieces = run_round(((0, 0),), None)
+    size = sum(piece.size for piece in pieces)
+    if size == 0:
+        return whole()
+    dtype = pieces[0].dtype
+    sparse = any(piece.sparse for piece in pieces)
+    width = 8 * dtype.itemsize
+
+    def buckets(index: int, prefix: int, bits: int) -> list[tuple[int, int, int]]:
+        """The buckets of the next bits under ``prefix`` that hold values: (prefix, bits, count)."""
+        where = np.concatenate([piece.buckets[index][0] for piece in pieces])
+        counts = np.concatenate([piece.buckets[index][1] for piece in pieces])
+        unique, inverse = np.unique(where, return_inverse=True)
+        summed = np.bincount(inverse, weights=counts, minlength=unique.shape[0])
+        step = min(_KEY_BITS, width - bits)
+        return [((prefix << step) | int(bucket), bits + step, int(count))
+                for bucket, count in zip(unique, summed, strict=True) if count > 0]
+
+    def key_range(prefix: int, bits: int) -> tuple[int, int]:
+        return prefix << (width - bits), ((prefix + 1) << (width - bits)) - 1
+
+    regions = buckets(0, 0, 0)  # (in the order of their keys)
+    best: tuple[int, int, int] | None = None  # (count, last position, key)
+    zero_signs, nan_keys = 0, np.zeros(0, dtype=np.uint64)
+    while regions:
+        ready = [count <= _MODE_BATCH or bits == width for _, bits, count in regions]
+        split = tuple((prefix, bits) for (prefix, bits, _), is_ready in zip(regions, ready, strict=True)
+                      if not is_ready)
+        # The batch: the first run of consecutive ready buckets, of at most _MODE_BATCH values (or one bucket).
+        first = ready.index(True) if True in ready else len(regions)
+        end, held = first, 0
+        while end < len(regions) and ready[end] and (end == first or held + regions[end][2] <= _MODE_BATCH):
+            held += regions[end][2]
+            end += 1
+        batch = None
+        if first < end:
+            batch = (key_range(*regions[first][:2])[0], key_range(*regions[end - 1][:2])[1])
+        pieces = run_round(split, batch)
+        kept = [region for index, region in enumerate(regions) if not ready[index] or not first <= index < end]
+        regions = [region for region in kept if (region[0], region[1]) not in split]
+        for index, (prefix, bits) in enumerate(split):
+            regions.extend(buckets(index, prefix, bits))
+        regions.sort(key=lambda region: key_range(region[0], region[1])[0])
+        if batch is None:
+            continue
+        keys, counts, last = _distinct(np.concatenate([piece.keys for piece in pieces]),
+                                       np.concatenate([piece.counts if piece.counts.shape[0] == piece.keys.shape[0]
+                                                       else np.ones(piece.keys.shape[0], np.int64)
+                                                       for piece in pieces]),
+                                       np.concatenate([piece.last for piece in pieces]))
+        for piece in pieces:
+            zero_signs |= piece.zero_signs
+            nan_keys = np.union1d(nan_keys, piece.nan_keys)
+        if keys.shape[0] == 0:
+            continue
+        top = int(counts.max())
+        at = int(np.argmin(np.where(counts == top, last, np.iinfo(np.int64).max)))
+        if best is None or (top, -int(last[at])) > (best[0], -best[1]):
+            best = (top, int(last[at]), int(keys[at]))
+    assert best is not None
+    key = best[2]
+    value = _key_scalar(key, dtype)
+    if dtype.kind == "f":
+        special = _special_keys(dtype)
+        if key == special["zero"] and not sparse and zero_signs == 2:  # (only -0.0: np.unique's representative)
+            value = dtype.type(-0.0)
+        elif key == special["nan"] and nan_keys.shape[0] == 1:  # (the NaN as stored)
+            value = _key_scalar(int(nan_keys[0]), dtype)
+    return _cast(value, reduction.reduction_result_type(dtype))
+
+
+def _mode_rounds(source: DafSource, prefix_text: str, axis: str, ranges: list[tuple[int, int, int]], dimension: int,
+                 compute: Callable[[list[Any]], list[Any]]) -> Callable[..., list[_ModeRound]]:
+    """A function running one round of a mode on every range (``compute`` computes a list of delayed tasks)."""
+    import dask
+
+    piece = dask.delayed(_mode_piece, pure=True)
+    offsets = np.concatenate(([0], np.cumsum([count for _, _, count in ranges]))).tolist()
+    total = int(offsets[-1])
+    return lambda histograms, batch: compute([
+        piece(source, prefix_text, axis, start, stop, int(offset), total, dimension, histograms, batch)
+        for (start, stop, _), offset in zip(ranges, offsets, strict=False)])
+
+
+def _in_rounds(kind: str, source: DafSource, query_text: str, prefix_text: str, reduction_text: str, axis: str,
+               ranges: list[tuple[int, int, int]], dimension: int) -> Any:
+    """A selection (``kind``: ``"select"``) or a mode (``"mode"``) as one task of a lazy graph: on a worker it submits
+    each round's pieces to the cluster (``distributed.worker_client``, which frees its thread meanwhile); elsewhere it
+    computes them with dask's current scheduler."""
     import dask
 
     reduction: Any = as_query_sequence(reduction_text).operations[0]
+
+    def whole() -> Any:
+        return _evaluate_whole(source, query_text)
+
+    def evaluate(compute: Callable[[list[Any]], list[Any]]) -> Any:
+        if kind == "mode":
+            return _mode(_mode_rounds(source, prefix_text, axis, ranges, dimension, compute), reduction, whole)
+        return _select(_select_rounds(source, prefix_text, axis, ranges, compute), reduction, whole)
+
     try:
         from distributed import get_worker, worker_client
 
         get_worker()
     except (ImportError, ValueError):
-        rounds = _select_rounds(source, prefix_text, axis, ranges, lambda tasks: list(dask.compute(*tasks)))
-        return _select(rounds, reduction, lambda: _evaluate_whole(source, query_text))
+        return evaluate(lambda tasks: list(dask.compute(*tasks)))
     with worker_client() as client:
-        rounds = _select_rounds(source, prefix_text, axis, ranges,
-                                lambda tasks: list(client.gather(client.compute(tasks))))
-        return _select(rounds, reduction, lambda: _evaluate_whole(source, query_text))
+        return evaluate(lambda tasks: list(client.gather(client.compute(tasks))))
 
 
 # Building the graph.
@@ -1235,7 +1544,7 @@ def _graph(daf: DafReader | str | os.PathLike, query_value: Any, chunk_bytes: in
     probe = query_result(probe_view, plan.prefix if grouped else sequence, cache=False)
     probe.entries_of_dimensions = probe.entries  # (read now: the names of a whole axis are read lazily)
     group_axis = None
-    if plan.kind in ("reduce", "select", "group", "rows", "grouped"):
+    if plan.kind in ("reduce", "select", "mode", "group", "rows", "grouped"):
         assert plan.prefix is not None and plan.reduction is not None
         # (The values reduced must be numbers the kernels take, unless only counted.)
         reduced = query_result(probe_view, plan.prefix, cache=False).value
@@ -1282,8 +1591,9 @@ def _graph(daf: DafReader | str | os.PathLike, query_value: Any, chunk_bytes: in
         combined = dask.delayed(_combine_groups, pure=True)(source, text, reduction_text, group_axis,
                                                             values_source, groups_dimension, *partials)
         return _Graph(plan, [combined], [], probe, group_axis=group_axis)
-    if plan.kind == "select":
-        task = dask.delayed(_select_task, pure=True)(source, text, str(plan.prefix), reduction_text, plan.axis, ranges)
+    if plan.kind in ("select", "mode"):
+        task = dask.delayed(_in_rounds, pure=True)(plan.kind, source, text, str(plan.prefix), reduction_text,
+                                                   plan.axis, ranges, plan.dimension)
         return _Graph(plan, [task], [count for _, _, count in ranges], probe, ranges=ranges, source=source,
                       query_text=text)
     # (The kernels take the GeoMean of a vector, or of a dense matrix of one row or column, in Float64 logs.)
@@ -1354,7 +1664,7 @@ def query(daf: DafReader | str | os.PathLike, query: Any, *, chunk_bytes: int | 
         return da.from_delayed(graph.pieces[0], shape=(nan,) * plan.dimensions, dtype=object)
     assert graph.probe is not None
     probe_value = as_numpy(graph.probe)
-    if plan.kind in ("reduce", "select"):
+    if plan.kind in ("reduce", "select", "mode"):
         return da.from_delayed(graph.pieces[0], shape=(), dtype=np.asarray(probe_value).dtype)
     if plan.kind == "rows":
         return da.from_delayed(graph.pieces[0], shape=probe_value.shape, dtype=probe_value.dtype)
@@ -1409,7 +1719,7 @@ def get_np_query(daf: DafReader | str | os.PathLike, query: Any, *, chunk_bytes:
     graph = _graph(daf, query, chunk_bytes)
     if graph.plan.dimensions < 0:
         return graph.local_value
-    if graph.plan.kind == "select":
+    if graph.plan.kind in ("select", "mode"):
         return _select_eagerly(graph, compute)
     values = list(dask.compute(*graph.pieces, **compute))
     return _assemble(graph, values)
@@ -1436,7 +1746,7 @@ def get_query(daf: DafReader | str | os.PathLike, query: Any, *, chunk_bytes: in
     if plan.kind == "one":  # (labelled by the worker that evaluates it)
         task = dask.delayed(_evaluate_whole_pandas, pure=True)(source_of(daf), str(as_query_sequence(query)))
         return dask.compute(task, **compute)[0]
-    if plan.kind == "select":
+    if plan.kind in ("select", "mode"):
         return _select_eagerly(graph, compute)
     values = list(dask.compute(*graph.pieces, **compute))
     value = _assemble(graph, values)
@@ -1468,21 +1778,25 @@ def get_query(daf: DafReader | str | os.PathLike, query: Any, *, chunk_bytes: in
 
 
 def _select_eagerly(graph: _Graph, compute: dict[str, Any]) -> Any:
-    """A selection run from the calling process: one ``dask.compute`` per round."""
+    """A selection (or a mode) run from the calling process: one ``dask.compute`` per round."""
     import dask
 
     plan = graph.plan
     assert graph.source is not None and plan.axis is not None and plan.prefix is not None
     assert plan.reduction is not None
     source, text = graph.source, str(plan.prefix)
-    rounds = _select_rounds(source, text, plan.axis, graph.ranges,
-                            lambda tasks: list(dask.compute(*tasks, **compute)))
     query_text = str(graph.query_text)
 
     def whole() -> Any:
         return dask.compute(dask.delayed(_evaluate_whole, pure=True)(source, query_text), **compute)[0]
 
-    return _select(rounds, plan.reduction, whole)
+    def computed(tasks: list[Any]) -> list[Any]:
+        return list(dask.compute(*tasks, **compute))
+
+    if plan.kind == "mode":
+        return _mode(_mode_rounds(source, text, plan.axis, graph.ranges, plan.dimension, computed), plan.reduction,
+                     whole)
+    return _select(_select_rounds(source, text, plan.axis, graph.ranges, computed), plan.reduction, whole)
 
 
 @_releasing
