@@ -60,9 +60,9 @@ batch with its count and the position of its last occurrence in the whole (colum
 and keeps the batch's best (most frequent; of ties, the earliest last occurrence, as Julia's ``StatsBase.mode``), then
 the best of the batches: the local result bitwise, except the sign of a zero result where a dense matrix holds both
 -0.0 and 0.0 (the local one is its sort's pick: 0.0 here) and a NaN result among NaNs of several bit patterns
-(``np.nan`` here). ``Mode`` per group (``/ p >> Mode``), of strings, and
-user-defined reductions are not combined: a reduction of the matrix (``>| Mode``) keeps the kept axis split, others
-run as one task.
+(``np.nan`` here). ``Mode`` per group of a vector (``/ p >> Mode``) is taken, as ``Median``, from each piece's values
+and groups in the vector's order. ``Mode`` of strings and user-defined reductions are not combined: a reduction of
+the matrix (``>| Mode``) keeps the kept axis split, others run as one task.
 
 One task evaluates the whole query on a worker (exactly the local engine's result) for what is not split:
 non-decomposable reductions of the split axis, count matrices (``*``), square slices (``@|``, ``@-``), lookups whose
@@ -156,6 +156,10 @@ _DECOMPOSABLE = (Sum, Max, Min, Count, Mean, Var, Std, VarN, StdN, GeoMean)
 
 # The order statistics of a whole matrix or vector selected exactly by rounds over the pieces (``>> Median``).
 _SELECTED = (Median, Quantile)
+
+# The reductions of a vector per group combined from each piece's values and groups, by the kernels' own code in the
+# vector's order (what no partial statistic gives: an order statistic, the first most frequent value).
+_BY_VALUES = (Median, Quantile, Mode)
 
 # Values a piece transforms at a time (logarithms, keys): its temporaries stay small whatever its size.
 _BLOCK_ENTRIES = 1 << 22
@@ -348,7 +352,7 @@ def _plan(local: DafReader, sequence: QuerySequence) -> _Plan:
     is_group = isinstance(operations[eliminated_at], GroupBy)
     selected = type(reduction) in _SELECTED and not is_group
     moded = type(reduction) is Mode and not is_group
-    if type(reduction) not in _DECOMPOSABLE and type(reduction) not in _SELECTED and not moded:
+    if type(reduction) not in _DECOMPOSABLE and type(reduction) not in _BY_VALUES:
         return _one(dimensions, f"the reduction {reduction.operation_name()} is not combined from pieces")
     if any(not isinstance(operation, IfMissing) for operation in rest):
         return _one(dimensions, "steps after the reduction")
@@ -740,7 +744,7 @@ def _group_piece(source: DafSource, prefix_text: str, key_text: str, reduction_t
     statistics = {"count": np.bincount(codes, minlength=n_groups).astype(np.int64)}
     if isinstance(reduction, GeoMean):
         statistics.update(_log_statistics(values, reduction.eps, codes=codes, n_groups=n_groups))
-    elif isinstance(reduction, _SELECTED) and not is_matrix:  # (the values themselves: see _combine_groups)
+    elif isinstance(reduction, _BY_VALUES) and not is_matrix:  # (the values themselves: see _combine_groups)
         statistics.update({"values": values, "codes": codes.astype(np.int64)})
     elif not isinstance(reduction, Count) and (is_matrix or values.shape[0] > 0):
         needed: dict[type, tuple[str, ...]] = {Sum: ("sum",), Mean: ("sum",), Max: ("max",), Min: ("min",)}
@@ -824,11 +828,10 @@ def _combine_groups(source: DafSource, query_text: str, reduction_text: str, gro
     elif isinstance(reduction, Max | Min):
         name = "max" if isinstance(reduction, Max) else "min"
         reduced = exact_cast(totals[name], result_type, exact_floats=False)
-    elif isinstance(reduction, _SELECTED):  # (the kernels' own selection, per group, of the vector's values)
+    elif isinstance(reduction, _BY_VALUES):  # (the engine's own reduction per group of the values, in order)
         with np.errstate(invalid="ignore"):
-            reduced = kernels.reduce_grouped_vector(np.concatenate(selected_values), reduction.statistic,
-                                                    np.concatenate(selected_codes), n_groups,
-                                                    p=getattr(reduction, "p", None))
+            reduced = reduction.compute_grouped_vector(np.concatenate(selected_values),
+                                                       np.concatenate(selected_codes), n_groups)
         reduced = exact_cast(reduced, result_type, exact_floats=False)
     elif isinstance(reduction, GeoMean):
         names = [name for name in ("logs", "logs32", "stored") if name in totals]
