@@ -731,27 +731,37 @@ def test_median_and_quantile_per_group_are_exact(client, selection_path, query):
     assert labelled.equals(pydaf.open_daf(path, "r").get_query(query, cache=False))
 
 
-def test_a_selection_is_lazy_and_labelled(client, selection_path):
-    """``query`` gives one task, which submits each round's pieces to the cluster from its worker."""
+@pytest.mark.parametrize(("data", "query"), [
+    ("selection_path", "@ cell @ gene :: normal >> Median"),
+    ("selection_path", "@ cell @ gene :: signed >> Quantile p 0.9"),
+    ("mode_path", "@ cell @ gene :: tied64 >> Mode"),
+    ("mode_path", "@ cell @ gene :: tie_value_first >> Mode"),
+])
+def test_rounds_are_one_lazy_task_and_labelled(client, request, data, query):
+    """``query`` of a selection or a mode gives one task, which submits each round's pieces to the cluster from its
+    worker."""
     from dask.utils import key_split
 
-    path = selection_path
+    path = request.getfixturevalue(data)
     local = pydaf.open_daf(path, "r")
-    for query in ("@ cell @ gene :: normal >> Median", "@ cell @ gene :: signed >> Quantile p 0.9"):
-        lazy = dask_queries.query(path, query, chunk_bytes=100_000)
-        assert lazy.shape == () and lazy.dtype == np.float64
-        assert [key_split(key) for key in lazy.__dask_graph__() if "rounds" in str(key)] == ["in_rounds"]
-        assert lazy.compute().tobytes() == local.get_np_query(query, cache=False).tobytes()
-        assert lazy.compute(scheduler="synchronous") == local.get_np_query(query, cache=False)
-        assert dask_queries.get_query(path, query, chunk_bytes=100_000) == local.get_query(query, cache=False)
+    chunk_bytes = _mode_chunk_bytes(path, query) if data == "mode_path" else 100_000
+    lazy = dask_queries.query(path, query, chunk_bytes=chunk_bytes)
+    expected = local.get_np_query(query, cache=False)
+    assert lazy.shape == () and lazy.dtype == expected.dtype
+    assert [key_split(key) for key in lazy.__dask_graph__() if "rounds" in str(key)] == ["in_rounds"]
+    assert lazy.compute().tobytes() == expected.tobytes()
+    assert lazy.compute(scheduler="synchronous") == expected
+    assert dask_queries.get_query(path, query, chunk_bytes=100_000) == local.get_query(query, cache=False)
 
 
-def test_a_selection_of_no_values_fails_as_locally(client, selection_path):
-    query = "@ cell [ none ] @ gene :: normal >> Median"
+@pytest.mark.parametrize(("data", "query"), [("selection_path", "@ cell [ none ] @ gene :: normal >> Median"),
+                                            ("mode_path", "@ cell [ none ] @ gene :: normal >> Mode")])
+def test_rounds_of_no_values_fail_as_locally(client, request, data, query):
+    path = request.getfixturevalue(data)
     with pytest.raises(pydaf.DafError) as local_error:
-        pydaf.open_daf(selection_path, "r").get_np_query(query, cache=False)
+        pydaf.open_daf(path, "r").get_np_query(query, cache=False)
     with pytest.raises(pydaf.DafError) as dask_error:
-        dask_queries.get_np_query(selection_path, query, chunk_bytes=100_000)
+        dask_queries.get_np_query(path, query, chunk_bytes=100_000)
     assert type(dask_error.value) is type(local_error.value)
 
 
@@ -959,29 +969,7 @@ def test_mode_of_signed_zeros(client, mode_path):
     assert sparse == 0 and not np.signbit(sparse)  # (50 stored -0.0 among the zeros)
 
 
-def test_a_mode_is_lazy_and_labelled(client, mode_path):
-    """``query`` gives one task, which submits each round's pieces to the cluster from its worker."""
-    from dask.utils import key_split
-
-    path = mode_path
-    local = pydaf.open_daf(path, "r")
-    for query in ("@ cell @ gene :: tied64 >> Mode", "@ cell @ gene :: tie_value_first >> Mode"):
-        lazy = dask_queries.query(path, query, chunk_bytes=_mode_chunk_bytes(path, query))
-        expected = local.get_np_query(query, cache=False)
-        assert lazy.shape == () and lazy.dtype == expected.dtype
-        assert [key_split(key) for key in lazy.__dask_graph__() if "rounds" in str(key)] == ["in_rounds"]
-        assert lazy.compute().tobytes() == expected.tobytes()
-        assert lazy.compute(scheduler="synchronous") == expected
-        assert dask_queries.get_query(path, query, chunk_bytes=100_000) == local.get_query(query, cache=False)
-
-
-def test_a_mode_of_no_values_fails_as_locally(client, mode_path):
-    query = "@ cell [ none ] @ gene :: normal >> Mode"
-    with pytest.raises(pydaf.DafError) as local_error:
-        pydaf.open_daf(mode_path, "r").get_np_query(query, cache=False)
-    with pytest.raises(pydaf.DafError) as dask_error:
-        dask_queries.get_np_query(mode_path, query, chunk_bytes=100_000)
-    assert type(dask_error.value) is type(local_error.value)
+def test_a_mode_of_no_selected_entry_is_the_default(client, mode_path):
     # (No selected entry of the split axis: one task, the default.)
     query = "@ cell @ gene [ ! odd & odd ] :: normal >> Mode || 7"
     assert dask_queries._graph(mode_path, query, 100_000).plan.kind == "one"
