@@ -91,7 +91,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._os.maps import release_mapped_pages
+from .._os.maps import release_mapped_pages, release_pages
 from ..composition.chains import chain_reader
 from ..composition.views import VIEW_ALL_AXES, viewer
 from ..core.readers import DafReader
@@ -162,7 +162,7 @@ _SELECTED = (Median, Quantile)
 _BY_VALUES = (Median, Quantile, Mode)
 
 # Values a piece transforms at a time (logarithms, keys): its temporaries stay small whatever its size.
-_BLOCK_ENTRIES = 1 << 22
+_BLOCK_ENTRIES = 1 << 20
 
 # Bits of the values' ordered keys each round of a selection narrows by (a histogram of 65536 buckets).
 _KEY_BITS = 16
@@ -1239,6 +1239,8 @@ def _located_chunks(values: Any) -> Iterator[tuple[np.ndarray, Callable[[np.ndar
                 return np.searchsorted(starts, stored, side="right") - 1, np.asarray(rowval[stored], np.int64) - 1
 
             yield nzval[first:first + _BLOCK_ENTRIES], locate
+            release_pages(nzval[first:first + _BLOCK_ENTRIES])  # (done with: out of the worker's RSS)
+            release_pages(rowval[first:first + _BLOCK_ENTRIES])
         return
     array = np.asarray(values)
     if array.ndim == 1:
@@ -1247,6 +1249,7 @@ def _located_chunks(values: Any) -> Iterator[tuple[np.ndarray, Callable[[np.ndar
                 return np.zeros_like(indices), indices + first
 
             yield array[first:first + _BLOCK_ENTRIES], in_vector
+            release_pages(array[first:first + _BLOCK_ENTRIES])
         return
     n_rows = array.shape[0]
     for first, last in _column_blocks(array):
@@ -1254,6 +1257,7 @@ def _located_chunks(values: Any) -> Iterator[tuple[np.ndarray, Callable[[np.ndar
             return indices // n_rows + first, indices % n_rows
 
         yield array[:, first:last].ravel(order="F"), in_columns
+        release_pages(array[:, first:last])
 
 
 def _last_implicit(values: SparseMatrixCSC) -> tuple[int, int]:
@@ -1313,6 +1317,10 @@ def _mode_piece(source: DafSource, prefix_text: str, axis: str, start: int, stop
             continue
         columns, rows = locate(where)
         found.append(_distinct(keys[where], np.ones(where.shape[0], dtype=np.int64), located(columns, rows)))
+        if len(found) > 1:  # (merged as it goes: a piece holds its distinct keys, not every value in the batch)
+            found = [_distinct(np.concatenate([keys.astype(np.uint64) for keys, _, _ in found]),
+                               np.concatenate([counts for _, counts, _ in found]),
+                               np.concatenate([last for _, _, last in found]).astype(np.int64))]
         if special and batch[0] <= special["zero"] <= batch[1]:
             zero_signs |= int(np.any(raw[where] == special["zero"])) | 2 * int(
                 np.any(raw[where] == special["negative_zero"]))
