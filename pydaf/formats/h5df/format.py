@@ -801,12 +801,12 @@ class H5dfFormat(ReorderThroughModule, FormatWriter):
         not mixed in), and after :meth:`format_close` raises :class:`~pydaf.DafClosedError` (the file is not kept
         open for it)."""
         node = _child(group, part, f"{part} of the {what}", read_only_file=self._read_only_file)
-        if not isinstance(node, h5py.Dataset) or node.id.get_create_plist().get_layout() != h5d.CHUNKED \
-                or node.ndim != 1:
-            return self._read_part(group, part, what)
+        if not isinstance(node, h5py.Dataset):
+            return self._read_part(group, part, what)  # (its error)
+        if node.id.get_create_plist().get_layout() != h5d.CHUNKED or node.ndim != 1 \
+                or _dataset_dtypes(node)[0] == STRING_DTYPE:
+            return self._read_dataset(node, f"{part} of the {what}")  # (mapped, or read now: not looked up again)
         stored, _ = _dataset_dtypes(node)
-        if stored == STRING_DTYPE:
-            return self._read_part(group, part, what)
         _check_declared_size(node, stored.itemsize, f"{part} of the {what}", self.path)
         held = _HeldDataset(node)
         self._held_datasets.add(held)
