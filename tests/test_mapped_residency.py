@@ -1,6 +1,7 @@
 """Reading a large memory-mapped matrix keeps only what is being read resident: a reduction releases the pages it is
 done with, a piece at a time (pydaf/kernels/reductions.py ``_streamed``); a selection of columns releases the input
-each block spanned (``permute.gather_csc_columns``); a few rows of a column-major matrix are gathered a block of
+each block spanned (``permute.gather_csc_columns``), a selection of rows the blocks of columns it read
+(``permute.gather_csc_rows``); a few rows of a column-major matrix are gathered a block of
 columns at a time, each block released (``sparse.dense_rows``). So the process's peak resident set, which a
 cluster's scheduler or a container's limit measures with mapped file pages included, grows by a few pieces, not by
 the matrix. Each query runs in a child process that reads its own peak (``VmHWM``) before and after."""
@@ -52,6 +53,7 @@ def large(tmp_path_factory: pytest.TempPathFactory) -> Path:
     daf = pydaf.H5df(path, "w").add_axis("cell", [f"c{index}" for index in range(N_CELLS)])
     daf.add_axis("gene", [f"g{index}" for index in range(N_GENES)])
     daf.set_vector("gene", "type", np.array(["A", "B", "C"])[np.arange(N_GENES) % 3])
+    daf.set_vector("cell", "chosen", np.arange(N_CELLS) % 100 == 0)  # (1%: each one stored in every gene)
     with daf.empty_sparse_matrix("cell", "gene", "UMIs", "Float32", N_GENES * PER_GENE, "UInt32") as (colptr, rowval,
                                                                                                        nzval):
         colptr[:] = np.arange(N_GENES + 1, dtype=np.uint32) * PER_GENE + 1
@@ -130,6 +132,53 @@ def test_a_selection_of_scattered_columns_holds_only_its_copy(tmp_path: Path):
     # At most a block (4M entries) of input per thread resident at once: the copy and 64 MB, against the 192 MB of
     # input (measured: 82 MB; 204 MB when nothing was released).
     assert measured["growth"] < copy_bytes + 96 * 2**20, measured
+
+
+_SPARSE_ROWS_CHILD = """
+import json, sys
+import numpy
+import pydaf
+from pydaf._os.maps import release_mapped_pages
+from tests.worker_memory import reset_peak, peak_rss
+
+daf = pydaf.H5df(sys.argv[1], "r")
+query = "@ cell [ chosen ] @ gene :: UMIs"
+daf.get_stored_matrix("cell", "gene", "UMIs").rowval  # (checked once: the check releases its own pages)
+daf.get_np_query(query, cache=False)  # (kernels loaded: not measured)
+release_mapped_pages()
+before = reset_peak()
+result = daf.get_np_query(query, cache=False)
+print(json.dumps({"growth": peak_rss() - before, "nnz": int(result.nnz), "shape": list(result.shape),
+                  "rows": result.indices[:3].tolist(), "sums": numpy.asarray(result.sum(axis=0)).ravel()[:3].tolist()}))
+"""
+
+
+def test_a_few_rows_of_a_mapped_sparse_matrix_keep_a_block_resident(large: Path):
+    """1% of the rows of a CSC matrix (24M entries: 96 MB of rows, 96 MB of values): every entry's row is read, a
+    block of columns at a time, each block released; no array per stored entry (measured before: 8 bytes for each
+    of them several times: 500 MB of growth)."""
+    measured = _measured(_SPARSE_ROWS_CHILD, str(large))
+    chosen = N_CELLS // 100
+    assert measured["shape"] == [chosen, N_GENES] and measured["nnz"] == chosen * N_GENES
+    assert measured["rows"] == [0, 1, 2] and measured["sums"] == [1.0 * chosen, 2.0 * chosen, 3.0 * chosen]
+    assert measured["growth"] < 96 * 2**20, measured
+
+
+@pytest.mark.parametrize("order", ["ascending", "shuffled"])
+def test_gathered_rows_equal_scipys(order: str):
+    from pydaf.kernels.permute import PERMUTE_NUMBA_MIN_ENTRIES, gather_csc_rows
+
+    rng = np.random.default_rng(7)
+    matrix = sp.random(20_000, 300, density=0.5, format="csc", random_state=8, dtype=np.float32)
+    rows = {"ascending": np.sort(rng.choice(20_000, 12_000, replace=False)),
+            "shuffled": rng.permutation(20_000)[:12_000]}[order]
+    colptr, rowval, nzval = gather_csc_rows(matrix.shape, matrix.indptr.astype(np.int64) + 1, matrix.indices + 1,
+                                            matrix.data, rows)
+    expected = matrix[rows, :]
+    expected.sort_indices()
+    assert matrix.nnz >= PERMUTE_NUMBA_MIN_ENTRIES and colptr.dtype == np.int64 and rowval.dtype == np.int32
+    assert np.array_equal(colptr - 1, expected.indptr) and np.array_equal(rowval - 1, expected.indices)
+    assert np.array_equal(nzval, expected.data)
 
 
 @pytest.mark.parametrize("order", ["ascending", "shuffled", "repeated"])

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["gather_dense_columns", "permute_csc_columns", "permute_csc_rows"]
+__all__ = ["count_csc_rows", "gather_csc_rows", "gather_dense_columns", "permute_csc_columns", "permute_csc_rows"]
 
 
 @numba.njit(cache=True, nogil=True)
@@ -84,3 +84,35 @@ def gather_dense_columns(source, rows, columns, out, first):  # pragma: no cover
         else:
             for i in range(out.shape[0]):
                 out[i, k] = source[i, column]
+
+
+@numba.njit(cache=True, nogil=True)
+def count_csc_rows(colptr, rowval, new_rows, counts, first, last):  # pragma: no cover - jit
+    """``counts[column]``: how many entries of each column in ``[first, last)`` are in a selected row
+    (``new_rows[row - 1] >= 0``)."""
+    for column in range(first, last):
+        kept = 0
+        for entry in range(np.int64(colptr[column]) - 1, np.int64(colptr[column + 1]) - 1):
+            if new_rows[np.int64(rowval[entry]) - 1] >= 0:
+                kept += 1
+        counts[column] = kept
+
+
+@numba.njit(cache=True, nogil=True)
+def gather_csc_rows(colptr, rowval, nzval, new_rows, out_colptr, out_rowval, out_nzval, first, last,
+                    sort):  # pragma: no cover - jit
+    """Write the selected entries of the columns ``[first, last)``, each row renumbered ``new_rows[row - 1] + 1``
+    (sorted within each column if ``sort``: the rows were selected out of order)."""
+    for column in range(first, last):
+        at = np.int64(out_colptr[column]) - 1
+        begin = at
+        for entry in range(np.int64(colptr[column]) - 1, np.int64(colptr[column + 1]) - 1):
+            row = new_rows[np.int64(rowval[entry]) - 1]
+            if row >= 0:
+                out_rowval[at] = row + 1
+                out_nzval[at] = nzval[entry]
+                at += 1
+        if sort and at - begin > 1:
+            order = np.argsort(out_rowval[begin:at])
+            out_rowval[begin:at] = out_rowval[begin:at][order]
+            out_nzval[begin:at] = out_nzval[begin:at][order]

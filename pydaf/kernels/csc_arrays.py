@@ -147,16 +147,9 @@ def _select_rows(parts: CscParts, rows: np.ndarray) -> CscParts:
 
         scipy_matrix = sp.csc_matrix((nzval, *zero_based_csc(shape, colptr, rowval)), shape=shape)
         return from_scipy(scipy_matrix[rows, :], indtype=colptr.dtype)
-    new_row = np.full(shape[0], -1, dtype=np.int64)
-    new_row[rows] = np.arange(rows.shape[0])
-    entry_rows = new_row[rowval.astype(np.int64) - 1]
-    kept = np.flatnonzero(entry_rows >= 0)
-    columns = entry_columns(colptr)[kept]
-    if rows.shape[0] > 1 and np.any(np.diff(rows) < 0):
-        kept = kept[np.lexsort((entry_rows[kept], columns))]  # rows out of order: sort each column again
-    counts = np.bincount(columns, minlength=shape[1])
-    return (int(rows.shape[0]), shape[1]), colptr_from_counts(counts, colptr.dtype), \
-        (entry_rows[kept] + 1).astype(rowval.dtype), nzval[kept]
+    from .permute import gather_csc_rows
+
+    return (int(rows.shape[0]), shape[1]), *gather_csc_rows(shape, colptr, rowval, nzval, rows)
 
 
 def transposed(matrix: CscArrays) -> CscParts:

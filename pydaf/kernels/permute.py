@@ -203,6 +203,71 @@ def gather_csc_columns(colptr: np.ndarray, rowval: np.ndarray, nzval: np.ndarray
     return out_colptr, out_rowval, out_nzval
 
 
+def gather_csc_rows(shape: tuple[int, int], colptr: np.ndarray, rowval: np.ndarray, nzval: np.ndarray,
+                    rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The ``colptr``, ``rowval`` and ``nzval`` (new arrays, of the input's types) of the distinct 0-based ``rows``
+    (in their order) of a 1-based CSC matrix of ``shape``: two passes over its columns (count, then copy) with no
+    array per stored entry, so its memory is the result's. A large input is read a block of columns at a time, and
+    the pages of each block (mapped from a file) are released once read: selecting a few rows of a mapped matrix does
+    not keep the whole of it resident.
+
+    Example:
+        >>> colptr, rowval, nzval = gather_csc_rows((3, 2), np.array([1, 3, 4]), np.array([1, 3, 2]),
+        ...                                         np.array([5.0, 6.0, 7.0]), np.array([2, 0]))
+        >>> colptr.tolist(), rowval.tolist(), nzval.tolist()
+        ([1, 3, 3], [1, 2], [6.0, 5.0])
+    """
+    rows = np.asarray(rows, dtype=np.int64)
+    new_rows = np.full(shape[0], -1, dtype=np.int64)
+    new_rows[rows] = np.arange(rows.shape[0])
+    n_columns = shape[1]
+    if int(colptr[-1]) - 1 < PERMUTE_NUMBA_MIN_ENTRIES:
+        entry_rows = new_rows[np.asarray(rowval, dtype=np.int64) - 1]
+        kept = np.flatnonzero(entry_rows >= 0)
+        columns = np.repeat(np.arange(n_columns), np.diff(np.asarray(colptr, dtype=np.int64)))[kept]
+        if rows.shape[0] > 1 and np.any(np.diff(rows) < 0):
+            kept = kept[np.lexsort((entry_rows[kept], columns))]  # (each column's rows sorted again)
+        out_colptr = np.empty(n_columns + 1, dtype=colptr.dtype)
+        out_colptr[0] = 1
+        np.add(np.cumsum(np.bincount(columns, minlength=n_columns)), 1, out=out_colptr[1:], casting="unsafe")
+        return out_colptr, (entry_rows[kept] + 1).astype(rowval.dtype), nzval[kept]
+    kernels = _kernels()
+    # Blocks of columns of about _SPARSE_BLOCK_ENTRIES stored entries: what each pass holds resident at once.
+    wanted = np.arange(1, int(colptr[-1]), _SPARSE_BLOCK_ENTRIES, dtype=np.int64)
+    bounds = np.unique(np.concatenate([[0], np.searchsorted(colptr, wanted, side="right") - 1, [n_columns]]))
+    bounds = np.clip(bounds, 0, n_columns).tolist()
+    blocks = list(itertools.pairwise(bounds))
+
+    def read(first: int, last: int) -> slice:
+        return slice(int(colptr[first]) - 1, int(colptr[last]) - 1)
+
+    counts = np.zeros(n_columns, dtype=np.int64)
+
+    def count(first_block: int, last_block: int) -> None:
+        for first, last in blocks[first_block:last_block]:
+            kernels.count_csc_rows(colptr, rowval, new_rows, counts, first, last)
+            release_pages(rowval[read(first, last)])
+
+    ranges = even_bounds(len(blocks), number_of_threads())
+    run_ranges(count, ranges)
+    out_colptr = np.empty(n_columns + 1, dtype=colptr.dtype)
+    out_colptr[0] = 1
+    np.add(np.cumsum(counts), 1, out=out_colptr[1:], casting="unsafe")
+    n_entries = int(out_colptr[-1]) - 1
+    out_rowval, out_nzval = np.empty(n_entries, dtype=rowval.dtype), np.empty(n_entries, dtype=nzval.dtype)
+    sort = bool(rows.shape[0] > 1 and np.any(np.diff(rows) < 0))
+
+    def gather(first_block: int, last_block: int) -> None:
+        for first, last in blocks[first_block:last_block]:
+            kernels.gather_csc_rows(colptr, rowval, nzval, new_rows, out_colptr, out_rowval, out_nzval, first, last,
+                                    sort)
+            release_pages(rowval[read(first, last)])
+            release_pages(nzval[read(first, last)])
+
+    run_ranges(gather, ranges)
+    return out_colptr, out_rowval, out_nzval
+
+
 def _permute_csc_numpy(n_rows: int, colptr: np.ndarray, rowval: np.ndarray, nzval: np.ndarray, lengths: np.ndarray,
                        inverse_rows_permutation: np.ndarray | None, columns_permutation: np.ndarray | None,
                        out_colptr: np.ndarray, out_rowval: np.ndarray, out_nzval: np.ndarray) -> None:
