@@ -600,6 +600,41 @@ def test_conflicting_registrations_are_refused():
     assert query_operation(Abs) is Abs
 
 
+def test_a_definition_executed_again_registers_again(tmp_path):
+    """A module executed twice (a reload, a file a dask worker preloads) makes two classes of one definition: the
+    second registration replaces the first; another definition of the name is still refused."""
+    import importlib.util
+    import sys
+
+    path = tmp_path / "twice.py"
+    path.write_text("from pydaf.queries.base import ReductionOperation\n"
+                    "from pydaf.queries.registry import query_operation\n"
+                    "@query_operation\n"
+                    "class Twice(ReductionOperation):\n"
+                    "    pass\n")
+    classes = []
+    try:
+        for name in ("twice_a", "twice_b"):
+            spec = importlib.util.spec_from_file_location(name, path)
+            assert spec is not None and spec.loader is not None
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[name] = module  # (as an import does)
+            spec.loader.exec_module(module)
+            classes.append(module.Twice)
+            assert REDUCTION_OPERATIONS["Twice"] is module.Twice
+        assert classes[0] is not classes[1]
+
+        class Twice(ReductionOperation):  # (another definition of the name)
+            pass
+
+        with pytest.raises(DafValueError, match="conflicting registrations for the reduction operation: Twice"):
+            register_query_operation(Twice)
+    finally:
+        REDUCTION_OPERATIONS.pop("Twice", None)
+        sys.modules.pop("twice_a", None)
+        sys.modules.pop("twice_b", None)
+
+
 def test_every_builtin_is_registered():
     assert sorted(ELTWISE_OPERATIONS) >= sorted(["Abs", "Clamp", "Convert", "Fraction", "Log", "Round",
                                                  "Significant"])

@@ -18,7 +18,10 @@ restricted to the range (the data set chained with a ``MemoryDaf`` holding each 
 axis; a range of columns is a zero-copy slice of a mapped matrix) and evaluates the same query there with pydaf's
 own engine. The pieces are concatenated along the split axis: the result is exactly (bitwise) the local
 ``daf.get_np_query(query)``. Masks on the split axis (``@ gene [ is_marker ]``) work through the view; the client
-evaluates the split axis's own axis query to know how many entries each piece has.
+evaluates the split axis's own axis query to know how many entries each piece has. A mask of one axis that looks up
+another axis of the query (``@ cell [ UMIs @ gene = G3 > 0 ] @ gene``: a piece holds only some genes) is evaluated
+once by the client; the pieces mask the axis by its result, a Bool vector sent once to each worker (an eighth of a
+byte per entry) and chained over the data set there.
 
 Reductions that eliminate the split axis combine per-piece partials, computed by pydaf's reduction kernels:
 
@@ -64,15 +67,19 @@ the best of the batches: the local result bitwise, except the sign of a zero res
 and groups in the vector's order. ``Mode`` of strings and user-defined reductions are not combined: a reduction of
 the matrix (``>| Mode``) keeps the kept axis split, others run as one task.
 
-One task evaluates the whole query on a worker (exactly the local engine's result) for what is not split:
-non-decomposable reductions of the split axis, count matrices (``*``), square slices (``@|``, ``@-``), lookups whose
-values are entries of the split axis itself (``=@ cell``, a property named ``cell``, ``@ cell = X`` in a mask of the
-other axis), ``??`` that drops entries (their number is only known from the data), matrices whose two axes are
-the same axis, steps after a reduction that eliminated the axis,
-and queries that do not start at an axis (scalars, single entries). A one-task ``query`` has unknown (NaN) shape and
-an ``object`` dtype until computed; a group-by's number of groups is unknown (NaN) unless they are the entries of an
-axis (``=@``). Sets of names (``@ ?``,
-``@ cell : ?``) are small: :func:`get_np_query`/:func:`get_query` evaluate them locally.
+Steps after a combined reduction (``>> Sum % Log``, ``/ type >> Mean > 3``, ``>| Max >= 40``, ``/ t >> Mean >> Max``)
+apply to its result, which is small, by the engine itself (the result held by a ``MemoryDaf``). A group-by whose key
+drops entries (``/ metacell ?? : type``) drops them from each piece's values by the key's entries.
+One task evaluates the whole query on a worker (exactly the local engine's result) for what is not split: reductions
+of the whole split axis that are not combined from pieces (user-defined ones: nothing says how to combine them; the
+``Mode`` of strings), count matrices (``*``) and square slices (``@|``, ``@-``) of vectors, lookups whose values are
+entries of the split axis itself (``=@ cell``, a property named ``cell``), a chain whose ``??`` drops entries outside
+a group-by (their number is only known from the data), lookups after a reduction, matrices whose two axes are the
+same axis, and queries that do not start at an axis (scalars, single entries). A user-defined reduction of the whole
+that implements ``compute_partial`` and ``combine_partials`` (see :class:`~pydaf.queries.base.ReductionOperation`)
+is combined from the pieces' partials. A one-task ``query`` has unknown (NaN) shape and an ``object`` dtype until
+computed; a group-by's number of groups is unknown (NaN) unless they are the entries of an axis (``=@``). Sets of
+names (``@ ?``, ``@ cell : ?``) are small: :func:`get_np_query`/:func:`get_query` evaluate them locally.
 
 Errors in the query (syntax, an unknown property, an unsupported type) are raised in the client when the graph is
 built: the client evaluates the query (or the parts of a group-by) on one entry of the split axis.
@@ -96,7 +103,7 @@ from ..composition.chains import chain_reader
 from ..composition.views import VIEW_ALL_AXES, viewer
 from ..core.readers import DafReader
 from ..core.values import exact_cast
-from ..errors import DafQueryError, DafValueError
+from ..errors import DafError, DafQueryError, DafValueError
 from ..formats.memory import MemoryDaf
 from ..kernels import reductions as kernels
 from ..queries.base import EltwiseOperation, ReductionOperation
@@ -193,6 +200,7 @@ class _Plan:
     matrix: tuple[str, str, str] | None = None  # the rows axis, columns axis and name of a matrix lookup
     key_query: QuerySequence | None = None  # a group-by: each entry's group
     fallback: _Plan | None = None  # "rows", "grouped": the plan splitting the kept axis instead
+    after: tuple = ()  # steps applied to the combined result (element-wise, comparisons, reductions)
 
 
 def _axis_segment(operations: tuple, index: int) -> int | None:
@@ -226,6 +234,22 @@ def _names_in(operations: tuple) -> set[str]:
                 names.add(name)
                 names.add(name.split(".", 1)[0])
     return names
+
+
+def _steps_after(rest: tuple) -> int | None:
+    """Where the steps that follow a combined reduction begin in ``rest`` (after the reduction's own ``||``), or
+    ``None`` if one of them reads the data set (a lookup): such steps apply to the combined result, which is small."""
+    start = 0
+    while start < len(rest) and isinstance(rest[start], IfMissing):
+        start += 1
+    steps = rest[start:]
+    if all(isinstance(step, EltwiseOperation | ComparisonOperation | ReductionOperation | IfMissing) for step in steps):
+        return start
+    return None
+
+
+# Why a query whose axes are looked up by its own masks is one task (unless the masks are evaluated first).
+_LOOKED_UP = "the surviving axes are looked up by the query itself"
 
 
 def _one(dimensions: int, reason: str) -> _Plan:
@@ -326,7 +350,7 @@ def _plan(local: DafReader, sequence: QuerySequence) -> _Plan:
     if survivors:
         split_axis = splittable(axes)
         if split_axis is None:
-            fallback = _one(dimensions, "the surviving axes are looked up by the query itself")
+            fallback = _one(dimensions, _LOOKED_UP)
         else:
             fallback = _split_plan(dimensions, split_axis, axes.index(split_axis), operations, segments)
             fallback.matrix = matrix
@@ -345,26 +369,27 @@ def _plan(local: DafReader, sequence: QuerySequence) -> _Plan:
                        if isinstance(operations[index], ReductionOperation))
         key_steps = operations[eliminated_at + 1:closing]
         reduction, rest = operations[closing], operations[closing + 1:]
-        if any(isinstance(step, IfNot) and step.final_value is None for step in key_steps):
-            return _one(dimensions, "?? drops entries of the groups (their number is only known from the data)")
     else:
         reduction, rest = operations[eliminated_at], operations[eliminated_at + 1:]
     is_group = isinstance(operations[eliminated_at], GroupBy)
     selected = type(reduction) in _SELECTED and not is_group
     moded = type(reduction) is Mode and not is_group
-    if type(reduction) not in _DECOMPOSABLE and type(reduction) not in _BY_VALUES:
+    user_combined = reduction.combines_partials and not is_group
+    if type(reduction) not in _DECOMPOSABLE and type(reduction) not in _BY_VALUES and not user_combined:
         return _one(dimensions, f"the reduction {reduction.operation_name()} is not combined from pieces")
-    if any(not isinstance(operation, IfMissing) for operation in rest):
-        return _one(dimensions, "steps after the reduction")
+    after_at = _steps_after(rest)
+    if after_at is None:
+        return _one(dimensions, "lookups after the reduction")
+    after = rest[after_at:]
     split_axis = splittable(before_elimination)
     if split_axis is None:
-        return _one(dimensions, "the surviving axes are looked up by the query itself")
+        return _one(dimensions, _LOOKED_UP)
     plan = _split_plan(len(before_elimination), split_axis, before_elimination.index(split_axis), operations,
                        segments)
     plan.kind = "select" if selected else "mode" if moded else "reduce"
     plan.dimensions, plan.reduction = 0, reduction
     plan.prefix = QuerySequence(*operations[:eliminated_at])
-    plan.matrix = matrix
+    plan.matrix, plan.after = matrix, after
     if isinstance(operations[eliminated_at], GroupBy):
         assert plan.axis_query is not None
         plan.kind, plan.dimensions = "group", 1
@@ -392,9 +417,8 @@ def _stored_rows_plan(local: DafReader, dimensions: int, operations: tuple[Any, 
     reduction = operations[closing].reduction_operation
     kept, reduced = ((rows_axis, columns_axis) if isinstance(step, ReduceToColumn | GroupColumnsBy)
                      else (columns_axis, rows_axis))
-    if type(reduction) not in _DECOMPOSABLE \
-            or any(not isinstance(operation, IfMissing) for operation in operations[closing + 1:]) \
-            or any(isinstance(operation, IfNot) and operation.final_value is None for operation in key_steps) \
+    after_at = _steps_after(operations[closing + 1:])
+    if type(reduction) not in _DECOMPOSABLE or after_at is None \
             or not safe(reduced):
         return None
     if local.has_matrix(rows_axis, columns_axis, name, relayout=False):
@@ -408,6 +432,7 @@ def _stored_rows_plan(local: DafReader, dimensions: int, operations: tuple[Any, 
     plan = _split_plan(2, reduced, 0 if reduced == rows_axis else 1, operations, segments)
     plan.kind = "rows" if closing == reduced_at else "grouped"
     plan.dimensions, plan.reduction, plan.matrix = dimensions, reduction, matrix
+    plan.after = operations[closing + 1 + after_at:]
     # The matrix in the stored layout (its element-wise steps commute with the transposition): each piece reduces
     # the stored columns it holds, per stored row.
     (first_start, first_end), (second_start, second_end) = segments
@@ -432,6 +457,91 @@ def _split_plan(dimensions: int, axis: str, dimension: int, operations: tuple,
                 segments: list[tuple[int, int]]) -> _Plan:
     start, end = next((start, end) for start, end in segments if operations[start].axis_name == axis)
     return _Plan("split", dimensions, axis=axis, axis_query=QuerySequence(*operations[start:end]), dimension=dimension)
+
+
+# Masks evaluated in the client: a mask of one axis that looks up the other (``@ cell [ X @ gene = g5 > 0 ] @ gene``)
+# would see only a piece's entries of the split axis; the client evaluates it once, and the pieces mask the axis by
+# its result, a vector of a ``MemoryDaf`` chained over the data set.
+
+
+@dataclass(frozen=True)
+class _MaskedSource:
+    """A data set, and the masks the client evaluated: each ``(axis, name, bits)`` a Bool vector ``name`` of ``axis``
+    (its packed bits: an eighth of a byte per entry in the graph) that the rewritten query masks the axis by."""
+
+    source: DafSource
+    masks: tuple[tuple[str, str, bytes], ...]
+
+
+_Source = DafSource | _MaskedSource
+
+# The last few masked data sets used, per process: (pid, masked source) -> (the data set, its chain with the masks).
+_masked_kept: OrderedDict[tuple[int, _MaskedSource], tuple[DafReader, DafReader]] = OrderedDict()
+
+
+def _masks_memory(daf: DafReader, masks: list[tuple[str, str, np.ndarray]]) -> MemoryDaf:
+    memory = MemoryDaf(name=f"{daf.name}.masks")
+    for axis, name, bits in masks:
+        if not memory.has_axis(axis):
+            memory.add_axis(axis, daf.axis_vector(axis))
+        memory.set_vector(axis, name, bits)
+    return memory
+
+
+def _open(source: _Source) -> DafReader:
+    """The data set of a task (:func:`~pydaf.dask.open_source`), chained with its evaluated masks if any (made once
+    per process, while the data set stays open)."""
+    if isinstance(source, DafSource):
+        return open_source(source)
+    daf = open_source(source.source)
+    key = (os.getpid(), source)
+    with _ranges_lock:
+        kept = _masked_kept.get(key)
+        if kept is not None and kept[0] is daf:
+            _masked_kept.move_to_end(key)
+            return kept[1]
+    masks = [(axis, name, np.unpackbits(np.frombuffer(bits, dtype=np.uint8), count=daf.axis_length(axis))
+              .astype(bool)) for axis, name, bits in source.masks]
+    chain = chain_reader([daf, _masks_memory(daf, masks)], name=f"{daf.name}.masked")
+    with _ranges_lock:
+        _masked_kept[key] = (daf, chain)
+        _masked_kept.move_to_end(key)
+        while len(_masked_kept) > _KEPT_RANGES:
+            _masked_kept.popitem(last=False)
+    return chain
+
+
+def _evaluated_masks(local: DafReader, sequence: QuerySequence) \
+        -> tuple[QuerySequence, list[tuple[str, str, np.ndarray]]] | None:
+    """The query with each mask of its leading axes that names another of them replaced by a mask by a vector, and
+    those vectors (evaluated here); ``None`` if no mask does."""
+    import pandas as pd
+
+    operations = list(sequence.operations)
+    segments: list[tuple[int, int]] = []
+    end = _axis_segment(sequence.operations, 0)
+    while end is not None and len(segments) < 2:
+        segments.append((segments[-1][1] if segments else 0, end))
+        end = _axis_segment(sequence.operations, end)
+    axes = {str(operations[start].axis_name) for start, _ in segments}
+    masks: list[tuple[str, str, np.ndarray]] = []
+    for start, end in reversed(segments):
+        axis = str(operations[start].axis_name)
+        if end - start == 1 or not _names_in(tuple(operations[start + 1:end])) & (axes - {axis}):
+            continue
+        try:
+            entries = np.asarray(query_result(local, QuerySequence(*operations[start:end]), cache=False).value,
+                                 dtype=object)
+        except DafError:
+            return None  # (the engine's error for the whole query, raised as it is planned)
+        bits = np.zeros(local.axis_length(axis), dtype=bool)
+        bits[pd.Index(local.axis_vector(axis), dtype=object).get_indexer(entries)] = True
+        name = f"__pydaf_dask_mask_{len(masks)}__"
+        masks.append((axis, name, bits))
+        operations[start:end] = [Axis(axis), BeginMask(name), EndMask()]
+    if not masks:
+        return None
+    return QuerySequence(*operations), masks
 
 
 # A piece: the data set with the split axis restricted to a range.
@@ -504,16 +614,16 @@ def _releasing(task: Callable[..., Any]) -> Callable[..., Any]:
 
 
 @_releasing
-def _evaluate_piece(source: DafSource, query_text: str, axis: str, start: int, stop: int) -> Any:
+def _evaluate_piece(source: _Source, query_text: str, axis: str, start: int, stop: int) -> Any:
     """The query on a range of the split axis (a task: numpy or scipy csc)."""
-    view = _range_view(open_source(source), axis, start, stop)
+    view = _range_view(_open(source), axis, start, stop)
     return as_numpy(query_result(view, as_query_sequence(query_text), cache=False))
 
 
 @_releasing
-def _evaluate_whole(source: DafSource, query_text: str) -> Any:
+def _evaluate_whole(source: _Source, query_text: str) -> Any:
     """The whole query in one task."""
-    return open_source(source).get_np_query(query_text, cache=False)
+    return _open(source).get_np_query(query_text, cache=False)
 
 
 @dataclass(frozen=True)
@@ -628,11 +738,11 @@ def _geomeans(statistics: dict[str, Any], totals: Any, eps: float) -> Any:
 
 
 @_releasing
-def _partial_piece(source: DafSource, prefix_text: str, reduction_text: str, axis: str, start: int,
+def _partial_piece(source: _Source, prefix_text: str, reduction_text: str, axis: str, start: int,
                    stop: int, dense_vector: bool = False) -> _Partial:
     """The partial statistics of a range of the values a reduction reduces (a task). ``dense_vector``: the whole is
     a vector or a dense matrix of one row or column (whose GeoMean the kernels take in ``Float64`` logs)."""
-    view = _range_view(open_source(source), axis, start, stop)
+    view = _range_view(_open(source), axis, start, stop)
     values = query_result(view, as_query_sequence(prefix_text), cache=False).value
     reduction: Any = as_query_sequence(reduction_text).operations[0]
     is_matrix = isinstance(values, SparseMatrixCSC) or np.ndim(values) == 2
@@ -640,6 +750,8 @@ def _partial_piece(source: DafSource, prefix_text: str, reduction_text: str, axi
     dtype = values.nzval.dtype if isinstance(values, SparseMatrixCSC) else np.asarray(values).dtype
     if size == 0 or isinstance(reduction, Count):
         return _Partial(size, dtype)
+    if type(reduction) not in _DECOMPOSABLE:  # (a user-defined reduction that says how to combine pieces)
+        return _Partial(size, dtype, {"user": reduction.compute_partial(values)})
 
     def statistic(name: str) -> Any:
         return kernels.reduce_all(values, name) if is_matrix else kernels.reduce_vector(np.asarray(values), name)
@@ -661,12 +773,14 @@ def _cast(value: Any, dtype: np.dtype) -> Any:
     return exact_cast(np.asarray(value), np.dtype(dtype), exact_floats=False)[()]
 
 
-def _combine(source: DafSource, query_text: str, reduction_text: str, *partials: _Partial) -> Any:
+def _combine(source: _Source, query_text: str, reduction_text: str, *partials: _Partial) -> Any:
     """The reduction of the whole from the pieces' partials (a task)."""
     reduction: Any = as_query_sequence(reduction_text).operations[0]
     pieces = [partial for partial in partials if partial.size > 0]
     if not pieces:  # nothing to reduce: the engine's answer (the IfMissing default, or its error)
         return _evaluate_whole(source, query_text)
+    if type(reduction) not in _DECOMPOSABLE:
+        return reduction.combine_partials([partial.statistics["user"] for partial in pieces])
     dtype = pieces[0].dtype
     result_type = reduction.reduction_result_type(dtype)
     size = sum(partial.size for partial in pieces)
@@ -724,19 +838,26 @@ class _GroupPartial:
 
 
 @_releasing
-def _group_piece(source: DafSource, prefix_text: str, key_text: str, reduction_text: str, axis: str, start: int,
+def _group_piece(source: _Source, prefix_text: str, key_text: str, reduction_text: str, axis: str, start: int,
                  stop: int) -> _GroupPartial:
     """The groups of a range of a vector, or of the stored columns of a matrix (in its stored layout), and each
     group's partial statistics (a task)."""
     import pandas as pd
 
-    view = _range_view(open_source(source), axis, start, stop)
-    values = query_result(view, as_query_sequence(prefix_text), cache=False).value
+    view = _range_view(_open(source), axis, start, stop)
+    prefix = query_result(view, as_query_sequence(prefix_text), cache=False)
+    values = prefix.value
     is_matrix = isinstance(values, SparseMatrixCSC) or np.ndim(values) == 2
     if not is_matrix:
         values = np.asarray(values)
     dtype = values.nzval.dtype if isinstance(values, SparseMatrixCSC) else values.dtype
-    keys = np.asarray(query_result(view, as_query_sequence(key_text), cache=False).value)
+    key = query_result(view, as_query_sequence(key_text), cache=False)
+    keys = np.asarray(key.value)
+    if keys.shape[0] != values.shape[1 if is_matrix else 0]:  # (``??`` dropped the entries whose key is empty)
+        kept = pd.Index(np.asarray(prefix.entries[1 if is_matrix else 0], dtype=object), dtype=object) \
+            .get_indexer(np.asarray(key.entries[0], dtype=object))
+        values = values.select(columns=kept) if isinstance(values, SparseMatrixCSC) \
+            else values[:, kept] if is_matrix else values[kept]
     reduction: Any = as_query_sequence(reduction_text).operations[0]
     codes, groups = pd.factorize(keys, use_na_sentinel=False)
     groups = np.asarray(groups, dtype=keys.dtype)
@@ -759,7 +880,7 @@ def _group_piece(source: DafSource, prefix_text: str, key_text: str, reduction_t
     return _GroupPartial(groups, dtype, statistics, (int(values.shape[0]),) if is_matrix else ())
 
 
-def _combine_groups(source: DafSource, query_text: str, reduction_text: str, group_axis: str | None,
+def _combine_groups(source: _Source, query_text: str, reduction_text: str, group_axis: str | None,
                     values_source: tuple[str, str] | None, groups_dimension: int,
                     *partials: _GroupPartial) -> tuple[np.ndarray, np.ndarray]:
     """The grouped reduction of the whole from the pieces' per-group partials, and the group names, in the engine's
@@ -859,13 +980,13 @@ def _combine_groups(source: DafSource, query_text: str, reduction_text: str, gro
     if group_axis is None:
         group_state = VectorState()
         group_state.stored_values, group_state.values_source = groups, values_source
-        query_state = QueryState(open_source(source) if values_source else MemoryDaf(), (), Purpose.COMPUTE)
+        query_state = QueryState(_open(source) if values_source else MemoryDaf(), (), Purpose.COMPUTE)
         ordered, rank = group_values(query_state, group_state)
         result = np.empty_like(reduced)
         result[rank] = reduced
         return oriented(result), entry_names(ordered)
     # The groups are the entries of an axis, in its order (values that are no entry of it are in no group).
-    daf = open_source(source)
+    daf = _open(source)
     entries = daf.axis_vector(group_axis)
     positions = pd.Index(entries, dtype=object).get_indexer(entry_names(groups))
     known = positions >= 0
@@ -887,11 +1008,11 @@ def _combine_groups(source: DafSource, query_text: str, reduction_text: str, gro
 
 
 @_releasing
-def _row_partial_piece(source: DafSource, prefix_text: str, reduction_text: str, axis: str, start: int,
+def _row_partial_piece(source: _Source, prefix_text: str, reduction_text: str, axis: str, start: int,
                        stop: int) -> _Partial:
     """The per-row partial statistics of a range of the columns of the matrix a ``>|`` reduces (a task): ``size``
     is its number of columns, the statistics are vectors of one value per row."""
-    view = _range_view(open_source(source), axis, start, stop)
+    view = _range_view(_open(source), axis, start, stop)
     values = query_result(view, as_query_sequence(prefix_text), cache=False).value
     reduction: Any = as_query_sequence(reduction_text).operations[0]
     dtype = values.nzval.dtype if isinstance(values, SparseMatrixCSC) else np.asarray(values).dtype
@@ -909,7 +1030,7 @@ def _row_partial_piece(source: DafSource, prefix_text: str, reduction_text: str,
     return _Partial(n_columns, dtype, statistics)
 
 
-def _combine_rows(source: DafSource, query_text: str, reduction_text: str, *partials: _Partial) -> np.ndarray:
+def _combine_rows(source: _Source, query_text: str, reduction_text: str, *partials: _Partial) -> np.ndarray:
     """The ``>|`` reduction of the whole matrix from its column pieces' per-row partials (a task)."""
     reduction: Any = as_query_sequence(reduction_text).operations[0]
     pieces = [partial for partial in partials if partial.size > 0]
@@ -1027,11 +1148,11 @@ def _value_chunks(values: Any) -> tuple[Iterator[np.ndarray], int, np.dtype]:
 
 
 @_releasing
-def _select_piece(source: DafSource, prefix_text: str, axis: str, start: int, stop: int,
+def _select_piece(source: _Source, prefix_text: str, axis: str, start: int, stop: int,
                   prefixes: tuple[tuple[int, int, bool], ...]) -> _Selection:
     """A round of a selection on a range of the values (a task): for each ``(prefix, bits, keys)``, the values whose
     key's top ``bits`` bits are ``prefix``, counted by their next 16 bits, or (``keys``) by their whole key."""
-    view = _range_view(open_source(source), axis, start, stop)
+    view = _range_view(_open(source), axis, start, stop)
     values = query_result(view, as_query_sequence(prefix_text), cache=False).value
     chunks, implicit, dtype = _value_chunks(values)
     width = 8 * (1 if dtype == np.bool_ else dtype.itemsize)
@@ -1133,7 +1254,7 @@ def _select(run_round: Callable[[tuple[tuple[int, int, bool], ...]], list[_Selec
     return _cast(value, result_type)
 
 
-def _select_rounds(source: DafSource, prefix_text: str, axis: str, ranges: list[tuple[int, int, int]],
+def _select_rounds(source: _Source, prefix_text: str, axis: str, ranges: list[tuple[int, int, int]],
                    compute: Callable[[list[Any]], list[Any]]) -> Callable[[tuple], list[_Selection]]:
     """A function running one round of a selection on every range (``compute`` computes a list of delayed tasks)."""
     import dask
@@ -1274,14 +1395,14 @@ def _last_implicit(values: SparseMatrixCSC) -> tuple[int, int]:
 
 
 @_releasing
-def _mode_piece(source: DafSource, prefix_text: str, axis: str, start: int, stop: int, offset: int, total: int,
+def _mode_piece(source: _Source, prefix_text: str, axis: str, start: int, stop: int, offset: int, total: int,
                 dimension: int, histograms: tuple[tuple[int, int], ...],
                 batch: tuple[int, int] | None) -> _ModeRound:
     """A round of a mode on a range of the values (a task): for each ``(prefix, bits)`` of ``histograms``, the values
     whose key's top ``bits`` bits are ``prefix``, counted by their next 16 bits; for ``batch`` (the lowest and highest
     key of a range), each distinct key in it, its count and its last position in the whole (the piece holds the
     entries ``offset:offset + n`` of the whole's ``dimension``, of ``total``)."""
-    view = _range_view(open_source(source), axis, start, stop)
+    view = _range_view(_open(source), axis, start, stop)
     values = query_result(view, as_query_sequence(prefix_text), cache=False).value
     sparse = isinstance(values, SparseMatrixCSC)
     is_matrix = sparse or np.ndim(values) == 2
@@ -1427,7 +1548,7 @@ def _mode(run_round: Callable[[tuple[tuple[int, int], ...], tuple[int, int] | No
     return _cast(value, reduction.reduction_result_type(dtype))
 
 
-def _mode_rounds(source: DafSource, prefix_text: str, axis: str, ranges: list[tuple[int, int, int]], dimension: int,
+def _mode_rounds(source: _Source, prefix_text: str, axis: str, ranges: list[tuple[int, int, int]], dimension: int,
                  compute: Callable[[list[Any]], list[Any]]) -> Callable[..., list[_ModeRound]]:
     """A function running one round of a mode on every range (``compute`` computes a list of delayed tasks)."""
     import dask
@@ -1440,7 +1561,7 @@ def _mode_rounds(source: DafSource, prefix_text: str, axis: str, ranges: list[tu
         for (start, stop, _), offset in zip(ranges, offsets, strict=False)])
 
 
-def _in_rounds(kind: str, source: DafSource, query_text: str, prefix_text: str, reduction_text: str, axis: str,
+def _in_rounds(kind: str, source: _Source, query_text: str, prefix_text: str, reduction_text: str, axis: str,
                ranges: list[tuple[int, int, int]], dimension: int) -> Any:
     """A selection (``kind``: ``"select"``) or a mode (``"mode"``) as one task of a lazy graph: on a worker it submits
     each round's pieces to the cluster (``distributed.worker_client``, which frees its thread meanwhile); elsewhere it
@@ -1482,8 +1603,9 @@ class _Graph:
     local_value: Any = None  # a set of names, evaluated locally
     group_axis: str | None = None  # the axis whose entries are the groups of a group-by (``=@``)
     ranges: list[tuple[int, int, int]] = field(default_factory=list)  # a selection's pieces
-    source: DafSource | None = None
+    source: Any = None  # (a DafSource, or a Delayed _MaskedSource)
     query_text: str = ""
+    final_dtype: np.dtype | None = None  # a group-by's, after the steps that follow it
 
 
 def _ranges(selected: np.ndarray, length: int, entry_bytes: float, chunk_bytes: int) -> list[tuple[int, int, int]]:
@@ -1535,12 +1657,26 @@ def _graph(daf: DafReader | str | os.PathLike, query_value: Any, chunk_bytes: in
     text = str(sequence)
     if plan is None:
         plan = _plan(local, sequence)
+        # (A mask that looks up another axis keeps that axis from being split, or makes the query one task.)
+        evaluated = _evaluated_masks(local, sequence) if plan.dimensions >= 0 else None
+        if evaluated is not None:
+            masked_sequence, masks = evaluated
+            masked_local = chain_reader([local, _masks_memory(local, masks)], name=f"{local.name}.masked")
+            masked_plan = _plan(masked_local, masked_sequence)
+            if masked_plan.kind != "one":
+                packed = tuple((axis, name, np.packbits(bits).tobytes()) for axis, name, bits in masks)
+                # (One key of the graph that every task takes: its bits are sent to a worker once.)
+                source = dask.delayed(_MaskedSource(source, packed), pure=True)
+                local, sequence, plan = masked_local, masked_sequence, masked_plan
+                text = str(sequence)
     if plan.dimensions < 0:
         return _Graph(plan, [], local_value=local.get_np_query(sequence, cache=False))
     whole = _Graph(plan, [dask.delayed(_evaluate_whole, pure=True)(source, text)])
     if plan.kind == "one":
         return whole
     assert plan.axis is not None and plan.axis_query is not None
+    if plan.after:  # (the pieces evaluate the query up to its combined reduction; the steps after it follow)
+        text = str(QuerySequence(*sequence.operations[:len(sequence.operations) - len(plan.after)]))
     # The entries of the split axis the query selects (its own axis query: ``@ gene [ is_marker ]``).
     entries = np.asarray(query_result(local, plan.axis_query, cache=False).value, dtype=object)
     positions = np.sort(pd.Index(local.axis_vector(plan.axis), dtype=object).get_indexer(entries).astype(np.int64))
@@ -1565,6 +1701,10 @@ def _graph(daf: DafReader | str | os.PathLike, query_value: Any, chunk_bytes: in
                 query_result(probe_view, sequence, cache=False)  # (the engine's error for the type)
             whole.plan = _one(plan.dimensions, "the reduced values are not numbers")
             return whole
+    final_dtype = None
+    if grouped and plan.after:  # (the steps' errors, raised here, and the result's type)
+        final = as_numpy(query_result(probe_view, sequence, cache=False))
+        final_dtype = np.asarray(final).dtype
     if grouped:
         from ..queries.machine import final_state
         from ..queries.state import Purpose
@@ -1601,7 +1741,7 @@ def _graph(daf: DafReader | str | os.PathLike, query_value: Any, chunk_bytes: in
         groups_dimension = plan.dimension if plan.kind == "grouped" else 0
         combined = dask.delayed(_combine_groups, pure=True)(source, text, reduction_text, group_axis,
                                                             values_source, groups_dimension, *partials)
-        return _Graph(plan, [combined], [], probe, group_axis=group_axis)
+        return _Graph(plan, [combined], [], probe, group_axis=group_axis, final_dtype=final_dtype)
     if plan.kind in ("select", "mode"):
         task = dask.delayed(_in_rounds, pure=True)(plan.kind, source, text, str(plan.prefix), reduction_text,
                                                    plan.axis, ranges, plan.dimension)
@@ -1617,6 +1757,36 @@ def _graph(daf: DafReader | str | os.PathLike, query_value: Any, chunk_bytes: in
 
 
 # Assembling the pieces.
+
+
+def _finish(value: Any, steps: tuple) -> Any:
+    """The steps that follow a combined reduction (element-wise, comparisons, reductions) applied to its result (a
+    scalar, or the small vector or matrix of a group-by or of one value per row), by the engine itself: the result
+    held by a ``MemoryDaf`` and queried there."""
+    if not steps:
+        return value
+    if np.ndim(value) == 0:  # (only element-wise steps follow a scalar)
+        for step in steps:
+            value = step.compute_eltwise(value)
+        return value
+    array = np.asarray(value)
+    memory = MemoryDaf(name="combined")
+    head: tuple[Any, ...]
+    if array.ndim == 1:
+        memory.add_axis("entry", [str(index) for index in range(array.shape[0])])
+        memory.set_vector("entry", "value", array)
+        head = (Axis("entry"), LookupVector("value"))
+    else:
+        memory.add_axis("row", [str(index) for index in range(array.shape[0])])
+        memory.add_axis("column", [str(index) for index in range(array.shape[1])])
+        memory.set_matrix("row", "column", "value", array, relayout=False)
+        head = (Axis("row"), Axis("column"), LookupMatrix("value"))
+    return as_numpy(query_result(memory, QuerySequence(*head, *steps), cache=False))
+
+
+def _finished(pair: tuple[Any, Any], steps: tuple) -> tuple[Any, Any]:
+    """:func:`_finish` of a group-by's values, with its group names."""
+    return _finish(pair[0], steps), pair[1]
 
 
 def _is_sparse(value: Any) -> bool:
@@ -1675,6 +1845,21 @@ def query(daf: DafReader | str | os.PathLike, query: Any, *, chunk_bytes: int | 
         return da.from_delayed(graph.pieces[0], shape=(nan,) * plan.dimensions, dtype=object)
     assert graph.probe is not None
     probe_value = as_numpy(graph.probe)
+    if plan.after:  # (the steps after the combined reduction, on its result)
+        import dask
+
+        final_dimensions = query_result_dimensions(as_query_sequence(query))
+        finish = dask.delayed(_finished if plan.kind in ("group", "grouped") else _finish, pure=True)
+        graph.pieces[0] = finish(graph.pieces[0], plan.after)
+        if plan.kind in ("group", "grouped"):
+            probe_value = np.zeros(np.shape(probe_value), dtype=graph.final_dtype)
+        if final_dimensions == 0:
+            import operator
+
+            value = graph.pieces[0]
+            if plan.kind in ("group", "grouped"):
+                value = dask.delayed(operator.getitem, pure=True)(value, 0)
+            return da.from_delayed(value, shape=(), dtype=np.asarray(probe_value).dtype)
     if plan.kind in ("reduce", "select", "mode"):
         return da.from_delayed(graph.pieces[0], shape=(), dtype=np.asarray(probe_value).dtype)
     if plan.kind == "rows":
@@ -1731,9 +1916,9 @@ def get_np_query(daf: DafReader | str | os.PathLike, query: Any, *, chunk_bytes:
     if graph.plan.dimensions < 0:
         return graph.local_value
     if graph.plan.kind in ("select", "mode"):
-        return _select_eagerly(graph, compute)
+        return _finish(_select_eagerly(graph, compute), graph.plan.after)
     values = list(dask.compute(*graph.pieces, **compute))
-    return _assemble(graph, values)
+    return _finish(_assemble(graph, values), graph.plan.after)
 
 
 def get_query(daf: DafReader | str | os.PathLike, query: Any, *, chunk_bytes: int | None = None,
@@ -1758,10 +1943,10 @@ def get_query(daf: DafReader | str | os.PathLike, query: Any, *, chunk_bytes: in
         task = dask.delayed(_evaluate_whole_pandas, pure=True)(source_of(daf), str(as_query_sequence(query)))
         return dask.compute(task, **compute)[0]
     if plan.kind in ("select", "mode"):
-        return _select_eagerly(graph, compute)
+        return _finish(_select_eagerly(graph, compute), plan.after)
     values = list(dask.compute(*graph.pieces, **compute))
-    value = _assemble(graph, values)
-    if plan.dimensions == 0:
+    value = _finish(_assemble(graph, values), plan.after)
+    if np.ndim(value) == 0:
         return value
     if plan.kind == "group":
         import pandas as pd
@@ -1811,6 +1996,6 @@ def _select_eagerly(graph: _Graph, compute: dict[str, Any]) -> Any:
 
 
 @_releasing
-def _evaluate_whole_pandas(source: DafSource, query_text: str) -> Any:
+def _evaluate_whole_pandas(source: _Source, query_text: str) -> Any:
     """The whole query in one task, labelled."""
-    return open_source(source).get_query(query_text, cache=False)
+    return _open(source).get_query(query_text, cache=False)

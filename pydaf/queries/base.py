@@ -404,6 +404,47 @@ class ReductionOperation(ComputationOperation):
                 result[:, group] = self.compute_matrix(select_matrix(matrix, columns=members), 1)
         return result
 
+    def compute_partial(self, values: Any) -> Any:
+        """Optional: what a piece of the values contributes to the reduction of the whole, for :mod:`pydaf.dask`
+        (which then reduces a whole vector or matrix on a cluster piece by piece, and :meth:`combine_partials` makes
+        the result from the pieces' partials; without the two, such a reduction runs as one task, which needs all the
+        values on one worker). ``values``: a non-empty vector, dense matrix or :class:`~pydaf.SparseMatrixCSC` (whose
+        implicit zeros are values: :func:`~pydaf.sparse.dense_column_major` makes it dense).
+
+        Example:
+            >>> import numpy as np
+            >>> class Range(ReductionOperation):
+            ...     def reduction_result_type(self, dtype):
+            ...         return dtype
+            ...     def compute_vector(self, values):
+            ...         return values.max() - values.min()
+            ...     def compute_partial(self, values):
+            ...         return values.max(), values.min()
+            ...     def combine_partials(self, partials):
+            ...         return max(high for high, _ in partials) - min(low for _, low in partials)
+            >>> pieces = [np.array([3, 9]), np.array([1, 4])]
+            >>> int(Range().combine_partials([Range().compute_partial(piece) for piece in pieces]))
+            8
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not implement compute_partial")
+
+    def combine_partials(self, partials: list[Any]) -> Any:
+        """Optional: the reduction of the whole from the partials :meth:`compute_partial` gave for its pieces (at
+        least one), as :meth:`compute_vector` would give it."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement combine_partials")
+
+    @property
+    def combines_partials(self) -> bool:
+        """Whether this reduction says how to combine pieces (:meth:`compute_partial`, :meth:`combine_partials`).
+
+        Example:
+            >>> ReductionOperation().combines_partials
+            False
+        """
+        kind = type(self)
+        return kind.compute_partial is not ReductionOperation.compute_partial \
+            and kind.combine_partials is not ReductionOperation.combine_partials
+
     def _collect(self, vectors: Any, dtype: np.dtype) -> np.ndarray:
         result_dtype = np.dtype(self.reduction_result_type(dtype))
         results = []

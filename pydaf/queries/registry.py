@@ -32,7 +32,9 @@ _Operation = TypeVar("_Operation", bound=type[ComputationOperation])
 
 def register_query_operation(operation_type: type[ComputationOperation]) -> None:
     """Make ``operation_type`` usable in query strings under its class name. Registering the same class again is a
-    no-op; registering a different class under a taken name is an error (naming both definitions).
+    no-op, as is registering the same definition executed again (the same qualified name, file and line: a reloaded
+    module, or a file a ``dask.distributed`` worker preloads, which Python makes a new class, as Julia would not);
+    registering a different class under a taken name is an error (naming both definitions).
 
     Example:
         >>> from pydaf.queries.operations import Abs
@@ -48,7 +50,8 @@ def register_query_operation(operation_type: type[ComputationOperation]) -> None
         raise DafValueError(f"not an EltwiseOperation or ReductionOperation: {operation_type.__name__}")
     name = operation_type.operation_name()
     previous = registry.get(name)
-    if previous is not None and previous is not operation_type:
+    if previous is not None and previous is not operation_type \
+            and (previous.__qualname__, _where(previous)) != (operation_type.__qualname__, _where(operation_type)):
         raise DafValueError(f"conflicting registrations for the {kind} operation: {name}\n"
                             f"first in: {_where(previous)}\nsecond in: {_where(operation_type)}")
     registry[name] = operation_type
