@@ -46,6 +46,9 @@ def _big_daf() -> pydaf.MemoryDaf:
     daf.set_vector("cell", "batch", rng.integers(0, 5, size=N_CELLS).astype(np.int32))
     daf.set_vector("gene", "is_marker", rng.random(N_GENES) < 0.3)
     daf.set_vector("gene", "module", np.array([f"M{index % 7}" for index in range(N_GENES)], dtype=object))
+    # Strings in a dense matrix, each as frequent as the others: the mode is the one whose last occurrence is first.
+    daf.set_matrix("cell", "gene", "call", np.array(list("ACGT"), dtype=object)[
+        (np.arange(N_CELLS)[:, None] + np.arange(N_GENES)[None, :]) % 4], relayout=False)
     # (Every 7th cell in no metacell: ``?? : kind`` drops it.)
     daf.add_axis("metacell", [f"MC{index}" for index in range(10)])
     daf.set_vector("metacell", "kind", np.array([f"K{index % 3}" for index in range(10)], dtype=object))
@@ -213,7 +216,11 @@ QUERIES = [
     ("h5df", "@ cell : donor : age >> Mode", "mode cell", 800),  # (counted by rounds: exact)
     ("big", "@ cell @ gene :: UMIs >> Mode", "mode gene", 60_000),
     ("flip", "@ cell @ gene :: fraction >> Mode", "mode cell", 500_000),  # (pieces of the query's rows)
-    ("h5df", "@ cell : experiment >> Mode", "one", 800),  # (strings: one task)
+    ("h5df", "@ cell : experiment >> Mode", "reduce cell", 800),  # (strings: each piece's distinct ones)
+    ("big", "@ cell : type >> Mode", "reduce cell", 800),  # (three strings, as frequent: the tie-break)
+    ("big", "@ cell @ gene :: call >> Mode", "reduce gene", 60_000),
+    ("big_files", "@ cell [ type = T1 ] @ gene [ is_marker ] :: call >> Mode", "reduce gene", 60_000),
+    ("big", "@ cell [ type = T9 ] @ gene :: call >> Mode || none", "reduce gene", 60_000),  # (no cell: the default)
     ("big", "@ cell : batch / type >> Mode", "group cell", 800),  # (each piece's values, in order)
     # Vectors.
     ("h5df", "@ cell : donor : age", "split cell", 800),

@@ -64,15 +64,15 @@ and keeps the batch's best (most frequent; of ties, the earliest last occurrence
 the best of the batches: the local result bitwise, except the sign of a zero result where a dense matrix holds both
 -0.0 and 0.0 (the local one is its sort's pick: 0.0 here) and a NaN result among NaNs of several bit patterns
 (``np.nan`` here). ``Mode`` per group of a vector (``/ p >> Mode``) is taken, as ``Median``, from each piece's values
-and groups in the vector's order. ``Mode`` of strings and user-defined reductions are not combined: a reduction of
-the matrix (``>| Mode``) keeps the kept axis split, others run as one task.
+and groups in the vector's order. ``>> Mode`` of strings combines each piece's distinct strings, with their counts
+and last positions (one task holds the distinct strings).
 
 Steps after a combined reduction (``>> Sum % Log``, ``/ type >> Mean > 3``, ``>| Max >= 40``, ``/ t >> Mean >> Max``)
 apply to its result, which is small, by the engine itself (the result held by a ``MemoryDaf``). A group-by whose key
 drops entries (``/ metacell ?? : type``) drops them from each piece's values by the key's entries.
 One task evaluates the whole query on a worker (exactly the local engine's result) for what is not split: reductions
-of the whole split axis that are not combined from pieces (user-defined ones: nothing says how to combine them; the
-``Mode`` of strings), count matrices (``*``) and square slices (``@|``, ``@-``) of vectors, lookups whose values are
+of the whole split axis that are not combined from pieces (user-defined ones that do not say how; a ``Mode`` of
+strings per group), count matrices (``*``) and square slices (``@|``, ``@-``) of vectors, lookups whose values are
 entries of the split axis itself (``=@ cell``, a property named ``cell``), a chain whose ``??`` drops entries outside
 a group-by (their number is only known from the data), lookups after a reduction, matrices whose two axes are the
 same axis, and queries that do not start at an axis (scalars, single entries). A user-defined reduction of the whole
@@ -1548,6 +1548,44 @@ def _mode(run_round: Callable[[tuple[tuple[int, int], ...], tuple[int, int] | No
     return _cast(value, reduction.reduction_result_type(dtype))
 
 
+@_releasing
+def _strings_mode_piece(source: _Source, prefix_text: str, axis: str, start: int, stop: int, offset: int, total: int,
+                        dimension: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The distinct strings of a range of the values whose mode is taken (a task), each one's count and the position
+    of its last occurrence in the whole (column-major; the piece holds the entries ``offset:offset + n`` of the whole's
+    ``dimension``, of ``total``)."""
+    import pandas as pd
+
+    view = _range_view(_open(source), axis, start, stop)
+    values = np.asarray(query_result(view, as_query_sequence(prefix_text), cache=False).value)
+    codes, distinct = pd.factorize(values.ravel(order="F"), use_na_sentinel=False)
+    counts = np.bincount(codes, minlength=distinct.shape[0]).astype(np.int64)
+    last = np.full(distinct.shape[0], -1, dtype=np.int64)
+    np.maximum.at(last, codes, np.arange(codes.shape[0], dtype=np.int64))
+    if values.ndim == 2:
+        rows, columns = last % values.shape[0], last // values.shape[0]
+        last = (columns + offset) * values.shape[0] + rows if dimension == 1 else columns * total + offset + rows
+    else:
+        last = last + offset
+    return np.asarray(distinct, dtype=object), counts, last
+
+
+def _combine_strings_modes(source: _Source, query_text: str,
+                           *pieces: tuple[np.ndarray, np.ndarray, np.ndarray]) -> Any:
+    """The mode of strings from the pieces' distinct strings (a task): the most frequent; of ties, the one whose last
+    occurrence is first (it reached the top count first, as Julia's ``StatsBase.mode``)."""
+    import pandas as pd
+
+    if not any(distinct.shape[0] for distinct, _, _ in pieces):  # (no values: the engine's default, or its error)
+        return _evaluate_whole(source, query_text)
+    table = pd.DataFrame({"value": np.concatenate([distinct for distinct, _, _ in pieces]),
+                          "count": np.concatenate([counts for _, counts, _ in pieces]),
+                          "last": np.concatenate([last for _, _, last in pieces])})
+    summed = table.groupby("value", sort=False).agg({"count": "sum", "last": "max"})
+    top = summed[summed["count"] == summed["count"].max()]
+    return str(top["last"].idxmin())
+
+
 def _mode_rounds(source: _Source, prefix_text: str, axis: str, ranges: list[tuple[int, int, int]], dimension: int,
                  compute: Callable[[list[Any]], list[Any]]) -> Callable[..., list[_ModeRound]]:
     """A function running one round of a mode on every range (``compute`` computes a list of delayed tasks)."""
@@ -1691,12 +1729,14 @@ def _graph(daf: DafReader | str | os.PathLike, query_value: Any, chunk_bytes: in
     probe = query_result(probe_view, plan.prefix if grouped else sequence, cache=False)
     probe.entries_of_dimensions = probe.entries  # (read now: the names of a whole axis are read lazily)
     group_axis = None
+    strings_mode = False
     if plan.kind in ("reduce", "select", "mode", "group", "rows", "grouped"):
         assert plan.prefix is not None and plan.reduction is not None
         # (The values reduced must be numbers the kernels take, unless only counted.)
         reduced = query_result(probe_view, plan.prefix, cache=False).value
         reduced_type = reduced.nzval.dtype if isinstance(reduced, SparseMatrixCSC) else np.asarray(reduced).dtype
-        if reduced_type.kind not in "biuf" and not isinstance(plan.reduction, Count):
+        strings_mode = plan.kind == "mode" and reduced_type.kind in "OUS"
+        if reduced_type.kind not in "biuf" and not isinstance(plan.reduction, Count) and not strings_mode:
             if grouped:
                 query_result(probe_view, sequence, cache=False)  # (the engine's error for the type)
             whole.plan = _one(plan.dimensions, "the reduced values are not numbers")
@@ -1742,6 +1782,13 @@ def _graph(daf: DafReader | str | os.PathLike, query_value: Any, chunk_bytes: in
         combined = dask.delayed(_combine_groups, pure=True)(source, text, reduction_text, group_axis,
                                                             values_source, groups_dimension, *partials)
         return _Graph(plan, [combined], [], probe, group_axis=group_axis, final_dtype=final_dtype)
+    if plan.kind == "mode" and strings_mode:  # (each piece's distinct strings, combined in one task)
+        offsets = np.concatenate(([0], np.cumsum([count for _, _, count in ranges]))).tolist()
+        piece = dask.delayed(_strings_mode_piece, pure=True)
+        partials = [piece(source, str(plan.prefix), plan.axis, start, stop, int(offset), int(offsets[-1]),
+                          plan.dimension) for (start, stop, _), offset in zip(ranges, offsets, strict=False)]
+        plan.kind = "reduce"
+        return _Graph(plan, [dask.delayed(_combine_strings_modes, pure=True)(source, text, *partials)], [], probe)
     if plan.kind in ("select", "mode"):
         task = dask.delayed(_in_rounds, pure=True)(plan.kind, source, text, str(plan.prefix), reduction_text,
                                                    plan.axis, ranges, plan.dimension)
