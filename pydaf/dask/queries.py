@@ -517,7 +517,7 @@ def _evaluated_masks(local: DafReader, sequence: QuerySequence) \
     those vectors (evaluated here); ``None`` if no mask does."""
     import pandas as pd
 
-    operations = list(sequence.operations)
+    operations: list[Any] = list(sequence.operations)
     segments: list[tuple[int, int]] = []
     end = _axis_segment(sequence.operations, 0)
     while end is not None and len(segments) < 2:

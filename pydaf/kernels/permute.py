@@ -224,7 +224,8 @@ def gather_csc_rows(shape: tuple[int, int], colptr: np.ndarray, rowval: np.ndarr
     if int(colptr[-1]) - 1 < PERMUTE_NUMBA_MIN_ENTRIES:
         entry_rows = new_rows[np.asarray(rowval, dtype=np.int64) - 1]
         kept = np.flatnonzero(entry_rows >= 0)
-        columns = np.repeat(np.arange(n_columns), np.diff(np.asarray(colptr, dtype=np.int64)))[kept]
+        lengths = np.asarray(colptr[1:], dtype=np.int64) - np.asarray(colptr[:-1], dtype=np.int64)
+        columns = np.repeat(np.arange(n_columns), lengths)[kept]
         if rows.shape[0] > 1 and np.any(np.diff(rows) < 0):
             kept = kept[np.lexsort((entry_rows[kept], columns))]  # (each column's rows sorted again)
         out_colptr = np.empty(n_columns + 1, dtype=colptr.dtype)
