@@ -28,7 +28,11 @@ PER_GENE = N_CELLS // 2
 QUERIES = ["@ cell @ gene :: UMIs >- Sum", "@ cell @ gene :: UMIs >- Mean", "@ cell @ gene :: UMIs >- Max",
            "@ cell @ gene :: UMIs >- Var", "@ cell @ gene :: UMIs >| Sum", "@ cell @ gene :: UMIs |/ type >| Sum"]
 
-_CHILD = """
+
+def _query_child(report: str) -> str:
+    """A child script: the query ``argv[4]`` on the H5df ``argv[1]`` (its matrix ``UMIs`` of ``argv[2]`` x ``argv[3]``
+    checked first), measured on its second run; prints ``report``, an expression of ``result`` and ``growth``."""
+    return f"""
 import json, sys
 import numpy
 import pydaf
@@ -36,15 +40,19 @@ from pydaf._os.maps import release_mapped_pages
 from tests.worker_memory import reset_peak, peak_rss
 
 daf = pydaf.H5df(sys.argv[1], "r")
-query = sys.argv[2]
-daf.get_stored_matrix("cell", "gene", "UMIs").rowval  # (checked once: the check releases its own pages)
+rows_axis, columns_axis, query = sys.argv[2:5]
+daf.get_stored_matrix(rows_axis, columns_axis, "UMIs").rowval  # (checked once: the check releases its own pages)
 daf.get_np_query(query, cache=False)  # (kernels loaded: not measured)
 release_mapped_pages()  # (whatever the first run left resident)
 before = reset_peak()
 result = daf.get_np_query(query, cache=False)
-print(json.dumps({"growth": peak_rss() - before, "result": numpy.asarray(result, dtype=numpy.float64).ravel()[:5]
-                  .tolist(), "shape": list(numpy.shape(result))}))
+growth = peak_rss() - before
+print(json.dumps({report}))
 """
+
+
+_CHILD = _query_child('{"growth": growth, "result": numpy.asarray(result, dtype=numpy.float64).ravel()[:5].tolist(), '
+                      '"shape": list(numpy.shape(result))}')
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +82,7 @@ def _measured(script: str, *arguments: str) -> dict:
 
 @pytest.mark.parametrize("query", QUERIES)
 def test_a_reduction_of_a_mapped_matrix_holds_a_few_pieces_of_it(large: Path, query: str):
-    measured = _measured(_CHILD, str(large), query)
+    measured = _measured(_CHILD, str(large), "cell", "gene", query)
     read_bytes = N_GENES * PER_GENE * 4 * (1 if ">-" in query else 2)  # (the values, and the rows if it needs them)
     # At most a piece of values (and rows) per thread in flight, and per-row buffers, against the 96 MB of values (and
     # 96 MB of rows). Measured: 13-32 MB per column, 69-98 MB per row; 96-220 MB when nothing was released.
@@ -92,23 +100,8 @@ def test_a_reduction_of_a_mapped_matrix_holds_a_few_pieces_of_it(large: Path, qu
     assert np.allclose(measured["result"], expected[:5], rtol=1e-6), (measured, expected[:5])  # (C order)
 
 
-_SELECT_CHILD = """
-import json, sys
-import numpy
-import pydaf
-from pydaf._os.maps import release_mapped_pages
-from tests.worker_memory import reset_peak, peak_rss
-
-daf = pydaf.H5df(sys.argv[1], "r")
-query = "@ gene @ cell [ chosen ] :: UMIs"
-daf.get_stored_matrix("gene", "cell", "UMIs").rowval  # (checked once: the check releases its own pages)
-daf.get_np_query(query, cache=False)  # (kernels loaded: not measured)
-release_mapped_pages()
-before = reset_peak()
-result = daf.get_np_query(query, cache=False)
-print(json.dumps({"growth": peak_rss() - before, "nnz": int(result.nnz), "shape": list(result.shape),
-                  "sums": numpy.asarray(result.sum(axis=0)).ravel()[:4].tolist()}))
-"""
+_SELECT_CHILD = _query_child('{"growth": growth, "nnz": int(result.nnz), "shape": list(result.shape), '
+                             '"sums": numpy.asarray(result.sum(axis=0)).ravel()[:4].tolist()}')
 
 
 def test_a_selection_of_scattered_columns_holds_only_its_copy(tmp_path: Path):
@@ -125,7 +118,7 @@ def test_a_selection_of_scattered_columns_holds_only_its_copy(tmp_path: Path):
         rowval[:] = np.tile(np.arange(1, 2 * per_cell + 1, 2, dtype=np.uint32), n_cells)
         nzval[:] = np.repeat(np.arange(n_cells, dtype=np.float32) % 1000, per_cell)
     daf.close()
-    measured = _measured(_SELECT_CHILD, str(path))
+    measured = _measured(_SELECT_CHILD, str(path), "gene", "cell", "@ gene @ cell [ chosen ] :: UMIs")
     assert measured["shape"] == [n_genes, n_cells // 10] and measured["nnz"] == n_cells // 10 * per_cell
     assert measured["sums"] == [(cell % 1000) * per_cell for cell in (3, 13, 23, 33)]
     copy_bytes = measured["nnz"] * (4 + 4) * 2  # (the 1-based selection, and the 0-based indices scipy gets)
@@ -134,30 +127,16 @@ def test_a_selection_of_scattered_columns_holds_only_its_copy(tmp_path: Path):
     assert measured["growth"] < copy_bytes + 96 * 2**20, measured
 
 
-_SPARSE_ROWS_CHILD = """
-import json, sys
-import numpy
-import pydaf
-from pydaf._os.maps import release_mapped_pages
-from tests.worker_memory import reset_peak, peak_rss
-
-daf = pydaf.H5df(sys.argv[1], "r")
-query = "@ cell [ chosen ] @ gene :: UMIs"
-daf.get_stored_matrix("cell", "gene", "UMIs").rowval  # (checked once: the check releases its own pages)
-daf.get_np_query(query, cache=False)  # (kernels loaded: not measured)
-release_mapped_pages()
-before = reset_peak()
-result = daf.get_np_query(query, cache=False)
-print(json.dumps({"growth": peak_rss() - before, "nnz": int(result.nnz), "shape": list(result.shape),
-                  "rows": result.indices[:3].tolist(), "sums": numpy.asarray(result.sum(axis=0)).ravel()[:3].tolist()}))
-"""
+_SPARSE_ROWS_CHILD = _query_child('{"growth": growth, "nnz": int(result.nnz), "shape": list(result.shape), '
+                                  '"rows": result.indices[:3].tolist(), '
+                                  '"sums": numpy.asarray(result.sum(axis=0)).ravel()[:3].tolist()}')
 
 
 def test_a_few_rows_of_a_mapped_sparse_matrix_keep_a_block_resident(large: Path):
     """1% of the rows of a CSC matrix (24M entries: 96 MB of rows, 96 MB of values): every entry's row is read, a
     block of columns at a time, each block released; no array per stored entry (measured before: 8 bytes for each
     of them several times: 500 MB of growth)."""
-    measured = _measured(_SPARSE_ROWS_CHILD, str(large))
+    measured = _measured(_SPARSE_ROWS_CHILD, str(large), "cell", "gene", "@ cell [ chosen ] @ gene :: UMIs")
     chosen = N_CELLS // 100
     assert measured["shape"] == [chosen, N_GENES] and measured["nnz"] == chosen * N_GENES
     assert measured["rows"] == [0, 1, 2] and measured["sums"] == [1.0 * chosen, 2.0 * chosen, 3.0 * chosen]

@@ -343,7 +343,8 @@ class ReductionOperation(ComputationOperation):
 
     A user-defined reduction only needs :meth:`compute_vector` and :meth:`reduction_result_type`; the other methods
     have generic implementations here (gathering each column, row or group and calling :meth:`compute_vector`), which
-    the built-in operations replace with parallel kernels.
+    the built-in operations replace with parallel kernels. With :meth:`compute_partial` and :meth:`combine_partials`
+    too, :mod:`pydaf.dask` reduces a whole matrix piece by piece.
 
     Example:
         >>> import numpy as np
@@ -352,10 +353,17 @@ class ReductionOperation(ComputationOperation):
         ...         return dtype
         ...     def compute_vector(self, values):
         ...         return values.max() - values.min()
+        ...     def compute_partial(self, values):
+        ...         return values.max(), values.min()
+        ...     def combine_partials(self, partials):
+        ...         return max(high for high, _ in partials) - min(low for _, low in partials)
         >>> Range().compute_matrix(np.array([[1, 5], [4, 2], [3, 9]], order="F"), 0).tolist()
         [3, 7]
         >>> Range().compute_grouped_vector(np.array([1, 5, 4, 2]), np.array([0, 1, 0, 1]), 2).tolist()
         [3, 3]
+        >>> pieces = [np.array([3, 9]), np.array([1, 4])]
+        >>> int(Range().combine_partials([Range().compute_partial(piece) for piece in pieces]))
+        8
     """
 
     operator = ">>"
@@ -409,22 +417,14 @@ class ReductionOperation(ComputationOperation):
         (which then reduces a whole vector or matrix on a cluster piece by piece, and :meth:`combine_partials` makes
         the result from the pieces' partials; without the two, such a reduction runs as one task, which needs all the
         values on one worker). ``values``: a non-empty vector, dense matrix or :class:`~pydaf.SparseMatrixCSC` (whose
-        implicit zeros are values: :func:`~pydaf.sparse.dense_column_major` makes it dense).
+        implicit zeros are values: :func:`~pydaf.sparse.dense_column_major` makes it dense). The class's example
+        implements both.
 
         Example:
-            >>> import numpy as np
-            >>> class Range(ReductionOperation):
-            ...     def reduction_result_type(self, dtype):
-            ...         return dtype
-            ...     def compute_vector(self, values):
-            ...         return values.max() - values.min()
-            ...     def compute_partial(self, values):
-            ...         return values.max(), values.min()
-            ...     def combine_partials(self, partials):
-            ...         return max(high for high, _ in partials) - min(low for _, low in partials)
-            >>> pieces = [np.array([3, 9]), np.array([1, 4])]
-            >>> int(Range().combine_partials([Range().compute_partial(piece) for piece in pieces]))
-            8
+            >>> ReductionOperation().compute_partial([1])
+            Traceback (most recent call last):
+            ...
+            NotImplementedError: ReductionOperation does not implement compute_partial
         """
         raise NotImplementedError(f"{type(self).__name__} does not implement compute_partial")
 
