@@ -31,7 +31,7 @@ import pydaf  # noqa: E402
 import pydaf.dask as pdd  # noqa: E402
 from pydaf.dask import queries as dask_queries  # noqa: E402
 
-from . import dask_user_reduction  # noqa: E402  (registers Extent, ExtentOfPieces)
+from . import dask_user_reduction  # noqa: E402  (Extent, ExtentOfPieces)
 from .worker_memory import peak_rss, reset_peak  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not os.path.exists("/proc/self/clear_refs"),
@@ -131,12 +131,13 @@ def cluster(dataset):
     size = os.path.getsize(dataset)
     state = Cluster(dataset, size, N_CELLS * N_GENES * 8, int(LIMIT_FRACTION * size))
     assert state.limit < size and state.limit < state.matrix_bytes
-    state.start()
-    try:
-        yield state
-    finally:
-        state.stop()
-        _report(state)
+    with dask_user_reduction.registered():
+        state.start()
+        try:
+            yield state
+        finally:
+            state.stop()
+            _report(state)
 
 
 def _report(state: Cluster) -> None:
@@ -253,11 +254,12 @@ QUERIES = [
     # Group keys that drop entries (``??``: a cell in no metacell is in no group).
     ("@ cell @ gene :: X >| Sum / metacell ?? : kind >> Mean", DENSE_CHUNK, "group cell", "rtol"),
     ("@ cell @ gene :: U >| Sum / metacell ?? : kind >> Max", SPARSE_CHUNK, "group cell", "exact"),
+    # The mode of strings: each piece's distinct strings, their counts and last positions.
+    ("@ cell : type >> Mode", VECTOR_CHUNK, "reduce cell", "exact"),
     # A user-defined reduction that says how to combine pieces (its partials: each piece's largest and smallest).
     ("@ cell @ gene :: X >> ExtentOfPieces", DENSE_CHUNK, "reduce gene", "exact"),
     ("@ cell [ selected ] @ gene :: U >> ExtentOfPieces", SPARSE_CHUNK, "reduce gene", "exact"),
     # Forms of vectors run as one task: it holds vectors, not a matrix.
-    ("@ cell : type >> Mode", VECTOR_CHUNK, "one -", "exact"),  # (strings)
     ("@ cell : type * metacell", VECTOR_CHUNK, "one -", "exact"),  # (a count matrix)
     ("@ cell : metacell ?? : kind", VECTOR_CHUNK, "one -", "exact"),  # (a chain that drops entries)
 ]
@@ -325,14 +327,15 @@ def test_a_one_task_reduction_of_the_whole_matrix_under_the_limit(dataset):
     ``allowed-failures`` more times (3 by default), then the client gets ``KilledWorker`` naming the task; the
     cluster keeps its two workers (restarted), ready for the next query."""
     query = "@ cell @ gene :: X >> Extent"
-    plan = dask_queries._graph(dataset, query, DENSE_CHUNK).plan
-    assert plan.kind == "one" and "Extent is not combined from pieces" in plan.reason
     size = os.path.getsize(dataset)
     started = time.monotonic()
-    with distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1, dashboard_address=":0",
-                                  memory_limit=int(LIMIT_FRACTION * size),
-                                  preload=[dask_user_reduction.__file__]) as local_cluster, \
+    with dask_user_reduction.registered(), \
+            distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1, dashboard_address=":0",
+                                     memory_limit=int(LIMIT_FRACTION * size),
+                                     preload=[dask_user_reduction.__file__]) as local_cluster, \
             distributed.Client(local_cluster) as client:
+        plan = dask_queries._graph(dataset, query, DENSE_CHUNK).plan
+        assert plan.kind == "one" and "Extent is not combined from pieces" in plan.reason
         pids = _pids(client)
         with pytest.raises(distributed.scheduler.KilledWorker, match="_evaluate_whole"):
             pdd.get_np_query(dataset, query, chunk_bytes=DENSE_CHUNK)

@@ -19,19 +19,20 @@ dask = pytest.importorskip("dask")
 
 from pydaf.dask import queries as dask_queries  # noqa: E402
 
-from . import dask_user_reduction  # noqa: E402  (registers Extent, ExtentOfPieces)
+from . import dask_user_reduction  # noqa: E402  (Extent, ExtentOfPieces)
 
 N_CELLS, N_GENES = 1200, 800
 
 
 @pytest.fixture(scope="module")
 def client():
-    cluster = distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None,
-                                       preload=[dask_user_reduction.__file__])  # (user-defined reductions)
-    client = distributed.Client(cluster)
-    yield client
-    client.close()
-    cluster.close()
+    with dask_user_reduction.registered():  # (and preloaded by the workers)
+        cluster = distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None,
+                                           preload=[dask_user_reduction.__file__])
+        client = distributed.Client(cluster)
+        yield client
+        client.close()
+        cluster.close()
 
 
 def _big_daf() -> pydaf.MemoryDaf:
