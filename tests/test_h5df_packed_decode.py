@@ -8,6 +8,7 @@ from __future__ import annotations
 import gc
 import os
 import struct
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -253,7 +254,7 @@ def replaced(path: Path, payload: bytes) -> Path:
 @pytest.mark.parametrize("path_taken", ["numba batches", "fast serial", "numcodecs parallel"])
 def test_hostile_blosc_chunks_in_the_fast_or_parallel_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                            path_taken: str):
-    """Through the numba loop over spans of chunks (many chunks), ``_FastBlosc`` one chunk at a time (few; each
+    """Through the numba loop over pieces of chunks (many chunks), ``_FastBlosc`` one chunk at a time (few; each
     leaves what it does not decode exactly to numcodecs), or numcodecs on the kernels' threads: the same errors,
     naming the property and the chunk."""
     if path_taken == "numcodecs parallel":
@@ -263,8 +264,8 @@ def test_hostile_blosc_chunks_in_the_fast_or_parallel_path(tmp_path: Path, monke
     if path_taken == "numba batches":
         from pydaf.kernels import _blosc
 
-        original = _blosc.decode_blosc_chunks
-        monkeypatch.setattr(_blosc, "decode_blosc_chunks", lambda *arguments: (batches.append(1),
+        original = _blosc.decode_blosc_pieces
+        monkeypatch.setattr(_blosc, "decode_blosc_pieces", lambda *arguments: (batches.append(1),
                                                                                 original(*arguments))[1])
 
     path, good = hostile(tmp_path)
@@ -289,21 +290,22 @@ def test_hostile_blosc_chunks_in_the_fast_or_parallel_path(tmp_path: Path, monke
     assert bool(batches) == (path_taken == "numba batches")
 
 
-def test_many_julia_blosc_chunks_are_decoded_in_numba_batches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                              decoded: list[int]):
-    """Large data in Julia's blosc chunks: every full chunk is decoded by the numba loop, spans of the file spread
-    over the kernels' threads; only the edge chunk (shorter than a chunk) goes the checked way."""
+def test_many_julia_blosc_chunks_are_decoded_in_numba_pieces(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                             decoded: list[int]):
+    """Large data in Julia's blosc chunks: every chunk is decoded by the numba loop (the last, partial one too: the
+    values are padded to whole chunks), one call per kernel thread, each taking pieces (of decreasing sizes) until
+    none is left; none goes the checked way."""
     from pydaf.kernels import _blosc
+    from pydaf.kernels.threads import number_of_threads
 
-    spans: list[int] = []
-    original = _blosc.decode_blosc_chunks
+    calls: list[int] = []
+    original = _blosc.decode_blosc_pieces
 
     def counted(*arguments: Any) -> None:
         original(*arguments)
-        failed = arguments[-1]
-        spans.append(int((failed == 0).sum()))
+        calls.append(len(arguments[2]) - 1)  # (the pieces)
 
-    monkeypatch.setattr(_blosc, "decode_blosc_chunks", counted)
+    monkeypatch.setattr(_blosc, "decode_blosc_pieces", counted)
     parallel_from(monkeypatch, 1)
     score = np.cumsum(np.random.default_rng(9).integers(0, 3, 300 * 1024 + 100)).astype(np.float64)
     path = tmp_path / "many.h5df"
@@ -314,11 +316,22 @@ def test_many_julia_blosc_chunks_are_decoded_in_numba_batches(tmp_path: Path, mo
     with h5py.File(path, "r") as file:
         dataset = file["vectors/spot/score"]
         n_stored, chunk = dataset.id.get_num_chunks(), dataset.chunks[0]
+    assert n_stored == -(-score.shape[0] // chunk)  # (the last chunk partial)
     daf = pydaf.H5df(path, "r")
-    assert np.array_equal(daf.get_vector("spot", "score"), score)
+    values = daf.get_vector("spot", "score")
+    assert values.shape == score.shape and np.array_equal(values, score)
     daf.close()
-    assert sum(spans) == score.shape[0] // chunk and len(decoded) == n_stored - score.shape[0] // chunk == 1
-    assert len(spans) >= 4  # (spans of a quarter of a thread's share, or less)
+    assert len(decoded) == 0
+    assert 1 <= len(calls) <= number_of_threads() and calls[0] >= 4
+
+
+def test_pieces_shrink_to_balance_the_threads():
+    assert packed._pieces(977, 2) == [0, 244, 427, 564, 667, 744, 802, 845, 878, 910, 942, 977]
+    assert packed._pieces(10, 4) == [0, 10]  # (never fewer than _MIN_PIECE_CHUNKS, but a whole small dataset)
+    for count, threads in ((977, 2), (5000, 8), (33, 1), (64, 2)):
+        bounds = packed._pieces(count, threads)
+        sizes = np.diff(bounds)
+        assert bounds[0] == 0 and bounds[-1] == count and (sizes >= packed._MIN_PIECE_CHUNKS).all()
 
 
 def test_misplaced_chunks_are_refused(tmp_path: Path):
@@ -333,3 +346,209 @@ def test_misplaced_chunks_are_refused(tmp_path: Path):
     assert not packed._well_placed(infos, (2048,), (20 * 1024,), size)  # (chunks off the grid)
     assert not packed._well_placed(infos + infos[:1], (1024,), (20 * 1024,), size)  # (a chunk twice)
     assert not packed._well_placed(infos, (1024,), (20 * 1024,), infos[-1].byte_offset + 1)  # (past the end)
+
+
+# A sparse matrix's packed nzval, decoded on the kernels' threads while its colptr and rowval are read.
+
+
+@pytest.fixture
+def background(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The packed parts decoded in the background (each ``PackedRead`` started), and parallel decoding for any size."""
+    started: list[str] = []
+    original = packed.start_read_packed
+
+    def counting(dataset: h5py.Dataset, *arguments: Any) -> Any:
+        pending = original(dataset, *arguments)
+        if pending is not None:
+            started.append(dataset.name.rsplit("/", 1)[-1])
+        return pending
+
+    from pydaf.formats.h5df import format as h5df_format
+
+    monkeypatch.setattr(h5df_format, "start_read_packed", counting)
+    parallel_from(monkeypatch, 1)
+    return started
+
+
+def open_descriptors(path: Path) -> int:
+    """How many of this process's open files are ``path``."""
+    count = 0
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            count += os.path.realpath(f"/proc/self/fd/{name}") == os.path.realpath(path)
+        except OSError:
+            pass
+    return count
+
+
+def rewrite_chunk(path: Path, dataset: str, offset: tuple[int, ...], payload: bytes) -> None:
+    with h5py.File(path, "r+") as file:
+        file[dataset].id.write_direct_chunk(offset, payload, 0)
+
+
+def raw_chunk(path: Path, dataset: str, offset: tuple[int, ...]) -> bytes:
+    with h5py.File(path, "r") as file:
+        return bytes(file[dataset].id.read_direct_chunk(offset)[1])
+
+
+def matrix_error(path: Path) -> str:
+    daf = pydaf.H5df(path, "r")
+    try:
+        daf.get_stored_matrix("cell", "gene", "UMIs")
+    except DafFormatError as error:
+        text = str(error)
+    else:
+        raise AssertionError("read a hostile matrix without an error")
+    finally:
+        daf.close()
+    gc.collect()
+    return text
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts the open files in /proc/self/fd")
+def test_a_packed_nzval_is_decoded_while_colptr_is_read(tmp_path: Path, background: list[str],
+                                                        decoded: list[int]):
+    matrix = umis(11)
+    path = tmp_path / "packed.h5df"
+    write(path, matrix, relayout=False)
+    with h5py.File(path, "r") as file:
+        nzval = file["matrices/cell/gene/UMIs/nzval"]
+        assert nzval.id.get_num_chunks() > 8 and nzval.shape[0] % nzval.chunks[0]  # (its last chunk partial)
+    daf = pydaf.H5df(path, "r")
+    stored = daf.get_stored_matrix("cell", "gene", "UMIs")
+    assert background == ["nzval"]
+    assert len(decoded) == 0  # (every chunk of nzval, the last one too, in the numba loop; colptr, small, is flat)
+    assert stored.nzval.dtype == np.uint16 and not stored.nzval.flags.writeable
+    assert (stored.to_scipy() != matrix).nnz == 0
+    assert np.array_equal(daf.get_np_query("@ cell @ gene :: UMIs >- Sum", cache=False),
+                          np.asarray(matrix.sum(axis=0)).ravel())
+    daf.close()
+    del stored  # (its colptr, flat, is mapped)
+    gc.collect()
+    assert open_descriptors(path) == 0
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts the open files in /proc/self/fd")
+def test_hostile_parts_of_a_matrix_decoded_in_the_background(tmp_path: Path, background: list[str]):
+    """A corrupt or bomb chunk of nzval is the error naming it (raised when the matrix is returned); an error in
+    colptr, or an nzval longer than rowval, stops the background decoding (its file closed, the kernels' threads
+    free for the next read)."""
+    from pydaf.core.packed_settings import compressor_for
+
+    matrix = umis(12)
+    path = tmp_path / "packed.h5df"
+    write(path, matrix, relayout=False)
+    nzval, colptr = "matrices/cell/gene/UMIs/nzval", "matrices/cell/gene/UMIs/colptr"
+    good_nzval = raw_chunk(path, nzval, (8192,))
+
+    (start,) = struct.unpack_from("<i", good_nzval, 16)
+    (length,) = struct.unpack_from("<i", good_nzval, start)
+    corrupt = bytearray(good_nzval)
+    corrupt[start + 4 + length // 2:start + 4 + length] = bytes(length - length // 2)
+    rewrite_chunk(path, nzval, (8192,), bytes(corrupt))
+    text = matrix_error(path)
+    assert "nzval of the matrix: UMIs" in text and "its chunk at: (8192,)" in text
+    assert "can't be decoded (it is corrupt)" in text
+    bomb = bytearray(good_nzval)
+    struct.pack_into("<II", bomb, 4, 1 << 30, 1 << 30)
+    rewrite_chunk(path, nzval, (8192,), bytes(bomb))
+    text = matrix_error(path)
+    assert "nzval of the matrix: UMIs" in text and "declares 1073741824 bytes\ninstead of the 8192 bytes" in text
+    rewrite_chunk(path, nzval, (8192,), good_nzval)
+    assert background == ["nzval", "nzval"]
+
+    with h5py.File(path, "r+") as file:  # (colptr broken: nzval's decoding is stopped)
+        file[colptr][0] = 5
+    text = matrix_error(path)
+    assert "colptr and rowval of the matrix: UMIs" in text and "are not a 1-based CSC" in text
+    assert background == ["nzval"] * 3
+    with h5py.File(path, "r+") as file:
+        file[colptr][0] = 1
+
+    def rewrite_nzval(values: np.ndarray) -> None:
+        with h5py.File(path, "r+") as file:
+            group = file["matrices/cell/gene/UMIs"]
+            del group["nzval"]
+            packed.write_packed(group, "nzval", values, (4096,), compressor_for("blosc_zstd_bitshuffle", 5))
+
+    rewrite_nzval(np.append(matrix.data, np.uint16(1)))  # (one entry more than rowval)
+    text = matrix_error(path)
+    assert "nzval of the matrix: UMIs" in text and f"has the HDF5 shape: ({matrix.nnz + 1},)" in text
+    assert background == ["nzval"] * 4
+    gc.collect()
+    assert open_descriptors(path) == 0
+    rewrite_nzval(matrix.data)
+    daf = pydaf.H5df(path, "r")
+    assert (daf.get_stored_matrix("cell", "gene", "UMIs").to_scipy() != matrix).nnz == 0
+    daf.close()
+    assert background == ["nzval"] * 5
+
+
+def test_the_chunk_index_read_by_hdf5_calling_numba_equals_h5pys(tmp_path: Path):
+    """``_native_chunk_table`` (HDF5's ``H5Dchunk_iter`` calling a numba callback) gives h5py's chunk index; a table
+    too small for the index stops the iteration and says so (the caller then reads it through h5py)."""
+    from pydaf.kernels import _blosc
+
+    path = tmp_path / "many.h5df"
+    daf = pydaf.H5df(path, "w", packed=True, name="many!")
+    daf.add_axis("spot", [f"s{index}" for index in range(200 * 1024 + 5)])
+    daf.set_vector("spot", "score", np.arange(200 * 1024 + 5, dtype=np.float64))
+    daf.close()
+    with h5py.File(path, "r") as file:
+        dataset = file["vectors/spot/score"]
+        stores: list[Any] = []
+        dataset.id.chunk_iter(stores.append)
+        assert len(stores) == 201 >= packed._NATIVE_INDEX_MIN_CHUNKS
+        native = packed._native_chunk_table(dataset)
+        assert native is not None and np.array_equal(native, packed._chunk_table(stores, 1))
+        assert np.array_equal(packed._stored_chunks(dataset, (1024,), "x", str(path)), native)
+        table = np.zeros(_blosc.CHUNK_TABLE_HEADER + 3 * 4, dtype=np.int64)
+        table[0], table[2] = 3, 1  # (room for 3 chunks of 1 dimension)
+        with h5py._objects.phil:
+            status = packed._hdf5_chunk_iter()(dataset.id.id, 0, _blosc.record_chunk().address, table.ctypes.data)
+        assert status >= 0 and table[1] == 3 and table[3] == 1  # (stopped at the 4th: flagged)
+        assert np.array_equal(table[_blosc.CHUNK_TABLE_HEADER:].reshape(3, 4), native[:3])
+
+
+def test_span_bounds_are_the_spans_of_raw_chunks():
+    from pydaf.kernels import _blosc
+
+    rng = np.random.default_rng(13)
+    for _ in range(20):
+        sizes = rng.integers(1, 3000, 60)
+        gaps = np.where(rng.random(60) < 0.2, rng.integers(0, 9000, 60), 0)
+        offsets = np.cumsum(sizes + gaps) - sizes
+        stores = packed._chunk_infos(np.stack([offsets, sizes, np.zeros(60, np.int64), np.zeros(60, np.int64)], 1))
+        span_bytes = int(rng.integers(1000, 40000))
+        expected = [at for at, *_ in packed._RawChunks.spans(stores, 0, 60, span_bytes)] + [60]
+        assert _blosc.span_bounds(offsets, sizes, packed._SPAN_GAP, span_bytes).tolist() == expected
+
+
+def test_chunks_placed_past_the_end_of_the_file_without_wrapping_around():
+    table = np.array([[0, 100, 0, 0], [1 << 62, 1 << 62, 0, 1024]], dtype=np.int64)  # (their sum wraps to < 0)
+    assert not packed._well_placed(None, (1024,), (2048,), 10_000, table)
+    assert packed._well_placed(None, (1024,), (2048,), 10_000, np.array([[0, 100, 0, 0], [100, 100, 0, 1024]]))
+    assert not packed._well_placed(None, (1024,), (2048,), 10_000, np.array([[0, 100, 0, 1024], [100, 100, 0, 1024]]))
+
+
+def test_a_packed_nzval_is_decoded_when_the_kernels_threads_are_busy(tmp_path: Path, background: list[str]):
+    """With every thread of the pool busy with other work, the caller decodes all of nzval itself (the pool's share,
+    not started, is dropped): no waiting for the pool, the same values."""
+    from pydaf.kernels.threads import number_of_threads, thread_pool
+
+    matrix = umis(13)
+    path = tmp_path / "packed.h5df"
+    write(path, matrix, relayout=False)
+    release = threading.Event()
+    busy = [thread_pool().submit(release.wait, 60) for _ in range(number_of_threads())]
+    try:
+        daf = pydaf.H5df(path, "r")
+        start = time.perf_counter()
+        assert (daf.get_stored_matrix("cell", "gene", "UMIs").to_scipy() != matrix).nnz == 0
+        assert time.perf_counter() - start < 30
+        daf.close()
+    finally:
+        release.set()
+        for future in busy:
+            future.result()
+    assert background == ["nzval"]

@@ -56,7 +56,7 @@ from ..registry import PersistentDaf
 from . import reorder as _reorder
 from .global_heap import REFERENCE
 from .open_files import _open_files, _record_of, open_h5_file
-from .packed import read_packed, read_packed_selection, write_packed
+from .packed import PackedRead, read_packed, read_packed_selection, start_read_packed, write_packed
 
 MAJOR_VERSION = 1
 MINOR_VERSION = 0
@@ -956,28 +956,61 @@ class H5dfFormat(ReorderThroughModule, FormatWriter):
             if isinstance(node, h5py.Dataset):
                 values, group = self._read_dataset(node, what, (shape[1], shape[0]))
                 return values.T, group
-            colptr, colptr_group = self._read_part(node, "colptr", what, (shape[1] + 1,))
-            rowval, rowval_group = self._deferred_part(node, "rowval", what, colptr.dtype)
-            if len(rowval.shape) != 1 or int(colptr[0]) != 1 or int(colptr[-1]) != rowval.shape[0] + 1 or \
-                    rowval.shape[0] > shape[0] * shape[1]:
-                raise DafFormatError(f"the colptr and rowval of the {what}\nin the H5df file: {self.path}\nare not "
-                                     f"a 1-based CSC of {shape[0]} x {shape[1]} (colptr from {colptr[0]} to "
-                                     f"{colptr[-1]}, {rowval.shape[0]} rowval)")
-            if _child(node, "nztxt", "strings") is not None:
-                rowval = _loaded(rowval)
-                texts, _ = self._read_part(node, "nztxt", what, rowval.shape)
-                if np.any(np.diff(colptr.astype(np.int64)) < 0):
-                    raise DafFormatError(f"the colptr of the {what}\nin the H5df file: {self.path}\ndecreases")
-                _check_positions(rowval, shape[0], f"rowval of the {what}", self.path)
-                return dense_string_matrix(shape, colptr, rowval, texts), CacheGroup.MemoryData
-            if rowval.dtype != colptr.dtype:
-                rowval, rowval_group = np.asarray(rowval).astype(colptr.dtype), CacheGroup.MemoryData
-            if _child(node, "nzval", "values") is not None:
-                nzval, nzval_group = self._read_part(node, "nzval", what, rowval.shape)
-            else:
-                nzval, nzval_group = np.ones(rowval.shape[0], dtype=np.bool_), CacheGroup.MemoryData
+            # (a large packed nzval is decoded on the kernels' threads while colptr and rowval are read)
+            pending = self._start_packed_part(node, "nzval", what)
+            try:
+                colptr, colptr_group = self._read_part(node, "colptr", what, (shape[1] + 1,))
+                rowval, rowval_group = self._deferred_part(node, "rowval", what, colptr.dtype)
+                if len(rowval.shape) != 1 or int(colptr[0]) != 1 or int(colptr[-1]) != rowval.shape[0] + 1 or \
+                        rowval.shape[0] > shape[0] * shape[1]:
+                    raise DafFormatError(f"the colptr and rowval of the {what}\nin the H5df file: {self.path}\nare "
+                                         f"not a 1-based CSC of {shape[0]} x {shape[1]} (colptr from {colptr[0]} to "
+                                         f"{colptr[-1]}, {rowval.shape[0]} rowval)")
+                if _child(node, "nztxt", "strings") is not None:
+                    rowval = _loaded(rowval)
+                    texts, _ = self._read_part(node, "nztxt", what, rowval.shape)
+                    if np.any(np.diff(colptr.astype(np.int64)) < 0):
+                        raise DafFormatError(f"the colptr of the {what}\nin the H5df file: {self.path}\ndecreases")
+                    _check_positions(rowval, shape[0], f"rowval of the {what}", self.path)
+                    return dense_string_matrix(shape, colptr, rowval, texts), CacheGroup.MemoryData
+                if rowval.dtype != colptr.dtype:
+                    rowval, rowval_group = np.asarray(rowval).astype(colptr.dtype), CacheGroup.MemoryData
+                if pending is not None:
+                    nzval, nzval_group = self._finish_packed_part(pending, "nzval", what, rowval.shape), \
+                        CacheGroup.MemoryData
+                    pending = None
+                elif _child(node, "nzval", "values") is not None:
+                    nzval, nzval_group = self._read_part(node, "nzval", what, rowval.shape)
+                else:
+                    nzval, nzval_group = np.ones(rowval.shape[0], dtype=np.bool_), CacheGroup.MemoryData
+            finally:
+                if pending is not None:
+                    pending.cancel()
             matrix = SparseMatrixCSC(shape, colptr, rowval, nzval)
             return matrix, weakest_cache_group(colptr_group, rowval_group, nzval_group)
+
+    def _start_packed_part(self, group: h5py.Group, part: str, what: str) -> PackedRead | None:
+        """Start decoding a packed component of a sparse property on the kernels' threads
+        (:func:`~.packed.start_read_packed`: large data in Julia's blosc chunks), its declared size checked first;
+        ``None`` if it is not (absent, not packed, small...): the caller reads it as usual."""
+        node = _child(group, part, f"{part} of the {what}", read_only_file=self._read_only_file)
+        if not isinstance(node, h5py.Dataset) or node.ndim > 2 \
+                or node.id.get_create_plist().get_layout() != h5d.CHUNKED:
+            return None
+        stored, _ = _dataset_dtypes(node)
+        if stored == STRING_DTYPE:
+            return None
+        _check_declared_size(node, stored.itemsize, f"{part} of the {what}", self.path)
+        return start_read_packed(node, stored, f"{part} of the {what}", self.path)
+
+    def _finish_packed_part(self, pending: PackedRead, part: str, what: str, shape: tuple[int, ...]) -> np.ndarray:
+        """The values of a component started by :meth:`_start_packed_part`, as :meth:`_read_part` gives them (its
+        ``shape`` checked)."""
+        _check_shape(pending.dataset, shape, f"{part} of the {what}")
+        values = pending.result()
+        values = values.astype(_dataset_dtypes(pending.dataset)[1], copy=False)
+        values.flags.writeable = False
+        return values
 
     def format_get_matrix_columns(self, rows_axis: str, columns_axis: str, name: str,
                                   columns: np.ndarray) -> StoredMatrix | None:

@@ -22,9 +22,14 @@ been checked against the chunk: its decoder writes at most the declared bytes, a
 ``hdf5plugin`` is imported only when a dataset needs it (bitshuffle to read, or a blosc, bitshuffle or zstd write).
 
 A whole dataset is read a span of neighbouring chunks at a time (one ``pread`` for many chunks), each full chunk
-decoded straight into its place in the result. Julia's default chunks (blosc, zstd, bitshuffle) go through
-:class:`_FastBlosc`, which keeps a zstd context per thread (3x faster than numcodecs' blosc on 8 KB chunks: ~8 against
-~25 µs) and leaves any frame it does not fully check to numcodecs; other codecs are decoded on the kernels' threads.
+decoded straight into its place in the result (a 1-D result is padded to whole chunks, so its last chunk is too).
+Julia's default chunks (blosc, zstd, bitshuffle) go through :class:`_FastBlosc`, which keeps a zstd context per
+thread (3x faster than numcodecs' blosc on 8 KB chunks: ~8 against ~25 µs) and leaves any frame it does not fully
+check to numcodecs; many of them through a numba loop on the kernels' threads (:class:`_BloscBatch`), which
+:func:`start_read_packed` starts in the background (a sparse matrix's ``nzval`` decodes while its ``colptr`` and
+``rowval`` are read); other codecs are decoded on the kernels' threads. The chunk index of a dataset of many chunks is
+read by HDF5 calling a numba callback (:func:`_native_chunk_table`: no Python object per chunk), then checked as a
+table (:func:`_well_placed`).
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import cache
-from typing import Any
+from typing import Any, NamedTuple
 
 import h5py
 import numpy as np
@@ -180,16 +185,17 @@ def read_packed(dataset: h5py.Dataset, stored: np.dtype, what: str, path: str) -
     chunk_bytes = math.prod(chunk) * stored.itemsize
     if chunk_bytes == 0:
         raise DafFormatError(f"{where}\nhas the empty HDF5 chunk shape: {chunk}")
-    stores, table = _stored_chunks(dataset, chunk, where, path)
+    table = _stored_chunks(dataset, chunk, where, path)
     # (Absent chunks read as the fill value: 0 for Daf's datasets. Where every chunk is stored, each decoded value
     # is written once: zeroing first would touch all the memory once more.)
-    complete = bool(ids) and ids != (BITSHUFFLE,) and len(stores) == math.prod(
+    complete = bool(ids) and ids != (BITSHUFFLE,) and len(table) == math.prod(
         -(-extent // size) for extent, size in zip(dataset.shape, chunk, strict=True))
-    values = (np.empty if complete else np.zeros)(dataset.shape, dtype=stored)
+    decoded = _decoded_values(dataset.shape, chunk, stored, complete, bool(ids) and ids != (BITSHUFFLE,))
+    values = decoded[:dataset.shape[0]] if decoded.shape != dataset.shape else decoded
     if not ids:  # (chunked, not filtered: HDF5 reads each chunk's declared bytes, no more)
         dataset.read_direct(values)
     elif ids == (BITSHUFFLE,):
-        stores.sort(key=lambda info: info.byte_offset)
+        stores = _chunk_infos(_in_file_order(table))
         with _chunk_reader(dataset, path) as chunks:
             for info, raw, _ in chunks.read(stores, 0, len(stores)):
                 _check_bitshuffle_chunk(raw, info, pipeline[0][2], chunk_bytes, stored.itemsize, where)
@@ -197,9 +203,103 @@ def read_packed(dataset: h5py.Dataset, stored: np.dtype, what: str, path: str) -
         dataset.read_direct(values)
     else:
         with _chunk_reader(dataset, path) as chunks:
-            _decode_chunks(values, stores, table, chunks, pipeline, chunk, chunk_bytes, where)
+            _decode_chunks(decoded, table, chunks, pipeline, chunk, chunk_bytes, where)
     values.flags.writeable = False
     return values
+
+
+def _decoded_values(shape: tuple[int, ...], chunk: tuple[int, ...], stored: np.dtype, complete: bool,
+                    decoded_here: bool) -> np.ndarray:
+    """The array a dataset's chunks are decoded into: of its ``shape``, zeroed unless ``complete`` (every chunk
+    stored); a 1-D one whose chunks pydaf decodes (``decoded_here``) is padded to a whole number of chunks (the
+    dataset's values are its start), so its last, partial chunk is decoded in place as the others are (HDF5 stores
+    it whole), not through a scratch buffer, alone.
+
+    Example:
+        >>> _decoded_values((10,), (4,), np.dtype("int32"), False, True).shape
+        (12,)
+    """
+    if len(shape) == 1 and decoded_here:
+        shape = (-(-shape[0] // chunk[0]) * chunk[0],)
+    return (np.empty if complete else np.zeros)(shape, dtype=stored)
+
+
+class PackedRead:
+    """A packed dataset being decoded on the kernels' threads (:func:`start_read_packed`), while the caller does
+    other work: :meth:`result` joins in and returns its values, :meth:`cancel` stops it (one of the two must be
+    called: the file stays open until then)."""
+
+    def __init__(self, dataset: h5py.Dataset, values: np.ndarray, decoded: np.ndarray, table: np.ndarray,
+                 handle: Any, batch: _BloscBatch, pipeline: list[tuple[int, int, tuple[int, ...], str]],
+                 chunk: tuple[int, ...], chunk_bytes: int, where: str) -> None:
+        self.dataset, self._values, self._decoded, self._table, self._handle, self._batch = \
+            dataset, values, decoded, table, handle, batch
+        self._pipeline, self._chunk, self._chunk_bytes, self._where = pipeline, chunk, chunk_bytes, where
+
+    def result(self) -> np.ndarray:
+        """The values (read-only), as :func:`read_packed` returns them; the errors it raises."""
+        try:
+            left = _chunk_infos(self._table[self._batch.finish()])
+            _decode_checked(self._decoded, left, 0, len(left), self._batch.chunks, self._pipeline, self._chunk,
+                            self._chunk_bytes, self._where)
+        finally:
+            self._handle.close()
+        self._values.flags.writeable = False
+        return self._values
+
+    def cancel(self) -> None:
+        """Stop decoding (the pieces being decoded are finished), and close the file."""
+        try:
+            self._batch.cancel()
+        finally:
+            self._handle.close()
+
+
+def start_read_packed(dataset: h5py.Dataset, stored: np.dtype, what: str, path: str) -> PackedRead | None:
+    """Start decoding a dataset on the kernels' threads (all but the calling one, which joins in at
+    :meth:`PackedRead.result`), as :func:`read_packed` decodes it, so the caller can read other datasets meanwhile
+    (a sparse matrix's ``colptr`` while its ``nzval`` is decoded); ``None`` unless it is data the kernels' threads
+    decode (many of Julia's blosc chunks, in a plain file): the caller reads it with :func:`read_packed`. Its chunk
+    index is read and checked now (its errors raised now); the caller has checked its declared size.
+
+    Example:
+        >>> import h5py, numba, numpy as np, os, tempfile
+        >>> from pydaf.core.packed_settings import compressor_for
+        >>> path = os.path.join(tempfile.mkdtemp(), "x.h5")
+        >>> with h5py.File(path, "w") as file:
+        ...     _ = write_packed(file, "x", np.arange(300_000, dtype=np.float64), (1024,),
+        ...                      compressor_for("blosc_zstd_bitshuffle", 5))
+        >>> with h5py.File(path, "r") as file:
+        ...     pending = start_read_packed(file["x"], np.dtype("float64"), "vector: x", path)
+        ...     # (reading other datasets here, while the kernels' threads decode x)
+        ...     values = pending.result()
+        >>> values.shape, values[-1], values.flags.writeable
+        ((300000,), np.float64(299999.0), False)
+    """
+    where = f"the {what}\nin the H5df file: {path}"
+    pipeline = filter_pipeline(dataset)
+    nbytes = math.prod(dataset.shape) * stored.itemsize
+    if len(pipeline) != 1 or pipeline[0][0] != BLOSC or dataset.chunks is None or dataset.ndim not in (1, 2) \
+            or nbytes < _PARALLEL_MIN_BYTES or (nbytes < _PARALLEL_IMPORT_BYTES and "numba" not in sys.modules) \
+            or not _plain_file(dataset, path):
+        return None  # (small data, decoded on the calling thread: read_packed)
+    fast = _fast_blosc()
+    chunk = tuple(int(size) for size in dataset.chunks)
+    chunk_bytes = math.prod(chunk) * stored.itemsize
+    if fast is None or chunk_bytes == 0 or not (dataset.ndim == 1 or chunk[0] == 1):
+        return None
+    table = _in_file_order(_stored_chunks(dataset, chunk, where, path))
+    complete = len(table) == math.prod(-(-extent // size) for extent, size in zip(dataset.shape, chunk, strict=True))
+    decoded = _decoded_values(dataset.shape, chunk, stored, complete, True)
+    values = decoded[:dataset.shape[0]] if decoded.shape != dataset.shape else decoded
+    handle = open(path, "rb")  # (closed by PackedRead's result or cancel)
+    try:
+        batch = _BloscBatch(fast, decoded, table, _RawChunks(dataset, handle.fileno()), chunk, chunk_bytes)
+        batch.start()
+    except BaseException:
+        handle.close()
+        raise
+    return PackedRead(dataset, values, decoded, table, handle, batch, pipeline, chunk, chunk_bytes, where)
 
 
 def read_packed_selection(dataset: h5py.Dataset, stored: np.dtype, what: str, path: str, *,
@@ -230,12 +330,10 @@ def read_packed_selection(dataset: h5py.Dataset, stored: np.dtype, what: str, pa
                   for index in range(start // chunk[0], (stop - 1) // chunk[0] + 1)}
     else:
         assert dataset.ndim == 2 and rows is not None
-        needed_rows = {int(row) // chunk[0] * chunk[0] for row in np.asarray(rows).tolist()}
-    stores = [info for info in _stored_chunks(dataset, chunk, where, path)[0]
-              if (int(info.chunk_offset[0]) in needed if runs is not None else
-                  int(info.chunk_offset[0]) in needed_rows)]
+        needed = {int(row) // chunk[0] * chunk[0] for row in np.asarray(rows).tolist()}
+    table = _stored_chunks(dataset, chunk, where, path)
+    stores = _chunk_infos(_in_file_order(table[np.isin(table[:, 3], np.fromiter(needed, np.int64, len(needed)))]))
     decoded: dict[tuple[int, ...], np.ndarray] = {}
-    stores.sort(key=lambda info: info.byte_offset)
     with _chunk_reader(dataset, path) as chunks:
         for info, raw, _ in chunks.read(stores, 0, len(stores)):
             data = _decode_chunk(raw, info.filter_mask, pipeline, chunk_bytes, stored.itemsize,
@@ -266,98 +364,203 @@ def read_packed_selection(dataset: h5py.Dataset, stored: np.dtype, what: str, pa
     return result
 
 
-def _decode_chunks(values: np.ndarray, stores: list[Any], table: np.ndarray, chunks: _RawChunks,
+def _decode_chunks(values: np.ndarray, table: np.ndarray, chunks: _RawChunks,
                    pipeline: list[tuple[int, int, tuple[int, ...], str]], chunk: tuple[int, ...], chunk_bytes: int,
                    where: str) -> None:
-    """Decode each stored chunk into its place in ``values`` (a full chunk straight into it, a partial edge chunk
-    through a scratch buffer, its padding dropped), its bytes read a span of neighbouring chunks at a time, on the
-    kernels' threads for large data (the codecs release the GIL while they decode; each thread a run of chunks)."""
-    itemsize = values.dtype.itemsize
-    # Julia's chunks are one tile of one column: [n] or [1, n], so a chunk is a run of the flat C-order values.
-    runs = values.ndim == 1 or (values.ndim == 2 and chunk[0] == 1)
-    flat = values.reshape(-1)
-    flat_bytes = flat.view(np.uint8)
-    order = np.argsort(table[:, 0], kind="stable") if len(stores) else np.zeros(0, dtype=np.int64)
-    stores = [stores[index] for index in order.tolist()]  # (in file order: neighbours are read at once)
-    table = table[order]
-    flat_address = flat_bytes.ctypes.data
-    chunk_size, row_length, two_dimensional = chunk[-1], values.shape[-1], values.ndim == 2
-
-    def decode(first: int, last: int, chosen: list[Any] = stores) -> None:
-        scratch = np.empty(chunk_bytes, dtype=np.uint8)
-        for info, raw, address in chunks.read(chosen, first, last):
-            context = _ChunkWhere(where, info.chunk_offset)
-            if runs:
-                start = info.chunk_offset[-1]
-                count = chunk_size if start + chunk_size <= row_length else row_length - start
-                if two_dimensional:
-                    start += info.chunk_offset[0] * row_length
-                if count == chunk_size:  # (a full chunk: decoded in place)
-                    _decode_chunk(raw, info.filter_mask, pipeline, chunk_bytes, itemsize, context,
-                                  out=flat_bytes[start * itemsize:(start + count) * itemsize],
-                                  addresses=None if address is None else (address, flat_address + start * itemsize))
-                    continue
-                _decode_chunk(raw, info.filter_mask, pipeline, chunk_bytes, itemsize, context, out=scratch,
-                              addresses=None if address is None else (address, scratch.ctypes.data))
-                flat[start:start + count] = scratch.view(values.dtype)[:count]
-                continue
-            decoded = _decode_chunk(raw, info.filter_mask, pipeline, chunk_bytes, itemsize, context)
-            chunk_values = np.frombuffer(decoded, dtype=values.dtype)
-            region = tuple(slice(start, min(start + size, extent))
-                           for start, size, extent in zip(info.chunk_offset, chunk, values.shape, strict=True))
-            values[region] = chunk_values.reshape(chunk)[tuple(slice(0, part.stop - part.start) for part in region)]
-
+    """Decode each stored chunk (``table``: their :func:`_chunk_table`) into its place in ``values`` (a full chunk
+    straight into it, a partial edge chunk through a scratch buffer, its padding dropped), its bytes read a span of
+    neighbouring chunks at a time, on the kernels' threads for large data (the codecs release the GIL while they
+    decode; each thread a run of chunks)."""
+    table = _in_file_order(table)  # (neighbours are read at once)
     small = values.nbytes < _PARALLEL_MIN_BYTES or (values.nbytes < _PARALLEL_IMPORT_BYTES
                                                     and "numba" not in sys.modules)
     fast = _fast_blosc() if len(pipeline) == 1 and pipeline[0][0] == BLOSC else None
-    if fast is not None and not small and runs and chunks.descriptor is not None:
+    if fast is not None and not small and _runs(values, chunk) and chunks.descriptor is not None:
         # (Julia's blosc chunks, many: decoded by a numba loop calling zstd and bitshuffle, on the kernels' threads;
         # what it leaves, the checked way.)
-        left = _decode_blosc_batches(fast, flat_bytes, stores, table, chunks, chunk_size, row_length, chunk_bytes,
-                                     two_dimensional)
-        decode(0, len(left), left)
+        batch = _BloscBatch(fast, values, table, chunks, chunk, chunk_bytes)
+        batch.start()
+        left = _chunk_infos(table[batch.finish()])
+        _decode_checked(values, left, 0, len(left), chunks, pipeline, chunk, chunk_bytes, where)
         return
+    stores = _chunk_infos(table)
     if small or fast is not None:
         # (Julia's blosc chunks through _FastBlosc, one by one: 2 threads take longer than one, 52 against 38 ms for
         # 4,904 chunks of 8 KB: each chunk is two calls of 2-4 µs, and the threads pass the GIL around each.)
-        decode(0, len(stores))
+        _decode_checked(values, stores, 0, len(stores), chunks, pipeline, chunk, chunk_bytes, where)
         return
     from ...kernels.threads import even_bounds, number_of_threads, run_ranges
 
-    run_ranges(decode, even_bounds(len(stores), number_of_threads()))
+    run_ranges(lambda first, last: _decode_checked(values, stores, first, last, chunks, pipeline, chunk, chunk_bytes,
+                                                   where),
+               even_bounds(len(stores), number_of_threads()))
 
 
-def _decode_blosc_batches(fast: _FastBlosc, flat_bytes: np.ndarray, stores: list[Any], table: np.ndarray,
-                          chunks: _RawChunks, chunk_size: int, row_length: int, chunk_bytes: int,
-                          two_dimensional: bool) -> list[Any]:
-    """Decode the full chunks of ``stores`` (in file order; ``table``: their :func:`_chunk_table`) with
-    :func:`pydaf.kernels._blosc.decode_blosc_chunks`, into their places in ``flat_bytes`` (the values' bytes, as
-    :func:`_decode_chunks` lays them), spans of the file a thread at a time; the chunks it did not decode (an edge
-    chunk, a filter skipped, a frame of another form, a corrupt one) are returned."""
-    from ...kernels import _blosc
-    from ...kernels.threads import even_bounds, number_of_threads, run_ranges
+def _runs(values: np.ndarray, chunk: tuple[int, ...]) -> bool:
+    """Whether each chunk is a run of the flat C-order ``values``: Julia's chunks are one tile of one column, ``[n]``
+    or ``[1, n]``."""
+    return values.ndim == 1 or (values.ndim == 2 and chunk[0] == 1)
 
-    itemsize = chunk_bytes // chunk_size  # (a chunk of Julia's is one run of chunk_size values)
-    places, masks, offsets = table[:, :2], table[:, 2], table[:, 3:]
-    first_values = offsets[:, -1] + (offsets[:, 0] * row_length if two_dimensional else 0)
-    full = (offsets[:, -1] + chunk_size <= row_length) & (masks & 1 == 0)
-    out_starts = np.where(full, first_values * itemsize, -1).astype(np.int64)
-    n_threads = number_of_threads()
-    span_bytes = min(_SPAN_BYTES, max(1 << 16, int(places[:, 1].sum()) // (4 * n_threads)))
-    spans = list(chunks.spans(stores, 0, len(stores), span_bytes))
-    failed = np.zeros(len(stores), dtype=np.uint8)
-    decompress, unshuffle = fast.natives()
 
-    def run(first: int, last: int) -> None:
-        state = fast.thread_state(chunk_bytes)
-        for at, end, begin, span_end in spans[first:last]:
-            span = np.frombuffer(chunks.pread(begin, span_end - begin), dtype=np.uint8)
-            _blosc.decode_blosc_chunks(span, places[at:end, 0] - begin, places[at:end, 1], flat_bytes,
-                                       out_starts[at:end], chunk_bytes, state.context, state.scratch, decompress,
-                                       unshuffle, failed[at:end])
+def _decode_checked(values: np.ndarray, stores: list[Any], first: int, last: int, chunks: _RawChunks,
+                    pipeline: list[tuple[int, int, tuple[int, ...], str]], chunk: tuple[int, ...], chunk_bytes: int,
+                    where: str) -> None:
+    """Decode the chunks ``stores[first:last]`` (in file order) one by one, each checked (:func:`_decode_chunk`),
+    into their places in ``values``."""
+    itemsize = values.dtype.itemsize
+    runs = _runs(values, chunk)
+    flat = values.reshape(-1)
+    flat_bytes = flat.view(np.uint8)
+    flat_address = flat_bytes.ctypes.data
+    chunk_size, row_length, two_dimensional = chunk[-1], values.shape[-1], values.ndim == 2
+    scratch = np.empty(chunk_bytes, dtype=np.uint8)
+    for info, raw, address in chunks.read(stores, first, last):
+        context = _ChunkWhere(where, info.chunk_offset)
+        if runs:
+            start = info.chunk_offset[-1]
+            count = chunk_size if start + chunk_size <= row_length else row_length - start
+            if two_dimensional:
+                start += info.chunk_offset[0] * row_length
+            if count == chunk_size:  # (a full chunk: decoded in place)
+                _decode_chunk(raw, info.filter_mask, pipeline, chunk_bytes, itemsize, context,
+                              out=flat_bytes[start * itemsize:(start + count) * itemsize],
+                              addresses=None if address is None else (address, flat_address + start * itemsize))
+                continue
+            _decode_chunk(raw, info.filter_mask, pipeline, chunk_bytes, itemsize, context, out=scratch,
+                          addresses=None if address is None else (address, scratch.ctypes.data))
+            flat[start:start + count] = scratch.view(values.dtype)[:count]
+            continue
+        decoded = _decode_chunk(raw, info.filter_mask, pipeline, chunk_bytes, itemsize, context)
+        chunk_values = np.frombuffer(decoded, dtype=values.dtype)
+        region = tuple(slice(start, min(start + size, extent))
+                       for start, size, extent in zip(info.chunk_offset, chunk, values.shape, strict=True))
+        values[region] = chunk_values.reshape(chunk)[tuple(slice(0, part.stop - part.start) for part in region)]
 
-    run_ranges(run, even_bounds(len(spans), n_threads))
-    return [stores[index] for index in np.flatnonzero(failed).tolist()]
+
+class _BloscBatch:
+    """The full chunks of a :func:`_chunk_table` (in file order) decoded by
+    :func:`pydaf.kernels._blosc.decode_blosc_pieces` into their places in ``values`` (as :func:`_decode_chunks` lays
+    them), on the kernels' threads. The chunks are cut into pieces of decreasing sizes (:func:`_pieces`), each inside
+    one span of neighbouring chunks (:data:`_SPAN_BYTES` at most), read in one ``pread``; each thread takes the next
+    piece when done with one, so a thread that starts late, or is slowed by another process, takes fewer (with one
+    fixed share each, the last thread ended ~0.4 ms after the first, for 1,000 chunks of 8 KB on 2 threads), and a
+    thread can join late: :meth:`start` sets the pool's threads to it (all but one), :meth:`finish` joins in on the
+    calling thread and waits for the rest."""
+
+    def __init__(self, fast: _FastBlosc, values: np.ndarray, table: np.ndarray, chunks: _RawChunks,
+                 chunk: tuple[int, ...], chunk_bytes: int) -> None:
+        from ...kernels import _blosc
+        from ...kernels.threads import number_of_threads
+
+        assert chunks.descriptor is not None and _runs(values, chunk)
+        chunk_size, row_length = chunk[-1], values.shape[-1]
+        itemsize = chunk_bytes // chunk_size  # (a chunk of Julia's is one run of chunk_size values)
+        places, masks, offsets = table[:, :2], table[:, 2], table[:, 3:]
+        first_values = offsets[:, -1] + (offsets[:, 0] * row_length if values.ndim == 2 else 0)
+        full = (offsets[:, -1] + chunk_size <= row_length) & (masks & 1 == 0)
+        self.out_starts = np.where(full, first_values * itemsize, -1).astype(np.int64)
+        self.starts, self.sizes = np.ascontiguousarray(places[:, 0]), np.ascontiguousarray(places[:, 1])
+        self.n_threads = number_of_threads()
+        self.pieces = np.union1d(_pieces(len(table), self.n_threads),
+                                 _blosc.span_bounds(self.starts, self.sizes, _SPAN_GAP, _SPAN_BYTES))
+        self.span_bytes = int((np.maximum.reduceat(self.starts + self.sizes, self.pieces[:-1])
+                               - self.starts[self.pieces[:-1]]).max()) if len(table) else 0
+        self.taken = np.zeros(1, dtype=np.int64)  # (the next piece: taken atomically by the threads)
+        self.failed = np.zeros(len(table), dtype=np.uint8)
+        self.fast, self.values, self.chunks, self.chunk_bytes = fast, values.reshape(-1).view(np.uint8), chunks, \
+            chunk_bytes
+        self.futures: list[Any] = []
+
+    def _work(self, started: threading.Event | None = None) -> None:
+        from ...kernels import _blosc
+
+        state = self.fast.thread_state(self.chunk_bytes)
+        decompress, unshuffle = self.fast.natives()
+        span = state.span(self.span_bytes)
+        if started is not None:
+            started.set()
+        _blosc.decode_blosc_pieces(self.chunks.descriptor, _pread_address(), self.pieces, self.taken, self.starts,
+                                   self.sizes, self.values, self.out_starts, self.chunk_bytes, state.context,
+                                   state.scratch, span, decompress, unshuffle, self.failed)
+
+    def start(self) -> None:
+        """Set the pool's threads to the pieces (as many as will help, but one: :meth:`finish`'s), and wait (a
+        moment, at most) for the first to start: a pool thread needs the GIL to start, and a caller busy in Python
+        (reading the next dataset) gave it up only at its next system call (0.1 to 5 ms later)."""
+        from ...kernels.threads import thread_pool
+
+        started = threading.Event()
+        for _ in range(min(self.n_threads, len(self.pieces) - 1) - 1):
+            self.futures.append(thread_pool().submit(self._work, started))
+        if self.futures:
+            started.wait(_START_WAIT)
+
+    def finish(self) -> np.ndarray:
+        """Decode the pieces left on this thread, wait for the pool's (those not started, the pool busy with other
+        work, are dropped: no piece is left), and return the rows of the table not decoded (an edge chunk, a filter
+        skipped, a frame of another form, a corrupt one, a piece not read). An exception of any thread, or a Ctrl-C,
+        is raised once all have finished (they write into the values)."""
+        error: BaseException | None = None
+        try:
+            self._work()
+        except BaseException as exception:
+            error = exception
+        error = self._wait() or error
+        if error is not None:
+            raise error
+        return np.flatnonzero(self.failed)
+
+    def cancel(self) -> None:
+        """Leave the pieces not taken yet, and wait for the pool's threads (their errors dropped)."""
+        self.taken[0] = len(self.pieces)  # (a thread taking one more gets a piece past the last: it stops)
+        self._wait()
+
+    def _wait(self) -> BaseException | None:
+        error: BaseException | None = None
+        for future in self.futures:  # (each waited for, even after a Ctrl-C while waiting: they write the values)
+            if future.cancel():  # (not started, the pool busy: no piece is left for it)
+                continue
+            while True:
+                try:
+                    error = error or future.exception()
+                    break
+                except BaseException as interrupt:
+                    error = error or interrupt
+        self.futures = []
+        return error
+
+
+@cache
+def _pread_address() -> int:
+    """The address of the C library's ``pread``, for :func:`pydaf.kernels._blosc.decode_blosc_pieces`."""
+    import ctypes
+
+    return int(ctypes.cast(ctypes.CDLL(None).pread, ctypes.c_void_p).value or 0)
+
+
+#: The longest :meth:`_BloscBatch.start` waits for a pool thread to start (they may all be busy), in seconds.
+_START_WAIT = 0.002
+
+#: The fewest chunks in a piece of a :class:`_BloscBatch` (a piece costs ~20 µs more than its chunks).
+_MIN_PIECE_CHUNKS = 32
+
+
+def _pieces(count: int, n_threads: int) -> list[int]:
+    """The bounds ``[0, ..., count]`` of the pieces a :class:`_BloscBatch` cuts ``count`` chunks into: each a
+    ``1 / (2 n_threads)`` of the chunks left (so the threads end together), of :data:`_MIN_PIECE_CHUNKS` at least.
+
+    Example:
+        >>> _pieces(977, 2)
+        [0, 244, 427, 564, 667, 744, 802, 845, 878, 910, 942, 977]
+        >>> _pieces(10, 2)
+        [0, 10]
+    """
+    bounds = [0]
+    while bounds[-1] < count:
+        left = count - bounds[-1]
+        size = max(_MIN_PIECE_CHUNKS, left // (2 * n_threads))
+        bounds.append(count if left - size < _MIN_PIECE_CHUNKS else bounds[-1] + size)
+    return bounds
 
 
 class _ChunkWhere:
@@ -375,6 +578,8 @@ class _ChunkWhere:
 #: The most bytes of neighbouring chunks read at once (a thread holds one such span; the spans of a dataset whose
 #: chunks are contiguous in the file, as HDF5 writes them, are one read each).
 _SPAN_BYTES = 4 << 20
+#: The most bytes between neighbouring chunks read at once (read, and not used).
+_SPAN_GAP = 4096
 
 
 class _RawChunks:
@@ -413,7 +618,7 @@ class _RawChunks:
             end = at + 1
             while end < last:
                 info = stores[end]
-                if info.byte_offset - span_end > 4096 or info.byte_offset + info.size - begin > span_bytes:
+                if info.byte_offset - span_end > _SPAN_GAP or info.byte_offset + info.size - begin > span_bytes:
                     break
                 span_end = max(span_end, info.byte_offset + info.size)
                 end += 1
@@ -431,26 +636,35 @@ class _RawChunks:
 @contextmanager
 def _chunk_reader(dataset: h5py.Dataset, path: str) -> Iterator[_RawChunks]:
     """The :class:`_RawChunks` of a dataset (a plain file on disk opened once, for the duration)."""
-    if dataset.file.driver not in ("sec2", "fileobj") or not os.path.isfile(path):
+    if not _plain_file(dataset, path):
         yield _RawChunks(dataset, None)
         return
     with open(path, "rb") as handle:
         yield _RawChunks(dataset, handle.fileno())
 
 
-def _stored_chunks(dataset: h5py.Dataset, chunk: tuple[int, ...], where: str,
-                   path: str) -> tuple[list[Any], np.ndarray]:
-    """The dataset's stored chunks (HDF5's chunk index), each checked: on the chunk grid, inside the dataset, once,
-    its bytes inside the file; and their :func:`_chunk_table`."""
+def _plain_file(dataset: h5py.Dataset, path: str) -> bool:
+    """Whether the dataset's chunks can be read from its file on disk at the places HDF5's index gives (not an HDF5
+    file in memory, or split over several)."""
+    return dataset.file.driver in ("sec2", "fileobj") and os.path.isfile(path)
+
+
+def _stored_chunks(dataset: h5py.Dataset, chunk: tuple[int, ...], where: str, path: str) -> np.ndarray:
+    """The :func:`_chunk_table` of the dataset's stored chunks (HDF5's chunk index), each checked: on the chunk grid,
+    inside the dataset, once, its bytes inside the file."""
+    file_size = os.path.getsize(path)
+    table = _native_chunk_table(dataset)
+    if table is not None and _well_placed(None, chunk, dataset.shape, file_size, table):
+        return table
+    # (h5py's iteration: a Python object per chunk; and the precise error, where a chunk is misplaced)
     stores: list[Any] = []
     if hasattr(dataset.id, "chunk_iter"):  # (HDF5 1.12.3 and later: one pass over the chunk index)
         dataset.id.chunk_iter(stores.append)
     else:
         stores = [dataset.id.get_chunk_info(index) for index in range(dataset.id.get_num_chunks())]
-    file_size = os.path.getsize(path)
-    table = _chunk_table(stores)
+    table = _chunk_table(stores, len(chunk))
     if table is not None and _well_placed(stores, chunk, dataset.shape, file_size, table):
-        return stores, table
+        return table
     seen = set()  # (a chunk is misplaced: find the first, for the error)
     for info in stores:
         offset = tuple(int(start) for start in info.chunk_offset)
@@ -466,11 +680,64 @@ def _stored_chunks(dataset: h5py.Dataset, chunk: tuple[int, ...], where: str,
     raise DafFormatError(f"{where}\nhas a chunk index pydaf can't place")  # (unreachable: a check above failed)
 
 
-def _chunk_table(stores: list[Any]) -> np.ndarray | None:
+#: From this many chunks, the chunk index is read by HDF5 calling a numba callback (:func:`_native_chunk_table`), if
+#: numba is imported (loading the callback costs ~0.3 s once per process; h5py's iteration ~0.9 µs a chunk).
+_NATIVE_INDEX_MIN_CHUNKS = 64
+
+
+def _native_chunk_table(dataset: h5py.Dataset) -> np.ndarray | None:
+    """The :func:`_chunk_table` of the dataset's stored chunks, written by :func:`pydaf.kernels._blosc.record_chunk`
+    as HDF5's ``H5Dchunk_iter`` calls it (no Python object per chunk), unchecked; ``None`` if not read this way (few
+    chunks, numba not imported, an HDF5 without the function, an index HDF5 fails to iterate or that holds more
+    chunks than it counted: the caller reads it through h5py)."""
+    if "numba" not in sys.modules:
+        return None
+    iterate = _hdf5_chunk_iter()
+    if iterate is None:
+        return None
+    count = dataset.id.get_num_chunks()
+    if count < _NATIVE_INDEX_MIN_CHUNKS:
+        return None
+    try:
+        from h5py._objects import phil  # (h5py's own lock: not a public name)
+    except ImportError:
+        return None
+
+    from ...kernels import _blosc
+
+    width = 3 + dataset.ndim
+    table = np.zeros(_blosc.CHUNK_TABLE_HEADER + count * width, dtype=np.int64)
+    table[0], table[2] = count, dataset.ndim
+    callback = _blosc.record_chunk().address
+    with phil:  # (h5py's lock: its calls into HDF5 hold it)
+        status = iterate(dataset.id.id, 0, callback, table.ctypes.data)  # (0: H5P_DEFAULT)
+    if status < 0 or table[3] or table[1] != count:
+        return None
+    return table[_blosc.CHUNK_TABLE_HEADER:].reshape(count, width)
+
+
+@cache
+def _hdf5_chunk_iter() -> Any:
+    """HDF5's ``H5Dchunk_iter``, from the library h5py calls (found through its ``h5d`` module's dependencies), or
+    ``None`` where it is missing, or its callback takes the chunk size as 32 bits (before HDF5 1.14)."""
+    import ctypes
+
+    if h5py.version.hdf5_version_tuple < (1, 14, 1):
+        return None
+    try:
+        iterate = ctypes.CDLL(h5d.__file__).H5Dchunk_iter
+    except (OSError, AttributeError):
+        return None
+    iterate.restype = ctypes.c_int
+    iterate.argtypes = [ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p]
+    return iterate
+
+
+def _chunk_table(stores: list[Any], ndim: int) -> np.ndarray | None:
     """Per chunk: its byte offset, size, filter mask and chunk offset (``int64``, one row each), or ``None`` if a
     chunk's are not integers of one length (a missing byte offset, a ragged or huge chunk offset)."""
     if not stores:
-        return np.zeros((0, 3), dtype=np.int64)
+        return np.zeros((0, 3 + ndim), dtype=np.int64)
     try:
         table = np.array([(info.byte_offset, info.size, info.filter_mask, *info.chunk_offset) for info in stores],
                          dtype=np.int64)
@@ -479,24 +746,51 @@ def _chunk_table(stores: list[Any]) -> np.ndarray | None:
     return table if table.ndim == 2 else None
 
 
-def _well_placed(stores: list[Any], chunk: tuple[int, ...], shape: tuple[int, ...], file_size: int,
+def _in_file_order(table: np.ndarray) -> np.ndarray:
+    """A :func:`_chunk_table` sorted by the chunks' places in the file (as is, if it is: HDF5 writes them so)."""
+    if len(table) < 2 or not (table[1:, 0] < table[:-1, 0]).any():
+        return table
+    return table[np.argsort(table[:, 0], kind="stable")]
+
+
+class _StoredChunk(NamedTuple):
+    """A stored chunk as h5py's ``StoreInfo`` describes it."""
+
+    chunk_offset: tuple[int, ...]
+    filter_mask: int
+    byte_offset: int
+    size: int
+
+
+def _chunk_infos(table: np.ndarray) -> list[_StoredChunk]:
+    """The rows of a :func:`_chunk_table`, as h5py's ``StoreInfo`` (for the paths that decode chunks one by one)."""
+    return [_StoredChunk(tuple(row[3:]), row[2], row[0], row[1]) for row in table.tolist()]
+
+
+def _well_placed(stores: list[Any] | None, chunk: tuple[int, ...], shape: tuple[int, ...], file_size: int,
                  table: np.ndarray | None = None) -> bool:
     """Whether all the chunks are on the grid, inside the shape, each once, and inside the file (the checks of
-    :func:`_stored_chunks`, on arrays: ~1 µs a chunk less); ``table``: their :func:`_chunk_table`, if made."""
-    if not stores:
-        return True
-    table = _chunk_table(stores) if table is None else table
-    if table is None or table.shape != (len(stores), 3 + len(chunk)):
+    :func:`_stored_chunks`, on arrays: ~1 µs a chunk less); ``table``: their :func:`_chunk_table`, if made (then
+    ``stores`` is not used)."""
+    if table is None:
+        table = _chunk_table(stores or [], len(chunk))
+    if table is None or table.ndim != 2 or table.shape[1] != 3 + len(chunk):
         return False
+    if not len(table):
+        return True
     offsets, places = table[:, 3:], table[:, :2]
     sizes, extents = np.array(chunk, dtype=np.int64), np.array(shape, dtype=np.int64)
     if (offsets < 0).any() or (offsets % sizes).any() or (offsets >= extents).any():
         return False
-    grid = offsets // sizes
-    linear = np.ravel_multi_index(tuple(grid.T), tuple(-(-extents // sizes)))
-    if np.unique(linear).size != len(stores):
+    if len(chunk) == 1:  # (HDF5 lists the chunks of a 1-D dataset in order: distinct if increasing)
+        linear = offsets[:, 0]
+    else:
+        linear = np.ravel_multi_index(tuple((offsets // sizes).T), tuple(-(-extents // sizes)))
+    if not (linear[1:] > linear[:-1]).all() and np.unique(linear).size != len(table):
         return False
-    return not ((places < 0).any() or (places[:, 0] + places[:, 1] > file_size).any())
+    # (compared without adding: a huge offset plus a size would wrap around)
+    return not ((places < 0).any() or (places[:, 0] > file_size).any()
+                or (places[:, 1] > file_size - places[:, 0]).any())
 
 
 def _decode_chunk(raw: Any, mask: int, pipeline: list[tuple[int, int, tuple[int, ...], str]], chunk_bytes: int,
@@ -623,7 +917,8 @@ class _FastBlosc:
         self._unshuffle.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t,
                                     ctypes.c_size_t]
         self._threads = threading.local()
-        self._natives: tuple[Any, Any] | None = None
+        self._addresses = (int(ctypes.cast(self._decompress, ctypes.c_void_p).value or 0),
+                           int(ctypes.cast(self._unshuffle, ctypes.c_void_p).value or 0))
 
     def decode(self, raw: Any, address: int, out_address: int, chunk_bytes: int) -> bool:
         """Decode the blosc frame ``raw`` (whose bytes are at ``address``) into the ``chunk_bytes`` bytes at
@@ -653,29 +948,10 @@ class _FastBlosc:
             state = self._threads.state = _ZstdState(self._create, self._free, block)
         return state
 
-    def natives(self) -> tuple[Any, Any]:
-        """``ZSTD_decompressDCtx`` and ``bshuf_bitunshuffle`` as numba first-class functions (every argument an
-        ``int64``), for :func:`pydaf.kernels._blosc.decode_blosc_chunks` (imports numba)."""
-        if self._natives is None:
-            import ctypes
-
-            from numba import types
-            from numba.experimental import function_type  # noqa: F401  (registers the typing of the wrappers)
-
-            signature = types.int64(types.int64, types.int64, types.int64, types.int64, types.int64)
-
-            class Native(types.WrapperAddressProtocol):
-                def __init__(self, function: Any) -> None:
-                    self._address = int(ctypes.cast(function, ctypes.c_void_p).value or 0)
-
-                def __wrapper_address__(self) -> int:
-                    return self._address
-
-                def signature(self) -> Any:
-                    return signature
-
-            self._natives = (Native(self._decompress), Native(self._unshuffle))
-        return self._natives
+    def natives(self) -> tuple[int, int]:
+        """The addresses of ``ZSTD_decompressDCtx`` and ``bshuf_bitunshuffle``, for
+        :func:`pydaf.kernels._blosc.decode_blosc_chunks`."""
+        return self._addresses
 
 
 class _ZstdState:
@@ -688,6 +964,14 @@ class _ZstdState:
             raise MemoryError("can't make a zstd decompression context")
         self.scratch = np.empty(size, dtype=np.uint8)
         self.address = self.scratch.ctypes.data
+        self._span = np.empty(0, dtype=np.uint8)
+
+    def span(self, size: int) -> np.ndarray:
+        """The thread's buffer of the chunks' bytes read at once, of ``size`` bytes at least (kept for the next
+        read: not new memory each time)."""
+        if self._span.nbytes < size:
+            self._span = np.empty(size, dtype=np.uint8)
+        return self._span
 
     def __del__(self) -> None:
         self.free(self.context)
