@@ -47,6 +47,10 @@ def _big_daf() -> pydaf.MemoryDaf:
     daf.set_vector("cell", "batch", rng.integers(0, 5, size=N_CELLS).astype(np.int32))
     daf.set_vector("gene", "is_marker", rng.random(N_GENES) < 0.3)
     daf.set_vector("gene", "module", np.array([f"M{index % 7}" for index in range(N_GENES)], dtype=object))
+    # Square matrices: a sparse one of cells (2%), a dense one of genes.
+    daf.set_matrix("cell", "cell", "knn", scipy.sparse.random(N_CELLS, N_CELLS, density=0.02, format="csc",
+                                                              random_state=4, dtype=np.float32), relayout=False)
+    daf.set_matrix("gene", "gene", "corr", np.asfortranarray(rng.normal(size=(N_GENES, N_GENES))), relayout=False)
     # Strings in a dense matrix, each as frequent as the others: the mode is the one whose last occurrence is first.
     daf.set_matrix("cell", "gene", "call", np.array(list("ACGT"), dtype=object)[
         (np.arange(N_CELLS)[:, None] + np.arange(N_GENES)[None, :]) % 4], relayout=False)
@@ -250,6 +254,15 @@ QUERIES = [
     ("big", "@ cell @ gene :: UMIs >| Max >= 3", "rows gene", 60_000),
     ("flip", "@ cell @ gene :: UMIs -/ type >- Sum % Log eps 1", "grouped cell", 60_000),
     ("flip", "@ cell @ gene :: UMIs -/ type =@ >- Max || 0 < 5", "grouped cell", 60_000),
+    # Square matrices: their columns queried as an alias axis (restricting the axis would restrict both).
+    ("big", "@ cell @ cell :: knn", "split columns", 20_000),
+    ("big", "@ cell @ cell :: knn >| Sum", "rows columns", 20_000),
+    ("big", "@ cell @ cell :: knn >- Max", "split columns", 20_000),
+    ("big", "@ cell [ type = T1 ] @ cell [ type = T2 ] :: knn % Log eps 1", "split columns", 20_000),
+    ("big", "@ cell @ cell :: knn |/ type >| Max", "grouped columns", 20_000),
+    ("big_files", "@ gene @ gene :: corr >| Min", "rows columns", 500_000),
+    ("big_files", "@ gene @ gene :: corr >> Median", "select columns", 500_000),
+    ("big", "@ gene [ is_marker ] @ gene :: corr >- Max", "split columns", 500_000),
     # Group keys that drop entries (``??``: cells in no metacell are in no group).
     ("big", "@ cell : batch / metacell ?? : kind >> Mean", "group cell", 800),
     ("big", "@ cell : batch / metacell ?? : kind >> Median", "group cell", 800),
@@ -298,7 +311,8 @@ def test_query_equals_local(client, paths, key, query, how, chunk_bytes):
     kind = "names" if graph.plan.dimensions < 0 else graph.plan.kind
     assert kind == how.split()[0], graph.plan.reason
     if kind in ("split", "reduce", "select", "mode", "group", "rows", "grouped"):
-        assert graph.plan.axis == how.split()[1]
+        # ("columns": the columns of a square matrix, queried as an alias axis)
+        assert graph.plan.axis == how.split()[1].replace("columns", dask_queries._ALIAS)
         pieces = len(graph.pieces) if kind == "split" else len(graph.ranges) if kind in ("select", "mode") \
             else sum(count for name, count in _task_names(graph).items() if not name.startswith("combine"))
         assert pieces >= 4, pieces
@@ -318,7 +332,7 @@ def _task_names(graph) -> dict[str, int]:
     from dask.utils import key_split
 
     return dict(Counter(key_split(key) for key in graph.pieces[0].dask
-                        if key_split(key) != "MaskedSource"))  # (the evaluated masks: one key, not a task)
+                        if key_split(key) != "DerivedSource"))  # (the evaluated masks: one key, not a task)
 
 
 def test_the_table_covers_enough(paths):
@@ -532,6 +546,26 @@ def test_get_query_is_labelled_as_locally(client, paths, query):
             assert list(result.columns) == list(local.columns) and result.columns.name == local.columns.name
     else:
         assert result == local
+
+
+@pytest.mark.parametrize(("query", "chunk_bytes"), [
+    ("@ cell @ cell :: knn >- Max", 20_000),
+    ("@ gene @ gene :: corr >| Min", 500_000),
+    ("@ gene [ is_marker ] @ gene :: corr", 500_000),
+    ("@ cell @ cell :: knn |/ type >| Max", 20_000),
+])
+def test_a_square_matrix_is_labelled_as_locally(client, paths, query, chunk_bytes):
+    """The alias of a square matrix's columns is the pieces' business: results are named by the query's axis."""
+    path = paths["big"]
+    local = pydaf.open_daf(path, "r").get_query(query, cache=False)
+    assert dask_queries._graph(path, query, chunk_bytes).plan.axis == dask_queries._ALIAS
+    result = dask_queries.get_query(path, query, chunk_bytes=chunk_bytes)
+    assert type(result) is type(local) and result.equals(local)
+    assert list(result.index) == list(local.index) and result.index.name == local.index.name
+    if hasattr(local, "columns"):
+        assert list(result.columns) == list(local.columns) and result.columns.name == local.columns.name
+    lazy = dask_queries.query(path, query, chunk_bytes=chunk_bytes)
+    assert np.array_equal(lazy.compute(), np.asarray(pydaf.open_daf(path, "r").get_np_query(query, cache=False)))
 
 
 def test_get_query_of_per_row_pieces_is_labelled(client, paths):

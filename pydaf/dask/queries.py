@@ -74,8 +74,8 @@ One task evaluates the whole query on a worker (exactly the local engine's resul
 of the whole split axis that are not combined from pieces (user-defined ones that do not say how; a ``Mode`` of
 strings per group), count matrices (``*``) and square slices (``@|``, ``@-``) of vectors, lookups whose values are
 entries of the split axis itself (``=@ cell``, a property named ``cell``), a chain whose ``??`` drops entries outside
-a group-by (their number is only known from the data), lookups after a reduction, matrices whose two axes are the
-same axis, and queries that do not start at an axis (scalars, single entries). A user-defined reduction of the whole
+a group-by (their number is only known from the data), lookups after a reduction, and queries that do not start at an
+axis (scalars, single entries). A user-defined reduction of the whole
 that implements ``compute_partial`` and ``combine_partials`` (see :class:`~pydaf.queries.base.ReductionOperation`)
 is combined from the pieces' partials. A one-task ``query`` has unknown (NaN) shape and an ``object`` dtype until
 computed; a group-by's number of groups is unknown (NaN) unless they are the entries of an axis (``=@``). Sets of
@@ -461,22 +461,29 @@ def _split_plan(dimensions: int, axis: str, dimension: int, operations: tuple,
 
 # Masks evaluated in the client: a mask of one axis that looks up the other (``@ cell [ X @ gene = g5 > 0 ] @ gene``)
 # would see only a piece's entries of the split axis; the client evaluates it once, and the pieces mask the axis by
-# its result, a vector of a ``MemoryDaf`` chained over the data set.
+# its result, a vector of a ``MemoryDaf`` chained over the data set. And square matrices: restricting the axis of
+# ``@ cell @ cell :: knn`` to a range restricts both its rows and its columns; the columns are queried as an alias
+# axis of the same entries instead (a view whose matrix of (cell, alias) is the stored one), which is split alone.
+
+#: The alias of the columns axis of a square matrix (its entries and vectors are the axis's).
+_ALIAS = "__pydaf_dask_columns__"
 
 
 @dataclass(frozen=True)
-class _MaskedSource:
-    """A data set, and the masks the client evaluated: each ``(axis, name, bits)`` a Bool vector ``name`` of ``axis``
-    (its packed bits: an eighth of a byte per entry in the graph) that the rewritten query masks the axis by."""
+class _DerivedSource:
+    """A data set, the masks the client evaluated (each ``(axis, name, bits)`` a Bool vector ``name`` of ``axis``, its
+    packed bits: an eighth of a byte per entry in the graph, that the rewritten query masks the axis by), and the
+    square matrix whose columns are queried as :data:`_ALIAS` (``(axis, name)``), if any."""
 
     source: DafSource
     masks: tuple[tuple[str, str, bytes], ...]
+    square: tuple[str, str] | None = None
 
 
-_Source = DafSource | _MaskedSource
+_Source = DafSource | _DerivedSource
 
-# The last few masked data sets used, per process: (pid, masked source) -> (the data set, its chain with the masks).
-_masked_kept: OrderedDict[tuple[int, _MaskedSource], tuple[DafReader, DafReader]] = OrderedDict()
+# The last few derived data sets used, per process: (pid, derived source) -> (the data set, the derived one).
+_derived_kept: OrderedDict[tuple[int, _DerivedSource], tuple[DafReader, DafReader]] = OrderedDict()
 
 
 def _masks_memory(daf: DafReader, masks: list[tuple[str, str, np.ndarray]]) -> MemoryDaf:
@@ -488,27 +495,70 @@ def _masks_memory(daf: DafReader, masks: list[tuple[str, str, np.ndarray]]) -> M
     return memory
 
 
+def _derived_reader(daf: DafReader, masks: list[tuple[str, str, np.ndarray]], square: tuple[str, str] | None) \
+        -> DafReader:
+    """``daf`` chained with the masks' vectors, and viewed with the columns of a square matrix as :data:`_ALIAS`."""
+    if masks:
+        daf = chain_reader([daf, _masks_memory(daf, masks)], name=f"{daf.name}.masked")
+    if square is not None:
+        axis, name = square
+        lookup = f"@ {escape_value(axis)} @ {escape_value(axis)} :: {escape_value(name)}"
+        daf = viewer(daf, name=f"{daf.name}.columns", axes=[VIEW_ALL_AXES, (_ALIAS, f"@ {escape_value(axis)}")],
+                     data=[("*", "="), (("*", "*"), "="), ((axis, _ALIAS, name), lookup)])
+    return daf
+
+
 def _open(source: _Source) -> DafReader:
-    """The data set of a task (:func:`~pydaf.dask.open_source`), chained with its evaluated masks if any (made once
-    per process, while the data set stays open)."""
+    """The data set of a task (:func:`~pydaf.dask.open_source`), derived as its source says (made once per process,
+    while the data set stays open)."""
     if isinstance(source, DafSource):
         return open_source(source)
     daf = open_source(source.source)
     key = (os.getpid(), source)
     with _ranges_lock:
-        kept = _masked_kept.get(key)
+        kept = _derived_kept.get(key)
         if kept is not None and kept[0] is daf:
-            _masked_kept.move_to_end(key)
+            _derived_kept.move_to_end(key)
             return kept[1]
     masks = [(axis, name, np.unpackbits(np.frombuffer(bits, dtype=np.uint8), count=daf.axis_length(axis))
               .astype(bool)) for axis, name, bits in source.masks]
-    chain = chain_reader([daf, _masks_memory(daf, masks)], name=f"{daf.name}.masked")
+    derived = _derived_reader(daf, masks, source.square)
     with _ranges_lock:
-        _masked_kept[key] = (daf, chain)
-        _masked_kept.move_to_end(key)
-        while len(_masked_kept) > _KEPT_RANGES:
-            _masked_kept.popitem(last=False)
-    return chain
+        _derived_kept[key] = (daf, derived)
+        _derived_kept.move_to_end(key)
+        while len(_derived_kept) > _KEPT_RANGES:
+            _derived_kept.popitem(last=False)
+    return derived
+
+
+def _square(sequence: QuerySequence) -> tuple[QuerySequence, tuple[str, str]] | None:
+    """A query of a square matrix (``@ a [ mask ] @ a [ mask ] :: m ...``) with its columns axis as :data:`_ALIAS`,
+    and ``(a, m)``; ``None`` for any other query."""
+    operations: tuple[Any, ...] = sequence.operations
+    first = _axis_segment(operations, 0)
+    second = None if first is None else _axis_segment(operations, first)
+    if first is None or second is None or second >= len(operations) \
+            or type(operations[second]) is not LookupMatrix or operations[0].axis_name != operations[first].axis_name:
+        return None
+    axis, name = str(operations[0].axis_name), str(operations[second].property_name)
+    return QuerySequence(*operations[:first], Axis(_ALIAS), *operations[first + 1:]), (axis, name)
+
+
+def _derived(local: DafReader, sequence: QuerySequence) \
+        -> tuple[DafReader, QuerySequence, list[tuple[str, str, np.ndarray]], tuple[str, str] | None] | None:
+    """The data set and query the pieces evaluate where masks are evaluated here or a square matrix is aliased (see
+    above): the derived data set, the rewritten query, the masks and the square matrix; ``None`` if neither."""
+    masks: list[tuple[str, str, np.ndarray]] = []
+    evaluated = _evaluated_masks(local, sequence)
+    if evaluated is not None:
+        sequence, masks = evaluated
+    square = _square(sequence)
+    if square is not None:
+        sequence = square[0]
+    if not masks and square is None:
+        return None
+    return _derived_reader(local, masks, None if square is None else square[1]), sequence, masks, \
+        None if square is None else square[1]
 
 
 def _evaluated_masks(local: DafReader, sequence: QuerySequence) \
@@ -1641,7 +1691,7 @@ class _Graph:
     local_value: Any = None  # a set of names, evaluated locally
     group_axis: str | None = None  # the axis whose entries are the groups of a group-by (``=@``)
     ranges: list[tuple[int, int, int]] = field(default_factory=list)  # a selection's pieces
-    source: Any = None  # (a DafSource, or a Delayed _MaskedSource)
+    source: Any = None  # (a DafSource, or a Delayed _DerivedSource)
     query_text: str = ""
     final_dtype: np.dtype | None = None  # a group-by's, after the steps that follow it
 
@@ -1695,17 +1745,17 @@ def _graph(daf: DafReader | str | os.PathLike, query_value: Any, chunk_bytes: in
     text = str(sequence)
     if plan is None:
         plan = _plan(local, sequence)
-        # (A mask that looks up another axis keeps that axis from being split, or makes the query one task.)
-        evaluated = _evaluated_masks(local, sequence) if plan.dimensions >= 0 else None
-        if evaluated is not None:
-            masked_sequence, masks = evaluated
-            masked_local = chain_reader([local, _masks_memory(local, masks)], name=f"{local.name}.masked")
-            masked_plan = _plan(masked_local, masked_sequence)
-            if masked_plan.kind != "one":
+        # (A mask that looks up another axis keeps that axis from being split, as the two axes of a square matrix
+        # keep each other: evaluated first, and aliased.)
+        derived = _derived(local, sequence) if plan.dimensions >= 0 else None
+        if derived is not None:
+            derived_local, derived_sequence, masks, square = derived
+            derived_plan = _plan(derived_local, derived_sequence)
+            if derived_plan.kind != "one":
                 packed = tuple((axis, name, np.packbits(bits).tobytes()) for axis, name, bits in masks)
                 # (One key of the graph that every task takes: its bits are sent to a worker once.)
-                source = dask.delayed(_MaskedSource(source, packed), pure=True)
-                local, sequence, plan = masked_local, masked_sequence, masked_plan
+                source = dask.delayed(_DerivedSource(source, packed, square), pure=True)
+                local, sequence, plan = derived_local, derived_sequence, derived_plan
                 text = str(sequence)
     if plan.dimensions < 0:
         return _Graph(plan, [], local_value=local.get_np_query(sequence, cache=False))
@@ -1728,6 +1778,9 @@ def _graph(daf: DafReader | str | os.PathLike, query_value: Any, chunk_bytes: in
     grouped = plan.kind in ("group", "grouped")
     probe = query_result(probe_view, plan.prefix if grouped else sequence, cache=False)
     probe.entries_of_dimensions = probe.entries  # (read now: the names of a whole axis are read lazily)
+    if _ALIAS in probe.dimension_names:  # (the columns of a square matrix: named as the query names them)
+        square_axis = str(getattr(sequence.operations[0], "axis_name", ""))
+        probe.dimension_names = tuple(square_axis if name == _ALIAS else name for name in probe.dimension_names)
     group_axis = None
     strings_mode = False
     if plan.kind in ("reduce", "select", "mode", "group", "rows", "grouped"):
