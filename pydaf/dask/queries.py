@@ -514,21 +514,13 @@ def _open(source: _Source) -> DafReader:
     if isinstance(source, DafSource):
         return open_source(source)
     daf = open_source(source.source)
-    key = (os.getpid(), source)
-    with _ranges_lock:
-        kept = _derived_kept.get(key)
-        if kept is not None and kept[0] is daf:
-            _derived_kept.move_to_end(key)
-            return kept[1]
-    masks = [(axis, name, np.unpackbits(np.frombuffer(bits, dtype=np.uint8), count=daf.axis_length(axis))
-              .astype(bool)) for axis, name, bits in source.masks]
-    derived = _derived_reader(daf, masks, source.square)
-    with _ranges_lock:
-        _derived_kept[key] = (daf, derived)
-        _derived_kept.move_to_end(key)
-        while len(_derived_kept) > _KEPT_RANGES:
-            _derived_kept.popitem(last=False)
-    return derived
+
+    def derive() -> DafReader:
+        masks = [(axis, name, np.unpackbits(np.frombuffer(bits, dtype=np.uint8), count=daf.axis_length(axis))
+                  .astype(bool)) for axis, name, bits in source.masks]
+        return _derived_reader(daf, masks, source.square)
+
+    return _kept(_derived_kept, (os.getpid(), source), daf, derive)
 
 
 def _square(sequence: QuerySequence) -> tuple[QuerySequence, tuple[str, str]] | None:
@@ -552,13 +544,13 @@ def _derived(local: DafReader, sequence: QuerySequence) \
     evaluated = _evaluated_masks(local, sequence)
     if evaluated is not None:
         sequence, masks = evaluated
-    square = _square(sequence)
-    if square is not None:
-        sequence = square[0]
+    square = None
+    aliased = _square(sequence)
+    if aliased is not None:
+        sequence, square = aliased
     if not masks and square is None:
         return None
-    return _derived_reader(local, masks, None if square is None else square[1]), sequence, masks, \
-        None if square is None else square[1]
+    return _derived_reader(local, masks, square), sequence, masks, square
 
 
 def _evaluated_masks(local: DafReader, sequence: QuerySequence) \
@@ -603,13 +595,13 @@ class _Ranges:
     position (a piece's axis query selects its range of positions) and its chain over the data set (which hashes the
     axis's entries once, not once a piece)."""
 
-    daf: DafReader
     memory: MemoryDaf
     chain: DafReader
 
 
-# The last few used, per process (as open_source keeps the data sets): (id of the data set, axis) -> _Ranges.
-_ranges_kept: OrderedDict[tuple[int, str], _Ranges] = OrderedDict()
+# The last few used, per process (as open_source keeps the data sets): (id of the data set, axis) -> (the data set,
+# its _Ranges).
+_ranges_kept: OrderedDict[tuple[int, str], tuple[DafReader, _Ranges]] = OrderedDict()
 _ranges_lock = threading.Lock()
 
 
@@ -617,25 +609,30 @@ def _new_ranges(daf: DafReader, axis: str) -> _Ranges:
     memory = MemoryDaf(name=f"{daf.name}.ranges")
     memory.add_axis(axis, daf.axis_vector(axis))
     memory.set_vector(axis, _RANGE_POSITION, np.arange(daf.axis_length(axis), dtype=np.int64))
-    return _Ranges(daf, memory, chain_reader([daf, memory], name=f"{daf.name}.ranged"))
+    return _Ranges(memory, chain_reader([daf, memory], name=f"{daf.name}.ranged"))
+
+
+def _kept(kept: OrderedDict[Any, tuple[DafReader, Any]], key: Any, daf: DafReader, make: Callable[[], Any]) -> Any:
+    """What ``make`` makes of the open data set ``daf``, kept under ``key`` (the last :data:`_KEPT_RANGES` used) while
+    ``daf`` is the one open (a data set closed and opened again is a new object: made again)."""
+    with _ranges_lock:
+        found = kept.get(key)
+        if found is not None and found[0] is daf:
+            kept.move_to_end(key)
+            return found[1]
+    made = make()
+    with _ranges_lock:
+        found = kept.get(key)
+        if found is None or found[0] is not daf:
+            found = kept[key] = (daf, made)
+        kept.move_to_end(key)
+        while len(kept) > _KEPT_RANGES:
+            kept.popitem(last=False)
+    return found[1]
 
 
 def _kept_ranges(daf: DafReader, axis: str) -> _Ranges:
-    key = (id(daf), axis)
-    with _ranges_lock:
-        kept = _ranges_kept.get(key)
-        if kept is not None and kept.daf is daf:
-            _ranges_kept.move_to_end(key)
-            return kept
-    made = _new_ranges(daf, axis)
-    with _ranges_lock:
-        kept = _ranges_kept.get(key)
-        if kept is None or kept.daf is not daf:
-            kept = _ranges_kept[key] = made
-        _ranges_kept.move_to_end(key)
-        while len(_ranges_kept) > _KEPT_RANGES:
-            _ranges_kept.popitem(last=False)
-    return kept
+    return _kept(_ranges_kept, (id(daf), axis), daf, lambda: _new_ranges(daf, axis))
 
 
 def _range_view(daf: DafReader, axis: str, start: int, stop: int, *, keep: bool = True) -> DafReader:
@@ -1397,6 +1394,13 @@ def _distinct(keys: np.ndarray, counts: np.ndarray, last: np.ndarray) -> tuple[n
     return keys[starts], np.add.reduceat(counts[order], starts), np.maximum.reduceat(last[order], starts)
 
 
+def _merged(found: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_distinct` of several ``(keys, counts, last)``."""
+    return _distinct(np.concatenate([keys.astype(np.uint64) for keys, _, _ in found]),
+                     np.concatenate([counts for _, counts, _ in found]),
+                     np.concatenate([last for _, _, last in found]).astype(np.int64))
+
+
 def _located_chunks(values: Any) -> Iterator[tuple[np.ndarray, Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]]]:
     """The stored values of a vector or matrix in 1-d chunks of about ``_BLOCK_ENTRIES``, each with a function giving
     the column and row (in the piece) of the values at some of its indices (a vector: column 0)."""
@@ -1429,6 +1433,15 @@ def _located_chunks(values: Any) -> Iterator[tuple[np.ndarray, Callable[[np.ndar
 
         yield array[:, first:last].ravel(order="F"), in_columns
         release_pages(array[:, first:last])
+
+
+def _whole_positions(columns: np.ndarray, rows: np.ndarray, n_rows: int, offset: int, total: int,
+                     by_columns: bool) -> np.ndarray:
+    """Positions in the whole (column-major) of a piece's columns and rows (of a vector: column 0), the piece holding
+    the entries ``offset:offset + n`` of the whole's columns (``by_columns``) or rows, of ``total``."""
+    if by_columns:
+        return (columns + offset) * n_rows + rows
+    return columns * total + offset + rows
 
 
 def _last_implicit(values: SparseMatrixCSC) -> tuple[int, int]:
@@ -1464,10 +1477,7 @@ def _mode_piece(source: _Source, prefix_text: str, axis: str, start: int, stop: 
     special = _special_keys(dtype) if dtype.kind == "f" else {}
 
     def located(columns: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        """Positions in the whole (column-major) of the piece's columns and rows (a vector: its column 0)."""
-        if is_matrix and dimension == 1:
-            return (columns + offset) * n_rows + rows
-        return columns * total + offset + rows
+        return _whole_positions(columns, rows, n_rows, offset, total, is_matrix and dimension == 1)
 
     counted = [np.zeros(1 << min(_KEY_BITS, width - bits), dtype=np.int64) for _, bits in histograms]
     found: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
@@ -1489,9 +1499,7 @@ def _mode_piece(source: _Source, prefix_text: str, axis: str, start: int, stop: 
         columns, rows = locate(where)
         found.append(_distinct(keys[where], np.ones(where.shape[0], dtype=np.int64), located(columns, rows)))
         if len(found) > 1:  # (merged as it goes: a piece holds its distinct keys, not every value in the batch)
-            found = [_distinct(np.concatenate([keys.astype(np.uint64) for keys, _, _ in found]),
-                               np.concatenate([counts for _, counts, _ in found]),
-                               np.concatenate([last for _, _, last in found]).astype(np.int64))]
+            found = [_merged(found)]
         if special and batch[0] <= special["zero"] <= batch[1]:
             zero_signs |= int(np.any(raw[where] == special["zero"])) | 2 * int(
                 np.any(raw[where] == special["negative_zero"]))
@@ -1512,9 +1520,7 @@ def _mode_piece(source: _Source, prefix_text: str, axis: str, start: int, stop: 
         where = np.flatnonzero(counted[index])
         buckets.append((where.astype(np.uint64), counted[index][where]))
     if found:
-        keys, counts, last = _distinct(np.concatenate([keys.astype(np.uint64) for keys, _, _ in found]),
-                                       np.concatenate([counts for _, counts, _ in found]),
-                                       np.concatenate([last for _, _, last in found]).astype(np.int64))
+        keys, counts, last = _merged(found)
     else:
         keys, counts, last = np.zeros(0, np.uint64), np.zeros(0, np.int64), np.zeros(0, np.int64)
     if np.all(counts == 1):  # (continuous values: the counts are not sent)
@@ -1612,11 +1618,8 @@ def _strings_mode_piece(source: _Source, prefix_text: str, axis: str, start: int
     counts = np.bincount(codes, minlength=distinct.shape[0]).astype(np.int64)
     last = np.full(distinct.shape[0], -1, dtype=np.int64)
     np.maximum.at(last, codes, np.arange(codes.shape[0], dtype=np.int64))
-    if values.ndim == 2:
-        rows, columns = last % values.shape[0], last // values.shape[0]
-        last = (columns + offset) * values.shape[0] + rows if dimension == 1 else columns * total + offset + rows
-    else:
-        last = last + offset
+    n_rows = max(1, values.shape[0])  # (a vector: one column of them)
+    last = _whole_positions(last // n_rows, last % n_rows, n_rows, offset, total, values.ndim == 2 and dimension == 1)
     return np.asarray(distinct, dtype=object), counts, last
 
 
@@ -1636,17 +1639,30 @@ def _combine_strings_modes(source: _Source, query_text: str,
     return str(top["last"].idxmin())
 
 
+def _offsets(ranges: list[tuple[int, int, int]]) -> list[int]:
+    """Where each range's selected entries start among all of them, and (last) how many there are."""
+    return np.concatenate(([0], np.cumsum([count for _, _, count in ranges]))).astype(int).tolist()
+
+
 def _mode_rounds(source: _Source, prefix_text: str, axis: str, ranges: list[tuple[int, int, int]], dimension: int,
                  compute: Callable[[list[Any]], list[Any]]) -> Callable[..., list[_ModeRound]]:
     """A function running one round of a mode on every range (``compute`` computes a list of delayed tasks)."""
     import dask
 
     piece = dask.delayed(_mode_piece, pure=True)
-    offsets = np.concatenate(([0], np.cumsum([count for _, _, count in ranges]))).tolist()
-    total = int(offsets[-1])
+    offsets = _offsets(ranges)
     return lambda histograms, batch: compute([
-        piece(source, prefix_text, axis, start, stop, int(offset), total, dimension, histograms, batch)
+        piece(source, prefix_text, axis, start, stop, offset, offsets[-1], dimension, histograms, batch)
         for (start, stop, _), offset in zip(ranges, offsets, strict=False)])
+
+
+def _by_rounds(kind: str, source: _Source, prefix_text: str, axis: str, ranges: list[tuple[int, int, int]],
+               dimension: int, reduction: Any, compute: Callable[[list[Any]], list[Any]],
+               whole: Callable[[], Any]) -> Any:
+    """A selection (``kind``: ``"select"``) or a mode (``"mode"``), each round's tasks computed by ``compute``."""
+    if kind == "mode":
+        return _mode(_mode_rounds(source, prefix_text, axis, ranges, dimension, compute), reduction, whole)
+    return _select(_select_rounds(source, prefix_text, axis, ranges, compute), reduction, whole)
 
 
 def _in_rounds(kind: str, source: _Source, query_text: str, prefix_text: str, reduction_text: str, axis: str,
@@ -1658,13 +1674,9 @@ def _in_rounds(kind: str, source: _Source, query_text: str, prefix_text: str, re
 
     reduction: Any = as_query_sequence(reduction_text).operations[0]
 
-    def whole() -> Any:
-        return _evaluate_whole(source, query_text)
-
     def evaluate(compute: Callable[[list[Any]], list[Any]]) -> Any:
-        if kind == "mode":
-            return _mode(_mode_rounds(source, prefix_text, axis, ranges, dimension, compute), reduction, whole)
-        return _select(_select_rounds(source, prefix_text, axis, ranges, compute), reduction, whole)
+        return _by_rounds(kind, source, prefix_text, axis, ranges, dimension, reduction, compute,
+                          lambda: _evaluate_whole(source, query_text))
 
     try:
         from distributed import get_worker, worker_client
@@ -1836,10 +1848,10 @@ def _graph(daf: DafReader | str | os.PathLike, query_value: Any, chunk_bytes: in
                                                             values_source, groups_dimension, *partials)
         return _Graph(plan, [combined], [], probe, group_axis=group_axis, final_dtype=final_dtype)
     if plan.kind == "mode" and strings_mode:  # (each piece's distinct strings, combined in one task)
-        offsets = np.concatenate(([0], np.cumsum([count for _, _, count in ranges]))).tolist()
+        offsets = _offsets(ranges)
         piece = dask.delayed(_strings_mode_piece, pure=True)
-        partials = [piece(source, str(plan.prefix), plan.axis, start, stop, int(offset), int(offsets[-1]),
-                          plan.dimension) for (start, stop, _), offset in zip(ranges, offsets, strict=False)]
+        partials = [piece(source, str(plan.prefix), plan.axis, start, stop, offset, offsets[-1], plan.dimension)
+                    for (start, stop, _), offset in zip(ranges, offsets, strict=False)]
         plan.kind = "reduce"
         return _Graph(plan, [dask.delayed(_combine_strings_modes, pure=True)(source, text, *partials)], [], probe)
     if plan.kind in ("select", "mode"):
@@ -2089,10 +2101,8 @@ def _select_eagerly(graph: _Graph, compute: dict[str, Any]) -> Any:
     def computed(tasks: list[Any]) -> list[Any]:
         return list(dask.compute(*tasks, **compute))
 
-    if plan.kind == "mode":
-        return _mode(_mode_rounds(source, text, plan.axis, graph.ranges, plan.dimension, computed), plan.reduction,
-                     whole)
-    return _select(_select_rounds(source, text, plan.axis, graph.ranges, computed), plan.reduction, whole)
+    return _by_rounds(plan.kind, source, text, plan.axis, graph.ranges, plan.dimension, plan.reduction, computed,
+                      whole)
 
 
 @_releasing

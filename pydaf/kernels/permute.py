@@ -221,13 +221,14 @@ def gather_csc_rows(shape: tuple[int, int], colptr: np.ndarray, rowval: np.ndarr
     new_rows = np.full(shape[0], -1, dtype=np.int64)
     new_rows[rows] = np.arange(rows.shape[0])
     n_columns = shape[1]
+    out_of_order = bool(rows.shape[0] > 1 and np.any(np.diff(rows) < 0))  # (each column's rows sorted again)
     if int(colptr[-1]) - 1 < PERMUTE_NUMBA_MIN_ENTRIES:
         entry_rows = new_rows[np.asarray(rowval, dtype=np.int64) - 1]
         kept = np.flatnonzero(entry_rows >= 0)
         lengths = np.asarray(colptr[1:], dtype=np.int64) - np.asarray(colptr[:-1], dtype=np.int64)
         columns = np.repeat(np.arange(n_columns), lengths)[kept]
-        if rows.shape[0] > 1 and np.any(np.diff(rows) < 0):
-            kept = kept[np.lexsort((entry_rows[kept], columns))]  # (each column's rows sorted again)
+        if out_of_order:
+            kept = kept[np.lexsort((entry_rows[kept], columns))]
         out_colptr = np.empty(n_columns + 1, dtype=colptr.dtype)
         out_colptr[0] = 1
         np.add(np.cumsum(np.bincount(columns, minlength=n_columns)), 1, out=out_colptr[1:], casting="unsafe")
@@ -256,12 +257,11 @@ def gather_csc_rows(shape: tuple[int, int], colptr: np.ndarray, rowval: np.ndarr
     np.add(np.cumsum(counts), 1, out=out_colptr[1:], casting="unsafe")
     n_entries = int(out_colptr[-1]) - 1
     out_rowval, out_nzval = np.empty(n_entries, dtype=rowval.dtype), np.empty(n_entries, dtype=nzval.dtype)
-    sort = bool(rows.shape[0] > 1 and np.any(np.diff(rows) < 0))
 
     def gather(first_block: int, last_block: int) -> None:
         for first, last in blocks[first_block:last_block]:
             kernels.gather_csc_rows(colptr, rowval, nzval, new_rows, out_colptr, out_rowval, out_nzval, first, last,
-                                    sort)
+                                    out_of_order)
             release_pages(rowval[read(first, last)])
             release_pages(nzval[read(first, last)])
 

@@ -284,6 +284,15 @@ def _names(group: h5py.Group | h5py.Dataset | None) -> set[str]:
     return {name for name in unique if _is_link_name(name)}
 
 
+def _packed_dtype(node: Any) -> np.dtype | None:
+    """The stored type of a packed (chunked) vector of numbers, as a sparse property's parts are; ``None`` for any
+    other node (mapped, strings, absent...)."""
+    if not isinstance(node, h5py.Dataset) or node.ndim != 1 or node.id.get_create_plist().get_layout() != h5d.CHUNKED:
+        return None
+    stored, _ = _dataset_dtypes(node)
+    return None if stored == STRING_DTYPE else stored
+
+
 def _check_declared_size(dataset: h5py.Dataset, itemsize: int, what: str, path: str) -> None:
     """Refuse a dataset whose declared size its file can't hold, before anything is allocated or mapped."""
     nbytes = dataset.size * itemsize
@@ -803,10 +812,9 @@ class H5dfFormat(ReorderThroughModule, FormatWriter):
         node = _child(group, part, f"{part} of the {what}", read_only_file=self._read_only_file)
         if not isinstance(node, h5py.Dataset):
             return self._read_part(group, part, what)  # (its error)
-        if node.id.get_create_plist().get_layout() != h5d.CHUNKED or node.ndim != 1 \
-                or _dataset_dtypes(node)[0] == STRING_DTYPE:
+        stored = _packed_dtype(node)
+        if stored is None:
             return self._read_dataset(node, f"{part} of the {what}")  # (mapped, or read now: not looked up again)
-        stored, _ = _dataset_dtypes(node)
         _check_declared_size(node, stored.itemsize, f"{part} of the {what}", self.path)
         held = _HeldDataset(node)
         self._held_datasets.add(held)
@@ -994,11 +1002,8 @@ class H5dfFormat(ReorderThroughModule, FormatWriter):
         (:func:`~.packed.start_read_packed`: large data in Julia's blosc chunks), its declared size checked first;
         ``None`` if it is not (absent, not packed, small...): the caller reads it as usual."""
         node = _child(group, part, f"{part} of the {what}", read_only_file=self._read_only_file)
-        if not isinstance(node, h5py.Dataset) or node.ndim > 2 \
-                or node.id.get_create_plist().get_layout() != h5d.CHUNKED:
-            return None
-        stored, _ = _dataset_dtypes(node)
-        if stored == STRING_DTYPE:
+        stored = _packed_dtype(node)
+        if stored is None:
             return None
         _check_declared_size(node, stored.itemsize, f"{part} of the {what}", self.path)
         return start_read_packed(node, stored, f"{part} of the {what}", self.path)
