@@ -393,9 +393,9 @@ def test_ctrl_c_during_a_convert_exits_130_and_leaves_the_destination_as_it_was(
     old = run(["convert", str(source), destination, "--no-progress", *extra], tmp_path)  # the destination to keep
     assert old.returncode == 0, old.stderr
     before = snapshot(tmp_path)
-    process = subprocess.Popen([sys.executable, "-c", _WITH_CTRL_C, "convert", str(source), destination,
-                                "--overwrite", "--no-progress", *extra], cwd=tmp_path, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, env=ENV)
+    process = subprocess.Popen([sys.executable, "-X", "faulthandler", "-c", _WITH_CTRL_C, "convert", str(source),
+                                destination, "--overwrite", "--no-progress", *extra], cwd=tmp_path,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV)  # (a crash shows its stack)
     started = time.monotonic()
     while not any(name.startswith(f".{destination}.tmp") for name in os.listdir(tmp_path)):
         assert process.poll() is None and time.monotonic() - started < TIMEOUT, "the convert never wrote aside"

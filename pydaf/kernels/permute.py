@@ -19,7 +19,7 @@ from types import ModuleType
 import numpy as np
 
 from .._os.maps import prefetch_pages, release_pages
-from .threads import even_bounds, number_of_threads, run_ranges, thread_pool, threads_for
+from .threads import even_bounds, map_all, number_of_threads, run_ranges, threads_for
 
 #: Elements per block of a dense matrix permutation (a block's gather is one temporary of this size).
 _DENSE_BLOCK_ELEMENTS = 1 << 22
@@ -135,7 +135,6 @@ def permute_csc_into(shape: tuple[int, int], colptr: np.ndarray, rowval: np.ndar
     wanted = np.arange(1, rowval.shape[0] + 1, block_entries, dtype=np.int64)
     firsts = np.searchsorted(out_colptr, wanted, side="right") - 1
     bounds = np.unique(np.concatenate([[0], np.clip(firsts, 0, n_columns), [n_columns]])).astype(np.int64).tolist()
-    pool = thread_pool()
     n_threads = number_of_threads()
     blocks = list(itertools.pairwise(bounds))
     if inverse_rows_permutation is None:
@@ -150,7 +149,7 @@ def permute_csc_into(shape: tuple[int, int], colptr: np.ndarray, rowval: np.ndar
                                      first, last, np.empty(shape[0] + 1, dtype=np.int64),
                                      np.empty(n_entries, dtype=np.int64), np.empty(n_entries, dtype=np.int64))
     for wave in range(0, len(blocks), n_threads):
-        list(pool.map(run, blocks[wave:wave + n_threads]))
+        map_all(run, blocks[wave:wave + n_threads])
 
 
 def gather_csc_columns(colptr: np.ndarray, rowval: np.ndarray, nzval: np.ndarray,

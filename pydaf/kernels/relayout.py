@@ -16,7 +16,7 @@ import numpy as np
 
 from .._os.maps import populate_pages, release_pages
 from .eltwise import zero_based_csc
-from .threads import number_of_threads, thread_pool
+from .threads import map_all, number_of_threads
 
 #: Below this many elements (dense) or stored entries (sparse), numpy/scipy is faster than loading a kernel.
 RELAYOUT_NUMBA_MIN_ENTRIES = 1 << 20
@@ -74,11 +74,10 @@ def _transpose_csc_blocks(shape: tuple[int, int], colptr: np.ndarray, rowval: np
     def entries(first: int, last: int) -> slice:
         return slice(int(colptr[bounds[first]]) - 1, int(colptr[bounds[last]]) - 1)
 
-    pool = thread_pool()
     for first in range(0, n_blocks, n_threads):  # A wave of blocks at a time, releasing the input it read.
         last = min(first + n_threads, n_blocks)
-        list(pool.map(lambda block: kernels.count_block_rows(colptr, rowval, bounds[block], bounds[block + 1],
-                                                     counts[block]), range(first, last)))
+        map_all(lambda block: kernels.count_block_rows(colptr, rowval, bounds[block], bounds[block + 1],
+                                                       counts[block]), range(first, last))
         release_pages(rowval[entries(first, last)])
     out_colptr[0] = 1
     out_colptr[1:] = np.cumsum(counts.sum(axis=0)) + 1
@@ -90,8 +89,8 @@ def _transpose_csc_blocks(shape: tuple[int, int], colptr: np.ndarray, rowval: np
     populate_pages(out_nzval)
     for first in range(0, n_blocks, n_threads):
         last = min(first + n_threads, n_blocks)
-        list(pool.map(lambda block: kernels.scatter_block(colptr, rowval, nzval, bounds[block], bounds[block + 1],
-                                                  starts[block], out_rowval, out_nzval), range(first, last)))
+        map_all(lambda block: kernels.scatter_block(colptr, rowval, nzval, bounds[block], bounds[block + 1],
+                                                    starts[block], out_rowval, out_nzval), range(first, last))
         release_pages(rowval[entries(first, last)])
         release_pages(nzval[entries(first, last)])
 

@@ -17,12 +17,16 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import cache
+from typing import TypeVar
 
 import numpy as np
 
 #: Below this much work (stored entries, or dense values), a kernel runs on the calling thread: handing work to the
 #: pool costs ~50-100 µs, the time to stream ~1M values through one core.
 PARALLEL_MIN_ENTRIES = 1 << 20
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 def number_of_threads() -> int:
@@ -71,31 +75,28 @@ def even_bounds(total: int, n_ranges: int) -> list[int]:
     return np.linspace(0, total, n_ranges + 1).astype(np.int64).tolist()
 
 
-def run_ranges(function: Callable[[int, int], object], bounds: Sequence[int]) -> None:
-    """Run ``function(bounds[i], bounds[i + 1])`` for each range, concurrently on the pool (the last one on the calling
-    thread, which would otherwise only wait); a single range runs on the calling thread. An exception of any range,
-    or a Ctrl-C, is raised once all have finished.
+def map_all(function: Callable[[T], R], items: Sequence[T]) -> list[R]:
+    """``[function(item) for item in items]``, concurrently on the pool (the last item on the calling thread, which
+    would otherwise only wait; a single item runs there alone). An exception of any item, or a Ctrl-C, is raised only
+    once every item has finished: the items write into the caller's buffers, which its cleanup may unmap
+    (``list(pool.map(...))`` leaves the running ones going on a Ctrl-C, and a kernel then faults on an unmapped
+    page).
 
     Example:
-        >>> seen = []
-        >>> run_ranges(lambda first, last: seen.append((first, last)), [0, 4])
-        >>> seen
-        [(0, 4)]
+        >>> map_all(lambda number: number * 2, [1, 2, 3])
+        [2, 4, 6]
     """
-    n_ranges = len(bounds) - 1
-    if n_ranges <= 0:
-        return
-    if n_ranges == 1:
-        function(bounds[0], bounds[1])
-        return
-    futures = [thread_pool().submit(function, bounds[index], bounds[index + 1]) for index in range(n_ranges - 1)]
+    if len(items) <= 1:
+        return [function(item) for item in items]
+    futures = [thread_pool().submit(function, item) for item in items[:-1]]
     error: BaseException | None = None
+    last: list[R] = []
     try:
-        function(bounds[-2], bounds[-1])
-    except BaseException as exception:  # Raised after the other ranges finish (they may use the same buffers).
+        last.append(function(items[-1]))
+    except BaseException as exception:
         error = exception
-    for future in futures:  # (every one waited for, even after an error or a Ctrl-C while waiting: the ranges
-        while True:           # write into the caller's buffers, which its cleanup may unmap)
+    for future in futures:
+        while True:  # (waited for even after a Ctrl-C while waiting)
             try:
                 failure = future.exception()
                 break
@@ -104,3 +105,16 @@ def run_ranges(function: Callable[[int, int], object], bounds: Sequence[int]) ->
         error = error or failure
     if error is not None:
         raise error
+    return [future.result() for future in futures] + last
+
+
+def run_ranges(function: Callable[[int, int], object], bounds: Sequence[int]) -> None:
+    """Run ``function(bounds[i], bounds[i + 1])`` for each range by :func:`map_all`.
+
+    Example:
+        >>> seen = []
+        >>> run_ranges(lambda first, last: seen.append((first, last)), [0, 4])
+        >>> seen
+        [(0, 4)]
+    """
+    map_all(lambda index: function(bounds[index], bounds[index + 1]), range(len(bounds) - 1))

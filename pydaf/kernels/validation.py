@@ -24,7 +24,7 @@ import numpy as np
 
 from .._os.maps import release_pages
 from .csc_arrays import CscArrays
-from .threads import number_of_threads, thread_pool
+from .threads import map_all, number_of_threads
 
 __all__ = ["CSC_BAD_COLPTR", "CSC_BAD_ORDER", "CSC_BAD_ROW", "first_csc_problem", "first_sorted_problem",
            "global_heap_problem", "sort_csc_columns", "transposed_mismatch"]
@@ -160,9 +160,9 @@ def first_csc_problem(colptr: np.ndarray, rowval: np.ndarray, n_rows: int) -> tu
         if last - first == 1:
             found = [csc_block_problem(colptr_view, rowval_view, n_rows, bounds[first], bounds[last])]
         else:
-            found = list(thread_pool().map(
+            found = map_all(
                 lambda block: csc_block_problem(colptr_view, rowval_view, n_rows, bounds[block], bounds[block + 1]),
-                range(first, last)))
+                range(first, last))
         release_pages(rowval[int(colptr_view[bounds[first]]) - 1:int(colptr_view[bounds[last]]) - 1])
         problems = [problem for problem in found if problem[0]]
         if problems:
@@ -186,8 +186,8 @@ def first_sorted_problem(indices: np.ndarray, length: int) -> tuple[int, int] | 
     n_threads = number_of_threads()
     for first in range(0, n_blocks, n_threads):
         last = min(first + n_threads, n_blocks)
-        found = list(thread_pool().map(
-            lambda block: sorted_block_problem(view, length, bounds[block], bounds[block + 1]), range(first, last)))
+        found = map_all(
+            lambda block: sorted_block_problem(view, length, bounds[block], bounds[block + 1]), range(first, last))
         release_pages(indices[bounds[first]:bounds[last]])
         problems = [problem for problem in found if problem[0]]
         if problems:
@@ -206,8 +206,8 @@ def sort_csc_columns(colptr: np.ndarray, rowval: np.ndarray, nzval: np.ndarray) 
         ([1, 3, 2], [10.0, 30.0, 20.0])
     """
     bounds = _column_blocks(_kernel_indices(colptr), rowval.shape[0])
-    list(thread_pool().map(lambda block: sort_csc_block(colptr, rowval, nzval, bounds[block], bounds[block + 1]),
-                           range(len(bounds) - 1)))
+    map_all(lambda block: sort_csc_block(colptr, rowval, nzval, bounds[block], bounds[block + 1]),
+            range(len(bounds) - 1))
 
 
 @numba.njit(cache=True, nogil=True)
