@@ -23,6 +23,14 @@ child process, after ``sync`` and a warm read of the files (the page cache holds
 With ``--cold`` (root, Linux), each run starts with the page cache dropped instead: both read the data set from the
 disk, as a data set larger than memory is.
 
+Memory: on a VM whose balloon reports free memory to the host (``virtio_balloon`` free page reporting, as on the
+project's Firecracker VM), memory freed more than ~1 s ago costs the host's page fault at its first touch again:
+touching 1.5 GB took 0.2 s right after a free, 1.0 s 2 s after it and 1.5-2.7 s 5-8 s after it. Both a copy and a
+reorder write ~1.24 GB of new page cache, so their times swung 0.35-2.9 s with the memory's state. By default
+(``--memory recycled``) each child touches and frees 2.5 times the data set's size just before it starts the clock,
+so both sides take their new pages from memory the guest already holds, as on a machine without a balloon;
+``--memory as-is`` leaves memory as the run before left it (the host's faults land on either side).
+
 Each runs ``--repeats`` times, interleaved (formats and operations), the copy removed and synced after each run. The
 table gives per format the best and median times, the speed in MB/s of the data set's size, the speed relative to
 ``cp`` and to ``cp+fsync`` (1.0 = as fast; the target is 0.5) and the peak RSS (which counts the mapped pages of the
@@ -163,11 +171,27 @@ def _csc_column(matrix: Any, column: int, n_rows: int) -> np.ndarray:
     return values
 
 
-def child(mode: str, kind: str, path: str, argument: str) -> None:
-    """Run one operation and print ``seconds peak_rss`` (imports are not timed: both start from a loaded process)."""
+def recycle_memory(nbytes: int) -> None:
+    """Touch ``nbytes`` of new memory and free it (see "Memory" in the module's docstring): the next ``nbytes`` the
+    process or the page cache takes come from pages the guest holds, not from the host's faults."""
+    if nbytes > 0:
+        block = np.empty(nbytes, dtype=np.uint8)
+        block[::4096] = 1
+        del block
+        with open("/proc/self/clear_refs", "w") as clear:  # (the peak RSS reported is the operation's, from here)
+            clear.write("5\n")
+
+
+def child(mode: str, kind: str, path: str, argument: str, recycle: str = "0", cold: bool = False) -> None:
+    """Run one operation and print ``seconds peak_rss`` (imports are not timed: both start from a loaded process).
+    Just before the clock starts, the data set is read (unless ``cold``: the parent dropped the page cache) and
+    ``recycle`` bytes of memory are recycled."""
     import pydaf
 
     if mode in ("cp", "cp+fsync"):
+        if not cold:
+            warm(data_set_files(path))
+        recycle_memory(int(recycle))
         start = time.perf_counter()
         if os.path.isdir(path):
             shutil.copytree(path, argument, copy_function=shutil.copyfile)
@@ -190,6 +214,9 @@ def child(mode: str, kind: str, path: str, argument: str) -> None:
                                    progress=False)
                 daf.close()
         generator = np.random.default_rng(int(argument))
+        if not cold:
+            warm(data_set_files(path))
+        recycle_memory(int(recycle))
         start = time.perf_counter()
         daf = _format(kind)(path, "r+")
         permutations = {axis: generator.permutation(daf.axis_length(axis)) for axis in ("cell", "gene")}
@@ -239,10 +266,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="keep the data sets (reused by the next run)")
     parser.add_argument("--cold", action="store_true",
                         help="start each run with the data set out of the page cache (root: drops the caches)")
-    parser.add_argument("--child", nargs=4, metavar=("MODE", "FORMAT", "PATH", "ARGUMENT"))
+    parser.add_argument("--memory", choices=("recycled", "as-is"), default="recycled",
+                        help="the memory's state when the clock starts (see Memory above)")
+    parser.add_argument("--child", nargs=5, metavar=("MODE", "FORMAT", "PATH", "ARGUMENT", "RECYCLE"))
     arguments = parser.parse_args(argv)
     if arguments.child:
-        child(*arguments.child)
+        child(*arguments.child, cold=arguments.cold)
         return 0
 
     kinds = arguments.formats.split(",")
@@ -259,13 +288,17 @@ def main(argv: list[str] | None = None) -> int:
         for kind, path in paths.items():
             copy = path + ".copy"
             for mode in modes:
-                _drop_caches() if arguments.cold else warm(data_set_files(path))
+                if arguments.cold:
+                    _drop_caches()
+                recycle = int(2.5 * sizes[kind]) if arguments.memory == "recycled" else 0
                 results[kind][mode].append(_run_child(mode, kind, path, copy if mode.startswith("cp") else
-                                                      str(1000 + repeat)))
+                                                      str(1000 + repeat), str(recycle),
+                                                      *(["--cold"] if arguments.cold else [])))
                 remove(copy)
     description = _description(arguments.cells, arguments.genes)
     print(f"data: {arguments.cells:,} cells x {arguments.genes:,} genes, {description}; {arguments.repeats} "
-          f"interleaved runs, page cache {'dropped (cold)' if arguments.cold else 'warm'} before each")
+          f"interleaved runs, page cache {'dropped (cold)' if arguments.cold else 'warm'} before each, memory "
+          f"{arguments.memory}")
     print(f"{'format':<7} {'operation':<14} {'GB':>6} {'best s':>8} {'median s':>9} {'best MB/s':>10} "
           f"{'speed vs cp':>12} {'vs cp+fsync':>12} {'peak RSS MB':>12}")
     verdicts = []

@@ -280,7 +280,7 @@ def fail_at(call: str, at: int, monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return calls
 
 
-@pytest.mark.parametrize("call", ["rename", "link", "mkdir", "fsync"])
+@pytest.mark.parametrize("call", ["rename", "link", "mkdir", "fsync", "pwrite"])
 def test_failure_at_file_system_calls_then_reset(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, call: str) -> None:
     """An error (a full disk, ...) at a file-system call of a reorder leaves the lock (then the reset gives the exact
     old data) or none (then the data set is entirely old or entirely new)."""

@@ -18,7 +18,8 @@ Why a kill at any instant is recoverable (the argument is also in docs/reorder.m
   old descriptor is the new one (and a v1.0 directory stays v1.0). At the end ``metadata.json`` is rebuilt (as Julia
   does after a reorder; its content does not depend on the order).
 - **Cleanup.** ``.reorder.backup`` is renamed to a hidden temporary name (atomic: the lock disappears with the whole
-  backup at once), and only then is the renamed folder deleted. Julia deletes the backup in place, so a kill in its
+  backup at once), and only then is the renamed folder deleted (its files' space freed on a background thread:
+  :mod:`pydaf._os.removal`). Julia deletes the backup in place, so a kill in its
   middle leaves a partial backup that its reset would restore property by property, a mix of old and new orders;
   pydaf never leaves one. A renamed leftover is invisible (hidden, not a backup) and is deleted by the next writable
   open.
@@ -77,6 +78,7 @@ import numpy as np
 
 from ..._os import locks
 from ..._os.maps import map_file
+from ..._os.removal import remove_freeing_later
 from ...abc.format import CacheGroup
 from ...abc.reorder import (
     CrashCounter,
@@ -96,7 +98,7 @@ from ...kernels.permute import (
     write_permuted_dense,
 )
 from .fileops import WRITE_CHUNK as _WRITE_CHUNK
-from .fileops import create_new, remove_entry
+from .fileops import create_new
 from .fileops import lstat as _lstat
 from .fileops import replace as _replace
 from .fileops import split_suffix as _split_suffix
@@ -583,7 +585,7 @@ def _remove_retired(storage: FilesStorage) -> None:
 
 
 def _remove_tree(storage: FilesStorage, name: str) -> None:
-    remove_entry(storage._root, name)
+    remove_freeing_later(storage._root, name)  # (the old files' space is freed in the background)
 
 
 def _fsync_folder(storage: FilesStorage, parts: tuple[str, ...]) -> None:

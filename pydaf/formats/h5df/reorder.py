@@ -52,6 +52,8 @@ import numpy as np
 from h5py import h5d, h5t
 
 from ..._os.maps import detach_region, map_region
+from ..._os.removal import remove_freeing_later
+from ..._os.writeback import start_writeback
 from ...abc.reorder import (
     CrashCounter,
     FormatReorderPlan,
@@ -121,6 +123,9 @@ _BACKUP_STAGING_SUFFIX = ".pydaf-new"
 
 #: Bytes of a dense matrix permuted per block (whole columns; one such temporary at a time).
 _DENSE_BLOCK_BYTES = 1 << 25
+
+#: Bytes per ``copy_file_range`` of the backup (its write-back started after each).
+_COPY_CHUNK_BYTES = 1 << 26
 
 _FICLONE = 0x40049409  # (Linux ioctl: share the extents of a file, on file systems that can: btrfs, xfs)
 
@@ -243,10 +248,12 @@ def _copy_file(source: str, destination: str) -> None:
             size = os.fstat(source_fd).st_size
             done = 0
             try:
-                while done < size:
-                    copied = os.copy_file_range(source_fd, destination_fd, size - done, done, done)
+                while done < size:  # (a chunk at a time, each one's write-back started while the next is copied)
+                    copied = os.copy_file_range(source_fd, destination_fd, min(size - done, _COPY_CHUNK_BYTES), done,
+                                                done)
                     if copied == 0:
                         break
+                    start_writeback(destination_fd, done, copied)
                     done += copied
             except OSError as error:
                 if error.errno not in (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP) or done:
@@ -256,9 +263,9 @@ def _copy_file(source: str, destination: str) -> None:
 
 
 def _remove_file(path: str) -> None:
-    """Delete a file, durably (its folder synced), if it exists."""
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(path)
+    """Delete a file, durably (its folder synced), if it exists; its space is freed in the background."""
+    if os.path.lexists(path):
+        remove_freeing_later(None, path)
         _fsync_path(os.path.dirname(path) or ".", folder=True)
 
 
@@ -428,19 +435,24 @@ def replace_reorder(storage: H5dfStorage, plan: FormatReorderPlan, progress: Reo
                 with storage._writing(f"axis: {axis}", (axes, axis)):
                     storage._replace(axes, axis)
                     storage._hdf5_write_strings(axes, axis, np.asarray(planned_axis.new_entries, dtype=object))
-        for planned_vector in plan.planned_vectors:
-            _replace_vector(storage, backup, backup_path, planned_vector.axis, planned_vector.name,
-                            plan.planned_axes[planned_vector.axis])
-            if progress is not None:
-                progress(planned_vector.n_replacement_elements)
-            tick_crash_counter(crash_counter)
-        for planned_matrix in plan.planned_matrices:
-            _replace_matrix(storage, backup, backup_path, planned_matrix.rows_axis, planned_matrix.columns_axis,
-                            planned_matrix.name, plan.planned_axes.get(planned_matrix.rows_axis),
-                            plan.planned_axes.get(planned_matrix.columns_axis))
-            if progress is not None:
-                progress(planned_matrix.n_replacement_elements)
-            tick_crash_counter(crash_counter)
+        live_fd = os.open(storage.path, os.O_RDONLY | os.O_CLOEXEC)  # (to start the write-back of what is written)
+        try:
+            for planned_vector in plan.planned_vectors:
+                _replace_vector(storage, backup, backup_path, planned_vector.axis, planned_vector.name,
+                                plan.planned_axes[planned_vector.axis])
+                if progress is not None:
+                    progress(planned_vector.n_replacement_elements)
+                tick_crash_counter(crash_counter)
+            for planned_matrix in plan.planned_matrices:
+                _replace_matrix(storage, backup, backup_path, planned_matrix.rows_axis, planned_matrix.columns_axis,
+                                planned_matrix.name, plan.planned_axes.get(planned_matrix.rows_axis),
+                                plan.planned_axes.get(planned_matrix.columns_axis))
+                start_writeback(live_fd)  # (the cleanup's fsync then waits for less)
+                if progress is not None:
+                    progress(planned_matrix.n_replacement_elements)
+                tick_crash_counter(crash_counter)
+        finally:
+            os.close(live_fd)
         storage._open_file.retained_maps.clear()
 
 

@@ -873,6 +873,15 @@ class _DirectoryWriter:
                 os.posix_fallocate(handle.fileno(), 0, nbytes)  # a full disk fails here, not as SIGBUS in a map
         return map_region(path, 0, nbytes, writable=True) if nbytes else np.zeros(0, dtype=np.uint8)
 
+    def write_file(self, key: str, write: Callable[[int], object]) -> None:
+        """A file written by ``write(fd)`` (the reorder's permuted ``pwrite``s: 2-3x faster than filling a new
+        file through a map, which faults in each page)."""
+        fd = os.open(self._file(key), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+        try:
+            write(fd)
+        finally:
+            os.close(fd)
+
     def commit(self) -> None:
         os.rename(self._temporary, self._nodes.path(self._node))
         self._nodes.aside.discard(self._node)

@@ -27,7 +27,8 @@ Why a SIGKILL at any instant is recovered (to the old order by :func:`reset_reor
    as no ZarrDaf write is (a kill loses nothing the kernel holds; a power loss right after a reorder may lose its new
    files, as after any write), which keeps the reorder at the speed of the page cache.
 4. *Cleanup*: the backup folder is renamed to a hidden ``.reorder.backup.pydaf-deleted-*`` (atomic: the lock is gone
-   at once, the data set entirely in the new order) before it is removed; a writable open removes what a kill left.
+   at once, the data set entirely in the new order) before it is removed (its files' space freed on a background
+   thread: :mod:`pydaf._os.removal`); a writable open removes what a kill left.
    (Julia removes the backup in place, so a kill midway leaves a partial backup that its reset would restore over
    new data, a mix; pydaf never leaves one.)
 5. *Reset*: every node of the backup is put back the same way (linked into a hidden temporary, the live node renamed
@@ -54,6 +55,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from ..._os.locks import hold_lock
+from ..._os.removal import remove_freeing_later
 from ..._os.write_errors import storage_error
 from ...abc.reorder import CrashCounter, FormatReorderPlan, PlannedAxis, ReorderProgress, tick_crash_counter
 from ...errors import DafAppendOnlyError, DafError, DafFormatError, DafIncompleteError, DafLockedError
@@ -62,6 +64,7 @@ from ...kernels.permute import (
     permute_dense_matrix_into,
     permute_sparse_vector_into,
     permute_vector_into,
+    write_permuted_dense,
 )
 from ...sparse import SparseMatrixCSC, SparseVector
 from ...storage_types import STRING_DTYPE
@@ -194,7 +197,7 @@ def _drop_backup(storage: ZarrFormat) -> None:
     os.rename(reorder_backup_root(storage), doomed)
     try:
         _fsync(storage.container)
-        shutil.rmtree(doomed)
+        remove_freeing_later(None, doomed)  # (the old files' space is freed in the background)
     except OSError:
         pass  # (the step is done: a power loss before the fsync at worst brings back the backup, which rolls back)
 
@@ -531,9 +534,9 @@ def _replace_matrix(storage: ZarrFormat, rows_axis: str, columns_axis: str, name
     if not _is_stored(storage, f"{node}/c/0/0", matrix):
         return  # (all the fill value: the same permuted)
 
-    def build_dense(writer: Any) -> None:
-        out = _reserve(writer, "c/0/0", matrix.dtype, n_columns * n_rows).reshape((n_columns, n_rows))
-        permute_dense_matrix_into(np.asarray(matrix), rows_permutation, columns_permutation, out.T)
+    def build_dense(writer: Any) -> None:  # (one chunk: Julia's column-major bytes, which are Zarr's C order)
+        writer.write_file("c/0/0", lambda fd: write_permuted_dense(np.asarray(matrix), rows_permutation,
+                                                                   columns_permutation, fd))
         writer.add("zarr.json", storage.array_metadata(matrix.dtype, (n_columns, n_rows)).encode())
 
     _replace(storage, node, build_dense)
