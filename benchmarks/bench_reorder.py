@@ -188,10 +188,13 @@ def child(mode: str, kind: str, path: str, argument: str, recycle: str = "0", co
     ``recycle`` bytes of memory are recycled."""
     import pydaf
 
-    if mode in ("cp", "cp+fsync"):
+    def before_the_clock() -> None:
         if not cold:
             warm(data_set_files(path))
         recycle_memory(int(recycle))
+
+    if mode in ("cp", "cp+fsync"):
+        before_the_clock()
         start = time.perf_counter()
         if os.path.isdir(path):
             shutil.copytree(path, argument, copy_function=shutil.copyfile)
@@ -214,9 +217,7 @@ def child(mode: str, kind: str, path: str, argument: str, recycle: str = "0", co
                                    progress=False)
                 daf.close()
         generator = np.random.default_rng(int(argument))
-        if not cold:
-            warm(data_set_files(path))
-        recycle_memory(int(recycle))
+        before_the_clock()
         start = time.perf_counter()
         daf = _format(kind)(path, "r+")
         permutations = {axis: generator.permutation(daf.axis_length(axis)) for axis in ("cell", "gene")}

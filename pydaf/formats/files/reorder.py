@@ -19,10 +19,9 @@ Why a kill at any instant is recoverable (the argument is also in docs/reorder.m
   does after a reorder; its content does not depend on the order).
 - **Cleanup.** ``.reorder.backup`` is renamed to a hidden temporary name (atomic: the lock disappears with the whole
   backup at once), and only then is the renamed folder deleted (its files' space freed on a background thread:
-  :mod:`pydaf._os.removal`). Julia deletes the backup in place, so a kill in its
-  middle leaves a partial backup that its reset would restore property by property, a mix of old and new orders;
-  pydaf never leaves one. A renamed leftover is invisible (hidden, not a backup) and is deleted by the next writable
-  open.
+  :mod:`pydaf._os.removal`). Julia deletes the backup in place, so a kill in its middle leaves a partial backup that
+  its reset would restore property by property, a mix of old and new orders; pydaf never leaves one. A renamed
+  leftover is invisible (hidden, not a backup) and is deleted by the next writable open.
 - **Reset** (by :func:`reset_reorder`, and by a writable open): each backed-up file is linked back under a temporary
   name and renamed over the live one (skipped when it already is that file), the reorder's temporaries are dropped,
   the folders fsynced, then the backup retired as in the cleanup (the root fsynced first) and ``metadata.json``
