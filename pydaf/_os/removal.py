@@ -16,8 +16,8 @@ Example:
     >>> with open(os.path.join(root, "old", "matrices", "x.data"), "wb") as file:
     ...     _ = file.write(bytes(2 << 20))
     >>> folder = os.open(root, os.O_RDONLY)
-    >>> remove_freeing_later(folder, "old"); os.listdir(root)
-    []
+    >>> remove_freeing_later(folder, "old"), os.listdir(root)
+    (True, [])
     >>> wait_for_freeing(); os.close(folder)
 """
 
@@ -42,14 +42,14 @@ _held: set[int] = set()  # (descriptors waiting to be closed)
 _freeing: list[threading.Thread] = []
 
 
-def remove_freeing_later(folder: int | None, name: str) -> None:
+def remove_freeing_later(folder: int | None, name: str) -> bool:
     """Remove the folder or file ``name`` of the folder descriptor ``folder`` (a path if ``folder`` is None; links
-    are removed, never followed; nothing there is no error), freeing the blocks of its large files on a background
-    thread (see the module's docstring). An ``OSError`` of the removal propagates."""
+    are removed, never followed), freeing the blocks of its large files on a background thread (see the module's
+    docstring). Returns whether there was something to remove. An ``OSError`` of the removal propagates."""
     try:
         status = os.stat(name, dir_fd=folder, follow_symlinks=False)
     except FileNotFoundError:
-        return
+        return False
     held = _hold_files(folder, name, status)
     try:
         if stat.S_ISDIR(status.st_mode):
@@ -63,6 +63,7 @@ def remove_freeing_later(folder: int | None, name: str) -> None:
             with _lock:
                 _freeing[:] = [*(alive for alive in _freeing if alive.is_alive()), thread]
             thread.start()
+    return True
 
 
 def wait_for_freeing() -> None:

@@ -157,12 +157,9 @@ def first_csc_problem(colptr: np.ndarray, rowval: np.ndarray, n_rows: int) -> tu
     n_threads = number_of_threads()
     for first in range(0, n_blocks, n_threads):  # a wave of blocks at a time, releasing what it read
         last = min(first + n_threads, n_blocks)
-        if last - first == 1:
-            found = [csc_block_problem(colptr_view, rowval_view, n_rows, bounds[first], bounds[last])]
-        else:
-            found = map_all(
-                lambda block: csc_block_problem(colptr_view, rowval_view, n_rows, bounds[block], bounds[block + 1]),
-                range(first, last))
+        found = map_all(  # (a single block runs on this thread)
+            lambda block: csc_block_problem(colptr_view, rowval_view, n_rows, bounds[block], bounds[block + 1]),
+            range(first, last))
         release_pages(rowval[int(colptr_view[bounds[first]]) - 1:int(colptr_view[bounds[last]]) - 1])
         problems = [problem for problem in found if problem[0]]
         if problems:

@@ -264,8 +264,7 @@ def _copy_file(source: str, destination: str) -> None:
 
 def _remove_file(path: str) -> None:
     """Delete a file, durably (its folder synced), if it exists; its space is freed in the background."""
-    if os.path.lexists(path):
-        remove_freeing_later(None, path)
+    if remove_freeing_later(None, path):
         _fsync_path(os.path.dirname(path) or ".", folder=True)
 
 
