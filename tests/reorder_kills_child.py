@@ -34,7 +34,8 @@ import scipy.sparse as sp
 
 import pydaf
 
-FORMATS = {"h5df": pydaf.H5df, "files": pydaf.FilesDaf, "zarr": pydaf.ZarrDaf}
+# (``h5df-backup``: H5df by Julia's protocol, a backup then the permutation in place, as for several groups of a file)
+FORMATS = {"h5df": pydaf.H5df, "h5df-backup": pydaf.H5df, "files": pydaf.FilesDaf, "zarr": pydaf.ZarrDaf}
 PERMUTED = ("cell", "gene")
 
 #: (rows_axis, columns_axis, name) of every matrix as stored (both layouts listed where both are stored).
@@ -205,6 +206,10 @@ def check(kind: str, path: str, scale: float, seed: int, mode: str) -> None:
 
 def main(arguments: list[str]) -> None:
     command, kind, path, scale = arguments[0], arguments[1], arguments[2], float(arguments[3])
+    if kind == "h5df-backup":
+        from pydaf.formats.h5df import reorder as h5df_reorder
+
+        h5df_reorder.REORDER_BY_SWAP = False
     if command == "create":
         create(kind, path, scale)
     elif command == "reorder":

@@ -11,12 +11,14 @@ default 5; each test asserts that at least a quarter of its kills landed in the 
 
 from __future__ import annotations
 
+import faulthandler
 import hashlib
 import json
 import os
 import random
 import shutil
 import signal
+import tempfile
 import time
 import traceback
 import zlib
@@ -152,6 +154,7 @@ def _in_child(work, *, pipe_ready: bool = False) -> tuple[int, int]:
     pid = os.fork()
     if pid == 0:  # pragma: no cover (the child)
         os.close(read_end)
+        faulthandler.register(signal.SIGUSR1, file=_stacks_file(os.getpid()), all_threads=True)
         status = 0
         try:
             def write(text: str) -> None:
@@ -169,6 +172,11 @@ def _in_child(work, *, pipe_ready: bool = False) -> tuple[int, int]:
         os._exit(status)
     os.close(write_end)
     return pid, read_end
+
+
+def _stacks_file(pid: int):
+    """Where a hung child writes its threads' stacks (kept open for faulthandler, which writes to a descriptor)."""
+    return open(os.path.join(tempfile.gettempdir(), f"pydaf-child-{pid}.stacks"), "a+")
 
 
 def _lines(read_end: int) -> list[str]:
@@ -190,9 +198,12 @@ def _run_child(work, timeout: float = 120) -> list[str]:
         if done:
             break
         if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGUSR1)  # (it writes its threads' stacks, for the message)
+            time.sleep(1)
             os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
-            raise AssertionError("a child process hung")
+            with open(_stacks_file(pid).name) as stacks:
+                raise AssertionError(f"a child process hung:\n{stacks.read()[-6000:]}")
         time.sleep(0.005)
     lines = _lines(read_end)
     errors = [line for line in lines if line.startswith("error ")]

@@ -1,7 +1,8 @@
-"""H5df's reorder hooks (``pydaf/formats/h5df/reorder.py``): every kind of property permuted in place or rewritten,
-two groups of one file in one call, Julia's artifacts (lock dataset, lock entries, backup file), a simulated crash
-after each property then a reset, the open policy, and real SIGKILLs of a child process at chosen points, each
-followed by a reopen that must give back exactly the old data (or, once the backup is gone, exactly the new)."""
+"""H5df's reorder hooks (``pydaf/formats/h5df/reorder.py``), by both methods (a permuted copy renamed over the file,
+and Julia's backup then permutation in place): every kind of property permuted or rewritten, two groups of one file
+in one call, Julia's artifacts (lock dataset, lock entries, backup file), a simulated crash after each property then a
+reset, the open policy, and real SIGKILLs of a child process at chosen points, each followed by a reopen that must
+give back exactly the old data (or, once the new order is whole, exactly the new)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 import warnings
 from pathlib import Path
 
@@ -23,7 +25,8 @@ import pydaf
 from pydaf.abc.reorder import SimulatedCrash
 from pydaf.core.reorder import reorder_axes, reset_reorder_axes
 from pydaf.errors import DafIncompleteError
-from pydaf.formats.h5df.reorder import REORDER_LOCK_DATASET, REORDER_REPOS_GROUP, reorder_backup_path
+from pydaf.formats.h5df import reorder as h5df_reorder
+from pydaf.formats.h5df.reorder import REORDER_LOCK_DATASET, REORDER_REPOS_GROUP, reorder_backup_path, swap_path
 from pydaf.formats.h5df.undo_journal import journal_path
 from pydaf.sparse import SparseVector
 
@@ -125,8 +128,23 @@ def h5df_path(tmp_path):
 PERMUTATIONS = {"cell": CELL_PERMUTATION, "gene": GENE_PERMUTATION}
 
 
-def test_reorder_permutes_every_kind_of_property(h5df_path):
+@pytest.fixture(params=["swap", "backup"])
+def method(request, monkeypatch):
+    """Each method of an H5df reorder (``swap`` is the default where it applies)."""
+    monkeypatch.setattr(h5df_reorder, "REORDER_BY_SWAP", request.param == "swap")
+    return request.param
+
+
+@pytest.fixture
+def backup_protocol(monkeypatch):
+    """Julia's protocol: a backup of the file, then the permutation in place."""
+    monkeypatch.setattr(h5df_reorder, "REORDER_BY_SWAP", False)
+
+
+def test_reorder_permutes_every_kind_of_property(h5df_path, method):
     daf = pydaf.H5df(h5df_path, "r+")
+    assert h5df_reorder.reorder_method(daf.format) == method
+    inode = os.stat(h5df_path).st_ino
     old = snapshot(daf)
     with h5py.File(h5df_path, "r", locking=False) as file:  # (the cases this test means to cover are stored so)
         assert "nztxt" in file["vectors/cell/note"] and "nzval" not in file["vectors/cell/marked"]
@@ -139,9 +157,13 @@ def test_reorder_permutes_every_kind_of_property(h5df_path):
     assert snapshot(daf) == expected
     assert held.tolist() == held_values and not held.flags.writeable
     assert artifacts(h5df_path) == []
+    assert (os.stat(h5df_path).st_ino != inode) == (method == "swap")  # (the copy renamed over the file)
     # Numbers were permuted in place: the file grew only by the rewritten strings (axes, string properties).
     assert os.path.getsize(h5df_path) < size + 64 * 1024
+    daf.set_vector("cell", "written_after", np.arange(12))  # (the handle writes the file now at the path)
+    assert snapshot(daf) == {**expected, ("cell", "written_after"): list(range(12))}
     daf.close()
+    expected[("cell", "written_after")] = list(range(12))
     assert read_snapshot(h5df_path) == expected
     with h5py.File(h5df_path, "r") as file:  # plain h5py (as Julia) reads the new order
         assert [name.decode() for name in file["axes/cell"][()]] == expected["cell"]
@@ -169,7 +191,7 @@ def test_reorder_twice_and_back(h5df_path):
     assert snapshot(daf) == old and artifacts(h5df_path) == []
 
 
-def test_progress_counts_every_element(h5df_path):
+def test_progress_counts_every_element(h5df_path, method):
     daf = pydaf.H5df(h5df_path, "r+")
     ticks = []
     plan_total = 0
@@ -248,7 +270,7 @@ def count_properties(path: str) -> int:
         daf.close()
 
 
-def test_simulated_crash_after_each_property_then_reset(tmp_path, h5df_path):
+def test_simulated_crash_after_each_property_then_reset(tmp_path, h5df_path, method):
     n_properties = count_properties(h5df_path)
     assert n_properties >= 15
     for crash_after in range(1, n_properties + 1):
@@ -269,7 +291,7 @@ def test_simulated_crash_after_each_property_then_reset(tmp_path, h5df_path):
         assert snapshot(daf) == permuted(old, PERMUTATIONS)
 
 
-def test_open_policy(h5df_path):
+def test_open_policy(h5df_path, method):
     daf = pydaf.H5df(h5df_path, "r+")
     old = snapshot(daf)
     with pytest.raises(SimulatedCrash):
@@ -282,7 +304,8 @@ def test_open_policy(h5df_path):
     assert h5df_path in message
     with pytest.raises(DafIncompleteError):  # (the refused open let go of the file: refused again, not locked)
         pydaf.open_daf(h5df_path, "r")
-    with pytest.warns(UserWarning, match="rolled back to the old order"):
+    said = "nothing had changed" if method == "swap" else "rolled back to the old order"
+    with pytest.warns(UserWarning, match=said):
         daf = pydaf.H5df(h5df_path, "r+")
     assert snapshot(daf) == old and artifacts(h5df_path) == []
     daf.close()
@@ -291,7 +314,7 @@ def test_open_policy(h5df_path):
         assert read_snapshot(h5df_path) == old
 
 
-def test_open_waits_for_a_live_reorder_in_this_process(h5df_path):
+def test_open_waits_for_a_live_reorder_in_this_process(h5df_path, method):
     """A handle opened while this process reorders the same data set (another thread) must not roll it back."""
     import threading
 
@@ -317,7 +340,7 @@ def test_open_waits_for_a_live_reorder_in_this_process(h5df_path):
     assert opened == [permuted(old, PERMUTATIONS)]
 
 
-def test_artifacts_are_julias(h5df_path):
+def test_artifacts_are_julias(h5df_path, backup_protocol):
     """The lock and backup as Julia's ``h5df_format.jl`` names and shapes them, seen in the middle of a reorder."""
     daf = pydaf.H5df(h5df_path, "r+")
     seen = {}
@@ -397,7 +420,7 @@ def test_julia_written_data(tmp_path, fixture):
     assert snapshot(daf) == permuted(old, permutations)
 
 
-def test_stale_backup_is_never_trusted(h5df_path):
+def test_stale_backup_is_never_trusted(h5df_path, method):
     """A backup left by another operation (a kill after Julia's cleanup removed the lock) is replaced."""
     daf = pydaf.H5df(h5df_path, "r+")
     old = snapshot(daf)
@@ -416,6 +439,7 @@ CHILD = textwrap.dedent("""
     from pydaf.formats.h5df import format as h5df_format, reorder
 
     path, point, mode = sys.argv[1], sys.argv[2], sys.argv[3]
+    reorder.REORDER_BY_SWAP = sys.argv[4] == "swap"
     permutations = {"cell": %r, "gene": %r}
     calls = {}
 
@@ -459,6 +483,14 @@ CHILD = textwrap.dedent("""
         "backup_removed": lambda: after(reorder, "_remove_file", when=2),
         "reset_in_place": lambda: after(reorder, "_restore_object", when=5),
         "reset_lock_drop": lambda: after(reorder, "_drop_lock", before=True),
+        "swap_begun": lambda: after(reorder, "_start_swap"),
+        "swap_dense": lambda: after(reorder, "write_permuted_dense", when=2),
+        "swap_sparse": lambda: after(reorder, "permute_csc_into", when=2),
+        "swap_axis": lambda: after(h5df_format, "_write_strings"),
+        "swap_string_vector": lambda: after(h5df_format.H5dfFormat, "format_set_vector"),
+        "swap_copy_whole": lambda: after(reorder, "_finish_copy"),
+        "swap_renamed": lambda: after(reorder, "replace_open_file", before=True),
+        "swap_reopened": lambda: after(reorder, "replace_open_file"),
     }
     if mode == "reset":  # (a reorder that raised part way, then a reset killed at the point)
         daf = pydaf.H5df(path, "r+")
@@ -485,10 +517,11 @@ KILL_POINTS = [
 UNLOCKED = ("lock_uncommitted", "lock_dropped", "backup_removed")  # (killed before the lock, or after it went)
 
 
-def run_child(path: str, point: str, mode: str, n_properties: int) -> subprocess.CompletedProcess:
+def run_child(path: str, point: str, mode: str, n_properties: int,
+              method: str = "backup") -> subprocess.CompletedProcess:
     script = CHILD % (CELL_PERMUTATION, GENE_PERMUTATION, n_properties)
     environment = {**os.environ, "PYTHONPATH": str(REPOSITORY)}
-    return subprocess.run([sys.executable, "-c", script, path, point, mode], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-c", script, path, point, mode, method], capture_output=True, text=True,
                           timeout=120, env=environment, cwd=str(REPOSITORY))
 
 
@@ -515,6 +548,34 @@ def test_killed_at_a_point_then_reopened(h5df_path, point, expected):
         np.testing.assert_array_equal(file["matrices/cell/cell/distance"][()].T,
                                       (old if expected == "old" else permuted(old, PERMUTATIONS))
                                       [("cell", "cell", "distance")])
+
+
+# (point, what the reopen must find) of a reorder by swap: before the rename the file is untouched and locked, after
+# it the file is the whole copy, in the new order and unlocked.
+SWAP_KILL_POINTS = [("swap_begun", "old"), ("swap_dense", "old"), ("swap_sparse", "old"), ("swap_axis", "old"),
+                    ("swap_string_vector", "old"), ("last_property", "old"), ("swap_copy_whole", "old"),
+                    ("swap_renamed", "new"), ("swap_reopened", "new")]
+
+
+@pytest.mark.parametrize(("point", "expected"), SWAP_KILL_POINTS)
+def test_swap_killed_at_a_point_then_reopened(h5df_path, point, expected):
+    old = read_snapshot(h5df_path)
+    result = run_child(h5df_path, point, "reorder", count_properties(h5df_path), "swap")
+    assert result.returncode == -signal.SIGKILL, (result.stdout, result.stderr)
+    if expected == "old":
+        assert os.path.exists(swap_path(h5df_path)) and not os.path.exists(reorder_backup_path(h5df_path))
+        with pytest.raises(DafIncompleteError, match="r\\+"):  # (locked: a read-only open refuses)
+            pydaf.H5df(h5df_path, "r")
+    else:  # (the copy, whole and unlocked, is the file: a read-only open reads it)
+        assert artifacts(h5df_path) == []
+        assert read_snapshot(h5df_path) == permuted(old, PERMUTATIONS)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        daf = pydaf.H5df(h5df_path, "r+")  # (which also deletes the copy a kill left)
+    assert any("nothing had changed" in str(warning.message) for warning in caught) == (expected == "old")
+    assert snapshot(daf) == (old if expected == "old" else permuted(old, PERMUTATIONS))
+    assert artifacts(h5df_path) == [] and not os.path.exists(journal_path(h5df_path))
+    daf.close()
 
 
 @pytest.mark.parametrize("point", ["reset_in_place", "reset_lock_drop"])
@@ -585,6 +646,22 @@ def test_julias_reset_recovers_a_pydaf_kill(h5df_path, point, expected):
     assert read_snapshot(h5df_path) == (old if expected == "old" else permuted(old, PERMUTATIONS))
 
 
+@pytest.mark.parametrize(("point", "expected"), [("swap_dense", "old"), ("swap_copy_whole", "old"),
+                                                 ("swap_renamed", "new")])
+def test_julias_reset_of_a_pydaf_kill_by_swap(h5df_path, point, expected):
+    """Julia's reset of a lock with no backup drops the lock: the file was not changed yet. The copy left beside it
+    is removed by pydaf's next writable open."""
+    old = read_snapshot(h5df_path)
+    result = run_child(h5df_path, point, "reorder", count_properties(h5df_path), "swap")
+    assert result.returncode == -signal.SIGKILL, (result.stdout, result.stderr)
+    assert julia_reset(h5df_path) is (expected == "old")
+    if expected == "old":
+        assert artifacts(h5df_path) == [os.path.basename(swap_path(h5df_path))]
+    pydaf.H5df(h5df_path, "r+").close()
+    assert artifacts(h5df_path) == []
+    assert read_snapshot(h5df_path) == (old if expected == "old" else permuted(old, PERMUTATIONS))
+
+
 def test_mode_w_drops_the_lock_of_the_group_it_replaces(tmp_path):
     path = str(tmp_path / "both.h5dfs")
     first, second = fill(pydaf.H5df(path + "#/a", "w+")), fill(pydaf.H5df(path + "#/b", "w+"))
@@ -626,7 +703,7 @@ def test_backup_cut_short_by_a_julia_kill(h5df_path):
     assert snapshot(daf) == old and artifacts(h5df_path) == []
 
 
-def test_packed_data_is_rewritten(h5df_path):
+def test_packed_data_is_rewritten(h5df_path, method):
     """Chunked, compressed datasets (Julia's packed H5df) can't be written in place: they are rewritten (contiguous);
     a crash then reset restores them as they were (chunked)."""
     with h5py.File(h5df_path, "r+") as file:
@@ -643,5 +720,115 @@ def test_packed_data_is_rewritten(h5df_path):
     assert reset_reorder_axes(daf) and snapshot(daf) == old
     with h5py.File(h5df_path, "r", locking=False) as file:
         assert file["vectors/cell/age"].chunks == (4,) and file["matrices/cell/gene/UMIs"].compression == "gzip"
+    reorder_axes(daf, PERMUTATIONS, progress=False)
+    assert snapshot(daf) == permuted(old, PERMUTATIONS)
+
+
+# The reorder by swap: the copy renamed over the file, and this process's handles moved to it.
+
+
+def test_swap_moves_every_handle_of_the_data_set(h5df_path):
+    """Two handles on the data set (one read-only) both read the new file after the swap; arrays read before keep
+    their values; a read-only handle of another process opened after reads the new order."""
+    writer = pydaf.H5df(h5df_path, "r+")
+    reader = pydaf.H5df(h5df_path, "r")
+    old = snapshot(writer)
+    held = reader.get_matrix("cell", "gene", "UMIs")
+    held_values = np.asarray(held).tolist()
+    reorder_axes(writer, PERMUTATIONS, progress=False)
+    expected = permuted(old, PERMUTATIONS)
+    assert snapshot(writer) == expected and snapshot(reader) == expected
+    assert np.asarray(held).tolist() == held_values
+    writer.set_scalar("after", 1)
+    assert reader.get_scalar("after") == 1
+    writer.close()
+    reader.close()
+    assert read_snapshot(h5df_path) == {**expected, "scalars": {**expected["scalars"], "after": 1}}
+
+
+WAITING_READER = textwrap.dedent("""
+    import sys, time
+    import pydaf
+    daf = pydaf.H5df(sys.argv[1], "r")  # (waits for the writer's lock)
+    print(time.time(), daf.has_vector("cell", "written_after_the_swap"), daf.axis_vector("cell").tolist())
+""")
+
+
+def test_a_process_waiting_for_the_old_file_waits_for_the_new_one(h5df_path):
+    """A process that waited for the lock of the file the swap replaced must not read the new file while this process
+    still writes it: its open takes the new file's lock (and so waits for this process to close it)."""
+    writer = pydaf.H5df(h5df_path, "r+")
+    old = snapshot(writer)
+    environment = {**os.environ, "PYTHONPATH": str(REPOSITORY)}
+    waiting = subprocess.Popen([sys.executable, "-c", WAITING_READER, h5df_path], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, env=environment)
+    time.sleep(1.0)  # (it is waiting for the lock by then)
+    reorder_axes(writer, PERMUTATIONS, progress=False)
+    time.sleep(0.5)
+    writer.set_vector("cell", "written_after_the_swap", np.arange(12))
+    closed = time.time()
+    writer.close()
+    output, errors = waiting.communicate(timeout=60)
+    assert waiting.returncode == 0, errors
+    opened, has_vector, cells = output.split(" ", 2)
+    assert float(opened) >= closed and has_vector == "True"
+    assert eval(cells) == permuted(old, PERMUTATIONS)["cell"]
+
+
+def test_swap_through_a_symbolic_link_keeps_the_link_and_the_mode(tmp_path, h5df_path):
+    os.chmod(h5df_path, 0o640)
+    link = str(tmp_path / "link.h5df")
+    os.symlink(h5df_path, link)
+    daf = pydaf.H5df(link, "r+")
+    old = snapshot(daf)
+    assert h5df_reorder.reorder_method(daf.format) == "swap"
+    reorder_axes(daf, PERMUTATIONS, progress=False)
+    daf.close()
+    assert os.path.islink(link) and os.readlink(link) == h5df_path
+    assert (os.stat(h5df_path).st_mode & 0o777) == 0o640
+    assert read_snapshot(link) == permuted(old, PERMUTATIONS)
+    assert sorted(os.listdir(tmp_path)) == ["data.h5df", "link.h5df"]
+
+
+def test_what_can_not_swap_reorders_by_backup(tmp_path, h5df_path):
+    """A file with another hard link (a swap would leave the other name on the old data), a data set opened on the
+    caller's own h5py file, or one group of several open: Julia's protocol, in place."""
+    os.link(h5df_path, str(tmp_path / "other-name.h5df"))
+    daf = pydaf.H5df(h5df_path, "r+")
+    old = snapshot(daf)
+    assert h5df_reorder.reorder_method(daf.format) == "backup"
+    reorder_axes(daf, PERMUTATIONS, progress=False)
+    daf.close()
+    assert read_snapshot(str(tmp_path / "other-name.h5df")) == permuted(old, PERMUTATIONS)
+    own_path = str(tmp_path / "own.h5df")
+    fill(pydaf.H5df(own_path, "w")).close()
+    with h5py.File(own_path, "r+") as file:
+        own = pydaf.H5df(file, "r+")
+        old = snapshot(own)
+        assert h5df_reorder.reorder_method(own.format) == "backup"
+        reorder_axes(own, PERMUTATIONS, progress=False)
+        assert snapshot(own) == permuted(old, PERMUTATIONS)
+
+
+@pytest.mark.parametrize("failing", ["posix_fallocate", "rename"])
+def test_swap_that_fails_changes_nothing(h5df_path, monkeypatch, failing):
+    """A full disk when the copy's space is allocated, or a failed rename: a DafStorageError, the old data, no lock
+    and no copy left; the next reorder works."""
+    daf = pydaf.H5df(h5df_path, "r+")
+    old = snapshot(daf)
+    original = getattr(os, failing)
+
+    def fail(*arguments):
+        target = os.readlink(f"/proc/self/fd/{arguments[0]}") if failing == "posix_fallocate" else arguments[0]
+        if not str(target).endswith(".reorder.pydaf-swap"):  # (only the copy's: the journal allocates too)
+            return original(*arguments)
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, failing, fail)
+    with pytest.raises(pydaf.errors.DafStorageError, match="nothing was changed"):
+        reorder_axes(daf, PERMUTATIONS, progress=False)
+    monkeypatch.setattr(os, failing, original)
+    assert snapshot(daf) == old and artifacts(h5df_path) == []
+    assert not daf.format.format_has_reorder_lock()
     reorder_axes(daf, PERMUTATIONS, progress=False)
     assert snapshot(daf) == permuted(old, PERMUTATIONS)

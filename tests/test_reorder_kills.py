@@ -1,9 +1,9 @@
-"""Kill safety of :func:`pydaf.reorder_axes` on H5df, FilesDaf and ZarrDaf (issue 26): a process reordering an
-existing data set is SIGKILLed at a random instant; a fresh process then finds the data set either entirely in the old
-order or entirely in the new one (every axis and property, never a mix), once a writable open (alternately followed by
-:func:`pydaf.reset_reorder_axes`) has rolled back what the kill interrupted. A read-only open before that refuses an
-interrupted reorder (:class:`pydaf.errors.DafIncompleteError`) instead of showing a mix. The same reorder then runs to
-completion and gives the expected data set.
+"""Kill safety of :func:`pydaf.reorder_axes` on H5df (by swap, and by Julia's backup protocol), FilesDaf and ZarrDaf
+(issue 26): a process reordering an existing data set is SIGKILLed at a random instant; a fresh process then finds
+the data set either entirely in the old order or entirely in the new one (every axis and property, never a mix), once
+a writable open (alternately followed by :func:`pydaf.reset_reorder_axes`) has rolled back what the kill interrupted.
+A read-only open before that refuses an interrupted reorder (:class:`pydaf.errors.DafIncompleteError`) instead of
+showing a mix. The same reorder then runs to completion and gives the expected data set.
 
 The reorders run in spawned child processes (``tests/reorder_kills_child.py``), killed after a random delay drawn
 over 1.1x the time the same reorder takes unkilled. The expected contents are computed from the original arrays by
@@ -35,7 +35,7 @@ CHILD = str(Path(reorder_kills_child.__file__))
 KILLS = 100 if FACTOR >= 1 else 8
 # The data set's size: at 1, a reorder takes 0.4-1.4 s here (the soak); the default runs at half the entries.
 SCALE = float(os.environ.get("PYDAF_REORDER_KILLS_SCALE", "1" if FACTOR >= 1 else "0.5"))
-PATHS = {"h5df": "x.h5df", "files": "x.daf", "zarr": "x.daf.zarr"}
+PATHS = {"h5df": "x.h5df", "h5df-backup": "x.h5df", "files": "x.daf", "zarr": "x.daf.zarr"}
 
 
 def child_env() -> dict[str, str]:
@@ -137,6 +137,6 @@ def kill_campaign(kind: str, folder: Path) -> dict[str, object]:
     return figures
 
 
-@pytest.mark.parametrize("kind", ["h5df", "files", "zarr"])
+@pytest.mark.parametrize("kind", ["h5df", "h5df-backup", "files", "zarr"])
 def test_killed_reorder_leaves_the_old_or_the_new_order(kind, tmp_path):
     kill_campaign(kind, tmp_path)

@@ -29,7 +29,7 @@ import stat
 import threading
 from contextlib import suppress
 
-__all__ = ["DEFERRED_MIN_BYTES", "remove_freeing_later", "wait_for_freeing"]
+__all__ = ["DEFERRED_MIN_BYTES", "close_later", "hold_to_free_later", "remove_freeing_later", "wait_for_freeing"]
 
 #: Files smaller than this are freed by their unlink, as usual (it costs next to nothing).
 DEFERRED_MIN_BYTES = 1 << 20
@@ -58,12 +58,33 @@ def remove_freeing_later(folder: int | None, name: str) -> bool:
             with suppress(FileNotFoundError):
                 os.unlink(name, dir_fd=folder)
     finally:
-        if held:
-            thread = threading.Thread(target=_close, args=(held,), name="pydaf-freeing", daemon=True)
-            with _lock:
-                _freeing[:] = [*(alive for alive in _freeing if alive.is_alive()), thread]
-            thread.start()
+        close_later(held)
     return True
+
+
+def hold_to_free_later(path: str) -> list[int]:
+    """Before a rename replaces the file ``path`` (or anything else drops its last name): descriptors that keep its
+    blocks until :func:`close_later` closes them on the background thread (none if it is small, has other links, or
+    can't be opened).
+
+    Example:
+        >>> import tempfile
+        >>> path = tempfile.mkstemp()[1]
+        >>> held = hold_to_free_later(path); os.remove(path); close_later(held); wait_for_freeing()
+    """
+    try:
+        return _hold_files(None, path, os.stat(path, follow_symlinks=False))
+    except OSError:
+        return []
+
+
+def close_later(held: list[int]) -> None:
+    """Close descriptors of :func:`hold_to_free_later` (or of a removal) on the background thread."""
+    if held:
+        thread = threading.Thread(target=_close, args=(held,), name="pydaf-freeing", daemon=True)
+        with _lock:
+            _freeing[:] = [*(alive for alive in _freeing if alive.is_alive()), thread]
+        thread.start()
 
 
 def wait_for_freeing() -> None:

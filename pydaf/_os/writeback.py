@@ -2,9 +2,10 @@
 less: the disk writes the first part while the caller still fills the rest (Linux ``sync_file_range`` with
 ``SYNC_FILE_RANGE_WRITE``, which only queues the writes; elsewhere nothing is started, and ``fsync`` does it all).
 
-A H5df reorder is durable twice (its backup before the first in-place write, its new data before the backup goes):
-starting each write-back while it copies or permutes took the reorder of 1.24 GB from 1.7-1.9 s to 1.6-1.7 s here
-(the backup's copy and ``fsync`` from 0.94 s to 0.64 s).
+An H5df reorder makes what it writes durable (by swap: the new file before it is renamed over the old one; by backup:
+the backup before the first in-place write, the new data before the backup goes). Without an early write-back, the
+``fsync`` of 1.29 GB waited 0.65-0.69 s here; with a :class:`WritebackThread` queuing it while the file is filled,
+0.02-0.1 s (the reorder as a whole: 1.5-1.6 s against 1.0-1.1 s).
 
 Example:
     >>> import os, tempfile
@@ -19,9 +20,10 @@ from __future__ import annotations
 
 import ctypes
 import sys
+import threading
 from functools import cache
 
-__all__ = ["start_writeback"]
+__all__ = ["WritebackThread", "start_writeback"]
 
 _SYNC_FILE_RANGE_WRITE = 2
 
@@ -45,3 +47,34 @@ def start_writeback(fd: int, offset: int = 0, nbytes: int = 0) -> None:
     function = _sync_file_range()
     if function is not None:
         function(fd, offset, nbytes, _SYNC_FILE_RANGE_WRITE)  # type: ignore[operator]
+
+
+class WritebackThread:
+    """A thread that queues the write-back of a file's dirty pages every ``interval`` seconds until :meth:`stop`:
+    the disk writes what was written while the caller's threads go on filling the file (a call that queues a lot of
+    pages waits for the disk, which would stall the caller's own threads).
+
+    Example:
+        >>> import os, tempfile
+        >>> with tempfile.TemporaryFile() as file:
+        ...     thread = WritebackThread(file.fileno())
+        ...     _ = file.write(b"x" * 4096)
+        ...     thread.stop()
+    """
+
+    def __init__(self, fd: int, interval: float = 0.05) -> None:
+        self._fd = fd
+        self._interval = interval
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="pydaf-writeback", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stopped.wait(self._interval):
+            start_writeback(self._fd)
+
+    def stop(self) -> None:
+        """Stop the thread (and wait for it: the caller may close the file then). Idempotent."""
+        self._stopped.set()
+        if self._thread is not threading.current_thread():
+            self._thread.join()

@@ -341,6 +341,7 @@ class H5dfFormat(ReorderThroughModule, FormatWriter):
         self._default_name = default_name
         self._complete_path = complete_path
         self._open_file = _record_of(self.file)
+        self._open_file.formats.add(self)
         # (a handle opened by path counts as a user of the file, until closed; one given an h5py group does not)
         self._owns_file = owns_file
         if owns_file:
@@ -399,6 +400,7 @@ class H5dfFormat(ReorderThroughModule, FormatWriter):
             for held in list(self._held_datasets):  # (deferred reads of packed data: they must not keep the file)
                 held.dataset = None
             self._held_datasets.clear()
+            record.formats.discard(self)
             self.root = self.file = None
             self._top_groups.clear()
             self._building.clear()
@@ -407,6 +409,17 @@ class H5dfFormat(ReorderThroughModule, FormatWriter):
                 with _open_files.mutex:
                     record.handles -= 1
                 record.close_unused()
+
+    def reopen(self, file: h5py.File) -> None:
+        """Point this storage at ``file``, the new file a reorder renamed over its own (see
+        :func:`~pydaf.formats.h5df.open_files.replace_open_file`): the same group, and the same datasets of the
+        deferred reads still pending."""
+        self.file = file
+        self.root = file if self.root.name == "/" else file[self.root.name]
+        self._top_groups.clear()
+        for held in list(self._held_datasets):
+            if held.dataset is not None:
+                held.dataset = file[held.dataset.name]
 
     def flush(self) -> None:
         """Flush HDF5's metadata and commit the file's undo journal (see :mod:`pydaf.formats.h5df.undo_journal`)."""

@@ -27,7 +27,7 @@ from .undo_journal import JournaledFile, recover
 
 ALIGNMENT = 8
 
-__all__ = ["ALIGNMENT", "LOCK_WAIT_SECONDS", "force_rollback", "open_h5_file"]
+__all__ = ["ALIGNMENT", "LOCK_WAIT_SECONDS", "force_rollback", "open_h5_file", "replace_open_file"]
 
 # (ends the message of a refused open: readers' mapped arrays hold a shared lock too)
 _LOCK_NOTE = ", and dropped the arrays it mapped from it"
@@ -70,6 +70,8 @@ class _OpenFile:
         #: The H5df handles opened on the file by path (``H5df.close`` closes the file when the last one closes,
         #: unless a caller still holds an ``h5py`` object of it), and the ``h5py.File`` objects handed out.
         self.handles = 0
+        #: The H5df storages on the file (``H5dfFormat``), pointed at the new file when a reorder replaces it.
+        self.formats: weakref.WeakSet[Any] = weakref.WeakSet()
         # (by identity: h5py objects of one file compare equal, so a WeakSet would keep one of them)
         self._files: weakref.WeakValueDictionary[int, h5py.File] = weakref.WeakValueDictionary()
         self.retained_maps = MapRetainer()  # (read-only maps reused after their arrays are dropped, while it is open)
@@ -222,7 +224,7 @@ def open_h5_file(path: str, mode: str) -> h5py.File:
                 raise DafFormatError(f"missing H5df file: {path}")
             os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o666))
         require_regular_file(path, what="the H5df file")  # (a directory, a FIFO: refused before any lock or open)
-        hold = hold_lock(path, exclusive=mode != "r", what="H5df file", note=_LOCK_NOTE)
+        hold = _hold_file_lock(path, exclusive=mode != "r")
         fid, journal = _open_locked(path, mode)
         if mode != "r":
             _disable_evictions(fid)
@@ -255,11 +257,47 @@ def force_rollback(path: str) -> bool:
         record = _open_files.get(key)
         if record is not None and record.fid.valid:
             raise DafModeError(f"can't roll back the H5df file: {path}\nwhile it is open in this process")
-        hold = hold_lock(path, exclusive=True, what="H5df file", note=_LOCK_NOTE)
+        hold = _hold_file_lock(path, exclusive=True)
         try:
             return recover(path, writable=True, force=True)
         finally:
             hold.release()
+
+
+def _hold_file_lock(path: str, *, exclusive: bool) -> LockHold:
+    """This process's lock of the file at ``path``, taken on the file the path names once it is held: a reorder in
+    another process may rename a new file over it meanwhile (see :func:`replace_open_file`), and the old one's lock
+    then guards nothing."""
+    while True:
+        hold = hold_lock(path, exclusive=exclusive, what="H5df file", note=_LOCK_NOTE)
+        if file_key(path) in (hold.lock.key, None):
+            return hold
+        hold.release()
+
+
+def replace_open_file(record: _OpenFile, path: str, hold: LockHold) -> None:
+    """Point this process's open file ``record`` at the file now at ``path``, which a reorder wrote and renamed over
+    it (``hold``: this process's exclusive lock of the new file, taken before the rename, so no other process has
+    opened it since). The new file is opened writable, every H5df storage on the record is pointed at it, and the old
+    file is closed (with every ``h5py`` object of it) and its lock released. Arrays mapped from the old file keep its
+    values (and a share of its lock). The caller holds the record's write mutex and has committed the old file."""
+    with _open_files.mutex:
+        old_fid, old_key, old_hold = record.fid, record.key, record.hold
+        fid, journal = _open_locked(path, "r+")
+        _disable_evictions(fid)
+        _open_files.discard(old_key, record)
+        record.fid, record.key, record.lock, record.hold = fid, hold.lock.key, hold.lock, hold
+        record._journal = None if journal is None else weakref.ref(journal)
+        record._files = weakref.WeakValueDictionary()
+        record.retained_maps.clear()
+        record._checked_heaps = set()
+        _open_files.add(record.key, record)
+        for storage in list(record.formats):
+            storage.reopen(record.file)
+        if old_fid.valid:
+            h5py.File(old_fid).close()
+        if old_hold is not None:
+            old_hold.release()
 
 
 def _open_locked(path: str, mode: str) -> tuple[h5f.FileID, JournaledFile | None]:

@@ -4,7 +4,17 @@
 ``__``) and the sibling file ``<file>.reorder.backup`` (a byte copy of the whole HDF5 file, taken after the lock). So
 Julia's ``reset_reorder_axes!`` rolls back a reorder pydaf was killed in, and pydaf rolls back Julia's.
 
-Why a SIGKILL at any instant is recoverable (docs/reorder.md, "H5df", says it for readers):
+Two methods (:func:`reorder_method`; docs/reorder.md, "H5df", says it for readers):
+
+By swap (when it can: one write of the data, where the backup costs a second). After the lock, the permuted file is
+written beside the file (``<file>.reorder.pydaf-swap``: its space allocated, the bytes of the numbers to permute
+written permuted from the live file's maps, the rest copied), HDF5 then writes its axes and the properties it must
+rewrite and removes its lock, and once it is ``fsync``-ed it is renamed over the file: the one step. Killed before
+it: the file is untouched, with a lock and no backup, which a reset (pydaf's or Julia's) drops; pydaf's next writable
+open deletes the copy. After it: the new order, unlocked. This process's handles are then moved to the new file
+(``open_files.replace_open_file``); another process waiting for the old file's lock takes the new one's instead.
+
+By backup (Julia's protocol), why a SIGKILL at any instant is recoverable:
 
 - *Lock*: one journaled write operation (the undo journal makes it all or nothing) creates the lock dataset and this
   group's entry. Killed before its commit: no entry, nothing changed. After: the entry says "roll back".
@@ -41,6 +51,7 @@ import errno
 import fcntl
 import os
 import shutil
+import stat
 import warnings
 import weakref
 from collections.abc import Iterator
@@ -49,15 +60,18 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import h5py
 import numpy as np
-from h5py import h5d, h5t
+from h5py import h5d, h5f, h5t
 
-from ..._os.maps import detach_region, map_region
-from ..._os.removal import remove_freeing_later
-from ..._os.writeback import start_writeback
+from ..._os.locks import hdf5_flock, hold_lock
+from ..._os.maps import detach_region, map_file, map_region
+from ..._os.removal import close_later, hold_to_free_later, remove_freeing_later
+from ..._os.writeback import WritebackThread, start_writeback
 from ...abc.reorder import (
     CrashCounter,
     FormatReorderPlan,
     PlannedAxis,
+    PlannedMatrix,
+    PlannedVector,
     ReorderProgress,
     permute_stored_matrix,
     permute_stored_vector,
@@ -69,8 +83,10 @@ from ...kernels.permute import (
     permute_dense_matrix_into,
     permute_sparse_vector_into,
     permute_vector_into,
+    write_permuted_dense,
 )
 from .global_heap import REFERENCE, check_string_heaps
+from .open_files import _LOCK_NOTE, _file_access_list, replace_open_file
 
 if TYPE_CHECKING:
     from ...core.writers import DafWriter
@@ -85,6 +101,7 @@ class H5dfStorage(Protocol):
     path: str
     mode: str
     is_writable: bool
+    packed_default: bool
     _open_file: Any
 
     def format_default_name(self) -> str: ...
@@ -98,6 +115,7 @@ class H5dfStorage(Protocol):
     def format_set_matrix(self, rows_axis: str, columns_axis: str, name: str, matrix: Any) -> None: ...
     def format_delete_matrix(self, rows_axis: str, columns_axis: str, name: str, *, for_set: bool) -> None: ...
     def flush(self) -> None: ...
+    def format_close(self) -> None: ...
     def _reading(self, what: str) -> AbstractContextManager[None]: ...
     def _writing(self, what: str, *created: tuple[h5py.Group, str]) -> AbstractContextManager[None]: ...
     def _replace(self, group: h5py.Group, name: str) -> None: ...
@@ -278,16 +296,18 @@ def _backup_id(storage: H5dfStorage, path: str) -> str | None:
 
 
 def backup_reorder(storage: H5dfStorage, plan: FormatReorderPlan) -> None:
-    """Copy the whole file (once per operation: the groups of one call share it) to its durable backup.
+    """Start the reorder of this group: :func:`reorder_method` says how. By swap: the new file is begun beside the
+    old one (see the module's docstring). By backup: the whole file is copied (once per operation: the groups of one
+    call share it) to its durable backup.
 
     Example:
         >>> import pydaf, tempfile, os
         >>> from pydaf.abc.reorder import FormatReorderPlan
         >>> daf = pydaf.H5df(os.path.join(tempfile.mkdtemp(), "x.h5df"), "w")
         >>> lock_reorder(daf.format, "an-operation-id"); backup_reorder(daf.format, FormatReorderPlan({}))
-        >>> os.path.exists(reorder_backup_path(daf.format.path)), reset_reorder(daf.format)
+        >>> os.path.exists(swap_path(daf.format.path)), reset_reorder(daf.format)
         (True, True)
-        >>> os.path.exists(reorder_backup_path(daf.format.path))
+        >>> os.path.exists(swap_path(daf.format.path))
         False
     """
     path = reorder_backup_path(storage.path)
@@ -297,6 +317,9 @@ def backup_reorder(storage: H5dfStorage, plan: FormatReorderPlan) -> None:
             if operation_id is not None and _backup_id(storage, path) == operation_id:
                 return  # (taken for another group of this operation)
             _remove_file(path)  # (left by an earlier operation: never trusted)
+        if operation_id is not None and reorder_method(storage) == "swap":
+            _start_swap(storage, plan, operation_id)
+            return
         staging = path + _BACKUP_STAGING_SUFFIX
         _remove_file(staging)
         storage.flush()  # (the lock is committed; nothing is pending)
@@ -310,6 +333,333 @@ def backup_reorder(storage: H5dfStorage, plan: FormatReorderPlan) -> None:
                 os.unlink(staging)
             raise DafStorageError(f"can't back up the H5df file: {storage.path}\nto: {path}\nfor reorder_axes "
                                   f"(nothing was changed)\n({type(error).__name__}: {error})") from error
+
+
+# The swap: the permuted copy written beside the file, then renamed over it.
+
+#: Whether an H5df reorder writes a permuted copy of the file and renames it over the file when it can (one write of
+#: the data), rather than back up the file and permute it in place (two writes). Tests set it off to run the other.
+REORDER_BY_SWAP = True
+
+#: The permuted copy beside the file (``<file>.reorder.pydaf-swap``), until it is renamed over the file.
+_SWAP_SUFFIX = ".reorder.pydaf-swap"
+
+
+def swap_path(path: str) -> str:
+    """Where the reorder by swap writes the permuted copy of the HDF5 file ``path`` (beside the file its path
+    resolves to: the rename replaces that file, not a symbolic link to it).
+
+    Example:
+        >>> swap_path("/data/cells.h5df")
+        '/data/cells.h5df.reorder.pydaf-swap'
+    """
+    return os.path.realpath(path) + _SWAP_SUFFIX
+
+
+class _Swap:
+    """A swap under way: the copy's path and descriptor, the operation, its plan, and the properties HDF5 itself
+    rewrites in the copy once the numbers are written (strings, packed data)."""
+
+    def __init__(self, path: str, target: str, fd: int, operation_id: str) -> None:
+        self.path = path
+        self.target = target
+        self.fd = fd
+        self.operation_id = operation_id
+        self.plan = FormatReorderPlan({})
+        self.pending: list[PlannedVector | PlannedMatrix] = []
+        # (the copy's write-back goes on while it is filled, so the fsync before the rename waits for little)
+        self.writeback: WritebackThread | None = WritebackThread(fd)
+
+    def stop_writeback(self) -> None:
+        if self.writeback is not None:
+            self.writeback.stop()
+            self.writeback = None
+
+    def close(self) -> None:
+        self.stop_writeback()
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def __del__(self) -> None:  # (a swap a simulated crash left, whose file is then closed without a reset)
+        self.close()
+
+
+# The swap under way of each open file (by its record).
+_swaps: weakref.WeakKeyDictionary[Any, _Swap] = weakref.WeakKeyDictionary()
+
+
+def reorder_method(storage: H5dfStorage) -> str:
+    """How a reorder of this group, locked, goes: ``swap`` when it can (the file opened by path in this process, no
+    other group of it open here or locked for the reorder, a regular file with one link, whose owner and group the
+    new file can have), else ``backup`` (Julia's protocol).
+
+    Example:
+        >>> import pydaf, tempfile, os
+        >>> path = os.path.join(tempfile.mkdtemp(), "x.h5dfs")
+        >>> daf = pydaf.H5df(path + "#/one", "w+")
+        >>> reorder_method(daf.format)
+        'swap'
+        >>> other = pydaf.H5df(path + "#/two", "w+")  # (another group of the file, open here)
+        >>> reorder_method(daf.format)
+        'backup'
+    """
+    record = storage._open_file
+    if not REORDER_BY_SWAP or record.lock is None or record.journal is None:
+        return "backup"
+    repos = _repos(storage)
+    entry = _entry_name(storage.root.name)
+    if repos is not None and set(repos.keys()) != {entry}:
+        return "backup"
+    if any(other.root is None or other.root.name != storage.root.name for other in list(record.formats)):
+        return "backup"  # (another group of the file open here: its handles and readers stay on the old file)
+    try:
+        status = os.stat(os.path.realpath(storage.path))
+    except OSError:
+        return "backup"
+    if not stat.S_ISREG(status.st_mode) or status.st_nlink != 1 or (status.st_dev, status.st_ino) != record.key:
+        return "backup"
+    if status.st_uid != os.geteuid() or status.st_gid not in (os.getegid(), *os.getgroups()):
+        return "backup"  # (the new file could not keep the file's owner and group)
+    return "swap"
+
+
+def _planned(plan: FormatReorderPlan) -> list[PlannedVector | PlannedMatrix]:
+    return [*plan.planned_vectors, *plan.planned_matrices]
+
+
+def _live_object(storage: H5dfStorage, planned: PlannedVector | PlannedMatrix) -> Any:
+    if isinstance(planned, PlannedVector):
+        return storage._hdf5_child(storage._required_group("vectors", planned.axis), planned.name, "vector")
+    return storage._hdf5_child(storage._required_group("matrices", planned.rows_axis, planned.columns_axis),
+                               planned.name, "matrix")
+
+
+def _swapped_parts(storage: H5dfStorage, planned: PlannedVector | PlannedMatrix, live: Any) -> Any:
+    """The datasets of a property the swap permutes straight into the copy (numbers stored in place): the dataset of
+    a dense one, the index parts and values (a dict) of a sparse one; None if HDF5 rewrites it in the copy."""
+    if isinstance(live, h5py.Dataset):
+        return live if _in_place(live) else None
+    if isinstance(live, h5py.Group):
+        indices = ("nzind",) if isinstance(planned, PlannedVector) else ("colptr", "rowval")
+        return _sparse_parts(storage, live, live, indices, ("nzval",))
+    return None
+
+
+def _swapped_ranges(storage: H5dfStorage, plan: FormatReorderPlan) -> list[tuple[int, int]]:
+    """The (offset, length) of the bytes the swap writes itself: the rest of the file is copied as it is."""
+    datasets: list[h5py.Dataset] = []
+    for planned in _planned(plan):
+        parts = _swapped_parts(storage, planned, _live_object(storage, planned))
+        if isinstance(parts, h5py.Dataset):
+            datasets.append(parts)
+        elif parts is not None:
+            *pairs, values = parts
+            datasets += [live for _, live in pairs] + [live for _, live in values.values()]
+    return sorted((dataset.id.get_offset(), dataset.id.get_storage_size()) for dataset in datasets if dataset.size)
+
+
+def _copy_range(source: int, destination: int, start: int, end: int) -> None:
+    """Copy bytes ``start:end`` of one file to the same place of another."""
+    done = start
+    while done < end:
+        length = min(end - done, _COPY_CHUNK_BYTES)
+        try:
+            copied = os.copy_file_range(source, destination, length, done, done)
+        except OSError as error:
+            if error.errno not in (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
+                raise
+            copied = os.pwrite(destination, os.pread(source, length, done), done)
+        if copied == 0:
+            raise DafStorageError(f"the file changed size while it was copied (at byte {done} of {end})")
+        done += copied
+
+
+def _start_swap(storage: H5dfStorage, plan: FormatReorderPlan, operation_id: str) -> None:
+    """Begin the permuted copy: the whole file's space allocated (a full disk fails here, before anything), and
+    every byte copied but those of the numbers the replacement permutes into it."""
+    target = os.path.realpath(storage.path)
+    path = target + _SWAP_SUFFIX
+    _forget_swap(storage)
+    _remove_file(path)  # (left by a killed reorder)
+    storage.flush()
+    ranges = _swapped_ranges(storage, plan)
+    fd = -1
+    swap = None
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        swap = _Swap(path, target, fd, operation_id)
+        source = os.open(target, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            status = os.fstat(source)
+            if os.fstat(fd).st_gid != status.st_gid:
+                os.fchown(fd, -1, status.st_gid)
+            os.fchmod(fd, stat.S_IMODE(status.st_mode))
+            if status.st_size:
+                os.posix_fallocate(fd, 0, status.st_size)
+            position = 0
+            for offset, length in [*ranges, (status.st_size, 0)]:
+                if offset > position:
+                    _copy_range(source, fd, position, offset)
+                position = max(position, offset + length)
+        finally:
+            os.close(source)
+    except BaseException as error:
+        if swap is not None:
+            swap.close()
+        elif fd >= 0:
+            os.close(fd)
+        if fd >= 0:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+        if isinstance(error, OSError | DafStorageError):
+            raise DafStorageError(f"can't write the reordered copy: {path}\nof the H5df file: {storage.path}\n"
+                                  f"(nothing was changed)\n({type(error).__name__}: {error})") from error
+        raise
+    _swaps[storage._open_file] = swap
+
+
+def _forget_swap(storage: H5dfStorage) -> None:
+    swap = _swaps.pop(storage._open_file, None)
+    if swap is not None:
+        swap.close()
+
+
+def _swap_map(swap: _Swap, dataset: h5py.Dataset, dtype: np.dtype) -> np.ndarray:
+    """A writable map of where ``dataset`` of the file is in the copy (its space allocated when the copy began)."""
+    if dataset.size == 0:
+        return np.empty(dataset.shape, dtype=dtype)
+    region = map_file(swap.fd, swap.path, dataset.id.get_offset(), dataset.size * dtype.itemsize, writable=True)
+    return np.frombuffer(region, dtype=dtype, count=dataset.size).reshape(dataset.shape)
+
+
+def _swap_values(storage: H5dfStorage, swap: _Swap, nzval: h5py.Dataset | None,
+                 nnz: int) -> tuple[np.ndarray, np.ndarray]:
+    if nzval is None:  # (all-true Bool values are not stored: a scratch pair stands for them)
+        return np.zeros(nnz, dtype=np.uint8), np.empty(nnz, dtype=np.uint8)
+    dtype = _raw_dtype(nzval)
+    return _map(storage.path, nzval, dtype, writable=False), _swap_map(swap, nzval, dtype)
+
+
+def _swap_property(storage: H5dfStorage, swap: _Swap, planned: PlannedVector | PlannedMatrix,
+                   rows_planned: PlannedAxis | None, columns_planned: PlannedAxis | None) -> bool:
+    """Permute a property's numbers from the file into the copy; False if HDF5 must rewrite it instead."""
+    parts = _swapped_parts(storage, planned, _live_object(storage, planned))
+    if parts is None:
+        return False
+    rows_permutation = None if rows_planned is None else rows_planned.permutation
+    columns_permutation = None if columns_planned is None else columns_planned.permutation
+    if isinstance(parts, h5py.Dataset):
+        if parts.size:
+            source = _map(storage.path, parts, _raw_dtype(parts), writable=False)
+            write_permuted_dense(source if source.ndim == 1 else source.T, rows_permutation, columns_permutation,
+                                 swap.fd, parts.id.get_offset())
+        return True
+    if isinstance(planned, PlannedVector):
+        (nzind, _), values = parts
+        nzval, out_nzval = _swap_values(storage, swap, values.get("nzval", (None, None))[1], nzind.shape[0])
+        assert rows_planned is not None
+        permute_sparse_vector_into(_map_index(storage.path, nzind, writable=False), nzval,
+                                   rows_planned.inverse_permutation, _swap_index(swap, nzind), out_nzval)
+        return True
+    (colptr, _), (rowval, _), values = parts
+    nzval, out_nzval = _swap_values(storage, swap, values.get("nzval", (None, None))[1], rowval.shape[0])
+    permute_csc_into((storage.format_axis_length(planned.rows_axis), storage.format_axis_length(planned.columns_axis)),
+                     _map_index(storage.path, colptr, writable=False), _map_index(storage.path, rowval, writable=False),
+                     nzval, None if rows_planned is None else rows_planned.inverse_permutation, columns_permutation,
+                     _swap_index(swap, colptr), _swap_index(swap, rowval), out_nzval)
+    return True
+
+
+def _swap_index(swap: _Swap, dataset: h5py.Dataset) -> np.ndarray:
+    dtype = _index_dtype(dataset)
+    assert dtype is not None
+    return _swap_map(swap, dataset, dtype)
+
+
+def _replace_into_swap(storage: H5dfStorage, swap: _Swap, plan: FormatReorderPlan, progress: ReorderProgress,
+                       crash_counter: CrashCounter | None) -> None:
+    swap.plan = plan
+    rows_planned: PlannedAxis | None
+    for planned in _planned(plan):
+        if isinstance(planned, PlannedVector):
+            rows_planned, columns_planned = plan.planned_axes[planned.axis], None
+        else:
+            rows_planned = plan.planned_axes.get(planned.rows_axis)
+            columns_planned = plan.planned_axes.get(planned.columns_axis)
+        if not _swap_property(storage, swap, planned, rows_planned, columns_planned):
+            swap.pending.append(planned)
+        if progress is not None:
+            progress(planned.n_replacement_elements)
+        tick_crash_counter(crash_counter)
+
+
+def _finish_copy(storage: H5dfStorage, swap: _Swap) -> None:
+    """HDF5's part of the copy: the permuted axes, the properties it must rewrite, and the lock gone (the copy is the
+    file after the reorder); then the copy is made durable."""
+    fid = h5f.open(os.fsencode(swap.path), h5f.ACC_RDWR, fapl=_file_access_list())
+    file = h5py.File(fid)
+    try:
+        root = file if storage.root.name == "/" else file[storage.root.name]
+        copy: H5dfStorage = cast(Any, type(storage))(root, "r+", default_name=storage.format_default_name(),
+                                                      complete_path=None)
+        copy.packed_default = storage.packed_default
+        axes = copy._required_group("axes")
+        for axis, planned_axis in swap.plan.planned_axes.items():
+            if storage.format_has_axis(axis, for_change=False):
+                with copy._writing(f"axis: {axis}"):
+                    copy._hdf5_delete(axes, axis)
+                    copy._hdf5_write_strings(axes, axis, np.asarray(planned_axis.new_entries, dtype=object))
+        for planned in swap.pending:
+            if isinstance(planned, PlannedVector):
+                vector, _ = storage.format_get_vector(planned.axis, planned.name)
+                copy.format_delete_vector(planned.axis, planned.name, for_set=True)
+                copy.format_set_vector(planned.axis, planned.name,
+                                       permute_stored_vector(vector, swap.plan.planned_axes[planned.axis]))
+            else:
+                matrix, _ = storage.format_get_matrix(planned.rows_axis, planned.columns_axis, planned.name)
+                permuted = permute_stored_matrix(matrix, swap.plan.planned_axes.get(planned.rows_axis),
+                                                 swap.plan.planned_axes.get(planned.columns_axis))
+                copy.format_delete_matrix(planned.rows_axis, planned.columns_axis, planned.name, for_set=True)
+                copy.format_set_matrix(planned.rows_axis, planned.columns_axis, planned.name, permuted)
+        with copy._writing("reorder lock"):
+            copy._hdf5_delete(file, REORDER_REPOS_GROUP)
+            copy._hdf5_delete(file, REORDER_LOCK_DATASET)
+        copy.format_close()
+    finally:
+        file.close()
+    swap.stop_writeback()
+    os.fsync(swap.fd)
+
+
+def _finish_swap(storage: H5dfStorage, swap: _Swap) -> None:
+    """Rename the finished copy over the file (the reorder's one step: before it, the file is as it was and locked;
+    after it, the file is the copy, in the new order and unlocked), then point this process's handles at it."""
+    try:
+        _finish_copy(storage, swap)
+        hold = hold_lock(swap.path, exclusive=True, what="H5df file", note=_LOCK_NOTE)
+        hdf5_flock(swap.fd, swap.path)  # (other HDF5 programs are kept out until the new file's own handle opens)
+    except (OSError, ValueError, RuntimeError) as error:
+        raise DafStorageError(f"can't finish the reordered copy: {swap.path}\nof the H5df file: {storage.path}\n"
+                              f"(nothing was changed)\n({type(error).__name__}: {error})") from error
+    held = hold_to_free_later(swap.target)  # (the old file's blocks are freed in the background once it is closed)
+    try:
+        os.rename(swap.path, swap.target)
+    except OSError as error:
+        close_later(held)
+        raise DafStorageError(f"can't rename the reordered copy: {swap.path}\nover the H5df file: {storage.path}\n"
+                              f"(nothing was changed)\n({type(error).__name__}: {error})") from error
+    try:
+        _fsync_path(os.path.dirname(swap.target), folder=True)
+        replace_open_file(storage._open_file, storage.path, hold)
+    except BaseException as error:
+        storage._open_file.abandon()  # (it is the old file: writing it would lose the writes)
+        raise DafStorageError(f"the H5df file: {storage.path}\nwas reordered, but this process could not open the "
+                              f"reordered file\n({type(error).__name__}: {error})",
+                              hint="(open the data set again)") from error
+    finally:
+        close_later(held)
+        _forget_swap(storage)
 
 
 # Reading and writing datasets in place.
@@ -425,6 +775,12 @@ def replace_reorder(storage: H5dfStorage, plan: FormatReorderPlan, progress: Reo
         ([3, 1, 2], False)
     """
 
+    swap = _swaps.get(storage._open_file)
+    if swap is not None:
+        with storage._open_file.writing:
+            if swap.operation_id == _lock_id(storage, storage.file):
+                _replace_into_swap(storage, swap, plan, progress, crash_counter)
+                return
     backup_path = reorder_backup_path(storage.path)
     with storage._open_file.writing, _open_backup(storage, backup_path) as backup:
         storage.flush()  # (in-place writes are made only while no journal is pending: see the module's docstring)
@@ -602,8 +958,10 @@ def _remove_stale_backup(storage: H5dfStorage) -> None:
     the lock and of the backup leaves one, which nothing must trust (Julia's next reorder would use it as its source:
     a writable pydaf open removes it)."""
     if _repos(storage) is None:
+        _forget_swap(storage)
         _remove_file(reorder_backup_path(storage.path))
         _remove_file(reorder_backup_path(storage.path) + _BACKUP_STAGING_SUFFIX)
+        _remove_file(swap_path(storage.path))
 
 
 def cleanup_reorder(storage: H5dfStorage) -> None:
@@ -620,6 +978,10 @@ def cleanup_reorder(storage: H5dfStorage) -> None:
         repos = _repos(storage)
         operation_id = _lock_id(storage, storage.file)
         if repos is None or operation_id is None:
+            return
+        swap = _swaps.get(storage._open_file)
+        if swap is not None and swap.operation_id == operation_id:
+            _finish_swap(storage, swap)
             return
         cleaned = _cleaned.setdefault(storage._open_file, {}).setdefault(operation_id, set())
         cleaned.add(_entry_name(storage.root.name))
@@ -764,8 +1126,8 @@ def check_interrupted_reorder(daf: DafWriter) -> None:
     """
     storage = cast("H5dfStorage", daf.format)  # (an H5df's format is an H5dfFormat)
     locked = has_reorder_lock(storage)
-    if storage.mode == "w" or (storage.is_writable and not locked and os.path.exists(
-            reorder_backup_path(storage.path))):
+    if storage.mode == "w" or (storage.is_writable and not locked and (
+            os.path.exists(reorder_backup_path(storage.path)) or os.path.exists(swap_path(storage.path)))):
         with daf.write_lock(), storage._open_file.writing:
             if storage.mode == "w" and has_reorder_lock(storage):
                 _drop_lock(storage, {_entry_name(storage.root.name)})
@@ -780,7 +1142,8 @@ def check_interrupted_reorder(daf: DafWriter) -> None:
         if os.path.exists(reorder_backup_path(storage.path)):
             done = "it was rolled back to the old order"
         else:
-            done = "it was killed before its backup was made (nothing had changed): its lock was removed"
+            done = ("it was killed before its backup was made, or before its reordered copy replaced the file "
+                    "(nothing had changed): its lock was removed")
         if reset_reorder_axes(daf):
             warnings.warn(f"the H5df data: {_where(storage)}\nwas left by an interrupted reorder_axes: {done}",
                           stacklevel=4)
