@@ -749,7 +749,14 @@ def test_swap_moves_every_handle_of_the_data_set(h5df_path):
 WAITING_READER = textwrap.dedent("""
     import sys, time
     import pydaf
-    daf = pydaf.H5df(sys.argv[1], "r")  # (waits for the writer's lock)
+    deadline = time.time() + 60
+    while True:  # (waits for the writer's lock, LOCK_WAIT_SECONDS at a time: a loaded machine may take longer)
+        try:
+            daf = pydaf.H5df(sys.argv[1], "r")
+            break
+        except pydaf.errors.DafLockedError:
+            if time.time() > deadline:
+                raise
     print(time.time(), daf.has_vector("cell", "written_after_the_swap"), daf.axis_vector("cell").tolist())
 """)
 
