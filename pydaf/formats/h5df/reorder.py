@@ -50,7 +50,6 @@ import contextlib
 import errno
 import fcntl
 import os
-import shutil
 import stat
 import warnings
 import weakref
@@ -263,20 +262,7 @@ def _copy_file(source: str, destination: str) -> None:
         try:
             fcntl.ioctl(destination_fd, _FICLONE, source_fd)
         except OSError:
-            size = os.fstat(source_fd).st_size
-            done = 0
-            try:
-                while done < size:  # (a chunk at a time, each one's write-back started while the next is copied)
-                    copied = os.copy_file_range(source_fd, destination_fd, min(size - done, _COPY_CHUNK_BYTES), done,
-                                                done)
-                    if copied == 0:
-                        break
-                    start_writeback(destination_fd, done, copied)
-                    done += copied
-            except OSError as error:
-                if error.errno not in (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP) or done:
-                    raise
-                shutil.copyfileobj(reader, writer, 1 << 24)
+            _copy_range(source_fd, destination_fd, 0, os.fstat(source_fd).st_size, writeback=True)
         os.fsync(destination_fd)
 
 
@@ -459,8 +445,9 @@ def _swapped_ranges(storage: H5dfStorage, plan: FormatReorderPlan) -> list[tuple
     return sorted((dataset.id.get_offset(), dataset.id.get_storage_size()) for dataset in datasets if dataset.size)
 
 
-def _copy_range(source: int, destination: int, start: int, end: int) -> None:
-    """Copy bytes ``start:end`` of one file to the same place of another."""
+def _copy_range(source: int, destination: int, start: int, end: int, *, writeback: bool = False) -> None:
+    """Copy bytes ``start:end`` of one file to the same place of another (in-kernel where it can), starting each
+    chunk's write-back at once if ``writeback``."""
     done = start
     while done < end:
         length = min(end - done, _COPY_CHUNK_BYTES)
@@ -472,6 +459,8 @@ def _copy_range(source: int, destination: int, start: int, end: int) -> None:
             copied = os.pwrite(destination, os.pread(source, length, done), done)
         if copied == 0:
             raise DafStorageError(f"the file changed size while it was copied (at byte {done} of {end})")
+        if writeback:
+            start_writeback(destination, done, copied)
         done += copied
 
 
