@@ -19,6 +19,7 @@ Example:
 from __future__ import annotations
 
 import ctypes
+import queue
 import sys
 import threading
 from functools import cache
@@ -50,31 +51,43 @@ def start_writeback(fd: int, offset: int = 0, nbytes: int = 0) -> None:
 
 
 class WritebackThread:
-    """A thread that queues the write-back of a file's dirty pages every ``interval`` seconds until :meth:`stop`:
-    the disk writes what was written while the caller's threads go on filling the file (a call that queues a lot of
-    pages waits for the disk, which would stall the caller's own threads).
+    """A thread that queues the write-back of the parts of a file the caller says are finished (:meth:`queue`) until
+    :meth:`stop`: the disk writes them while the caller's threads go on filling the rest (a call that queues a lot of
+    pages can wait for the disk, which would stall the caller's own threads). Only finished parts: a page written
+    back while the caller still writes it through a memory map is faulted in again (the reorder's sparse data took
+    0.33-0.38 s instead of 0.17-0.23 s when the whole file was queued every 50 ms).
 
     Example:
         >>> import os, tempfile
         >>> with tempfile.TemporaryFile() as file:
         ...     thread = WritebackThread(file.fileno())
         ...     _ = file.write(b"x" * 4096)
+        ...     file.flush()
+        ...     thread.queue(0, 4096)
         ...     thread.stop()
     """
 
-    def __init__(self, fd: int, interval: float = 0.05) -> None:
+    def __init__(self, fd: int) -> None:
         self._fd = fd
-        self._interval = interval
-        self._stopped = threading.Event()
+        self._ranges: queue.SimpleQueue[tuple[int, int] | None] = queue.SimpleQueue()
+        self._stopped = False
         self._thread = threading.Thread(target=self._run, name="pydaf-writeback", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
-        while not self._stopped.wait(self._interval):
-            start_writeback(self._fd)
+        while (part := self._ranges.get()) is not None:
+            start_writeback(self._fd, *part)
+
+    def queue(self, offset: int, nbytes: int) -> None:
+        """Queue the write-back of ``nbytes`` from ``offset``, which the caller has finished writing (any thread)."""
+        if nbytes > 0 and not self._stopped:
+            self._ranges.put((offset, nbytes))
 
     def stop(self) -> None:
-        """Stop the thread (and wait for it: the caller may close the file then). Idempotent."""
-        self._stopped.set()
+        """Stop the thread once what is queued is started (and wait for it: the caller may close the file then).
+        Idempotent."""
+        if not self._stopped:
+            self._stopped = True
+            self._ranges.put(None)
         if self._thread is not threading.current_thread():
             self._thread.join()

@@ -353,8 +353,14 @@ class _Swap:
         self.operation_id = operation_id
         self.plan = FormatReorderPlan({})
         self.pending: list[PlannedVector | PlannedMatrix] = []
-        # (the copy's write-back goes on while it is filled, so the fsync before the rename waits for little)
+        # (each finished part of the copy is written back while the rest is filled: the fsync before the rename
+        # then waits for little)
         self.writeback: WritebackThread | None = WritebackThread(fd)
+
+    def queue_writeback(self, offset: int, nbytes: int) -> None:
+        """Start writing ``nbytes`` of the copy from ``offset`` to the disk: that part is finished."""
+        if self.writeback is not None:
+            self.writeback.queue(offset, nbytes)
 
     def stop_writeback(self) -> None:
         if self.writeback is not None:
@@ -432,16 +438,21 @@ def _swapped_parts(storage: H5dfStorage, planned: PlannedVector | PlannedMatrix,
     return None
 
 
+def _parts_datasets(parts: Any) -> list[h5py.Dataset]:
+    """The datasets of what :func:`_swapped_parts` gives."""
+    if parts is None:
+        return []
+    if isinstance(parts, h5py.Dataset):
+        return [parts]
+    *pairs, values = parts
+    return [live for _, live in pairs] + [live for _, live in values.values()]
+
+
 def _swapped_ranges(storage: H5dfStorage, plan: FormatReorderPlan) -> list[tuple[int, int]]:
     """The (offset, length) of the bytes the swap writes itself: the rest of the file is copied as it is."""
     datasets: list[h5py.Dataset] = []
     for planned in _planned(plan):
-        parts = _swapped_parts(storage, planned, _live_object(storage, planned))
-        if isinstance(parts, h5py.Dataset):
-            datasets.append(parts)
-        elif parts is not None:
-            *pairs, values = parts
-            datasets += [live for _, live in pairs] + [live for _, live in values.values()]
+        datasets += _parts_datasets(_swapped_parts(storage, planned, _live_object(storage, planned)))
     return sorted((dataset.id.get_offset(), dataset.id.get_storage_size()) for dataset in datasets if dataset.size)
 
 
@@ -490,6 +501,7 @@ def _start_swap(storage: H5dfStorage, plan: FormatReorderPlan, operation_id: str
             for offset, length in [*ranges, (status.st_size, 0)]:
                 if offset > position:
                     _copy_range(source, fd, position, offset)
+                    swap.queue_writeback(position, offset - position)
                 position = max(position, offset + length)
         finally:
             os.close(source)
@@ -542,7 +554,7 @@ def _swap_property(storage: H5dfStorage, swap: _Swap, planned: PlannedVector | P
         if parts.size:
             source = _map(storage.path, parts, _raw_dtype(parts), writable=False)
             write_permuted_dense(source if source.ndim == 1 else source.T, rows_permutation, columns_permutation,
-                                 swap.fd, parts.id.get_offset())
+                                 swap.fd, parts.id.get_offset(), written=swap.queue_writeback)
         return True
     if isinstance(planned, PlannedVector):
         (nzind, _), values = parts
@@ -550,6 +562,7 @@ def _swap_property(storage: H5dfStorage, swap: _Swap, planned: PlannedVector | P
         assert rows_planned is not None
         permute_sparse_vector_into(_map_index(storage.path, nzind, writable=False), nzval,
                                    rows_planned.inverse_permutation, _swap_index(swap, nzind), out_nzval)
+        _queue_swapped(swap, parts)
         return True
     (colptr, _), (rowval, _), values = parts
     nzval, out_nzval = _swap_values(storage, swap, values.get("nzval", (None, None))[1], rowval.shape[0])
@@ -557,7 +570,15 @@ def _swap_property(storage: H5dfStorage, swap: _Swap, planned: PlannedVector | P
                      _map_index(storage.path, colptr, writable=False), _map_index(storage.path, rowval, writable=False),
                      nzval, None if rows_planned is None else rows_planned.inverse_permutation, columns_permutation,
                      _swap_index(swap, colptr), _swap_index(swap, rowval), out_nzval)
+    _queue_swapped(swap, parts)
     return True
+
+
+def _queue_swapped(swap: _Swap, parts: Any) -> None:
+    """Start the write-back of a sparse property's numbers in the copy (only now: they are written through maps,
+    and a page written back while it is still being filled is faulted in again)."""
+    for dataset in _parts_datasets(parts):
+        swap.queue_writeback(dataset.id.get_offset(), dataset.id.get_storage_size())
 
 
 def _swap_index(swap: _Swap, dataset: h5py.Dataset) -> np.ndarray:
