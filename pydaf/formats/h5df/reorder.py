@@ -49,11 +49,12 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import functools
 import os
 import stat
 import warnings
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
@@ -262,7 +263,8 @@ def _copy_file(source: str, destination: str) -> None:
         try:
             fcntl.ioctl(destination_fd, _FICLONE, source_fd)
         except OSError:
-            _copy_range(source_fd, destination_fd, 0, os.fstat(source_fd).st_size, writeback=True)
+            _copy_range(source_fd, destination_fd, 0, os.fstat(source_fd).st_size,
+                        written=functools.partial(start_writeback, destination_fd))
         os.fsync(destination_fd)
 
 
@@ -456,9 +458,10 @@ def _swapped_ranges(storage: H5dfStorage, plan: FormatReorderPlan) -> list[tuple
     return sorted((dataset.id.get_offset(), dataset.id.get_storage_size()) for dataset in datasets if dataset.size)
 
 
-def _copy_range(source: int, destination: int, start: int, end: int, *, writeback: bool = False) -> None:
-    """Copy bytes ``start:end`` of one file to the same place of another (in-kernel where it can), starting each
-    chunk's write-back at once if ``writeback``."""
+def _copy_range(source: int, destination: int, start: int, end: int, *,
+                written: Callable[[int, int], object] | None = None) -> None:
+    """Copy bytes ``start:end`` of one file to the same place of another (in-kernel where it can); ``written(at,
+    nbytes)`` is called once each chunk is copied (as by :func:`write_permuted_dense`: to start its write-back)."""
     done = start
     while done < end:
         length = min(end - done, _COPY_CHUNK_BYTES)
@@ -470,8 +473,8 @@ def _copy_range(source: int, destination: int, start: int, end: int, *, writebac
             copied = os.pwrite(destination, os.pread(source, length, done), done)
         if copied == 0:
             raise DafStorageError(f"the file changed size while it was copied (at byte {done} of {end})")
-        if writeback:
-            start_writeback(destination, done, copied)
+        if written is not None:
+            written(done, copied)
         done += copied
 
 
@@ -500,8 +503,7 @@ def _start_swap(storage: H5dfStorage, plan: FormatReorderPlan, operation_id: str
             position = 0
             for offset, length in [*ranges, (status.st_size, 0)]:
                 if offset > position:
-                    _copy_range(source, fd, position, offset)
-                    swap.queue_writeback(position, offset - position)
+                    _copy_range(source, fd, position, offset, written=swap.queue_writeback)
                 position = max(position, offset + length)
         finally:
             os.close(source)
